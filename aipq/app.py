@@ -1,0 +1,108 @@
+"""What the commands do, without the command line: the CLI parses arguments, calls these and renders."""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from aipq.catalog import FORMATS, Catalog, TableEntry, split_name
+from aipq.config import Settings
+from aipq.engine.executor import RunRecord, StageListener, remove_work_dir, run_dag
+from aipq.engine.session import SparkCatalogLookup, get_session, read_schema
+from aipq.errors import BadInputError
+from aipq.planner.pipeline import PlannedQuery, plan_query
+from aipq.tpch import generate as tpch_generate
+from aipq.tpch.queries import query_text
+
+
+@dataclass(frozen=True)
+class SqlSource:
+    text: str
+    name: str
+
+
+def load_sql(source: str | None, inline: str | None) -> SqlSource:
+    """SQL from a file, ``-`` (stdin), ``tpch:N`` (a bundled TPC-H query) or ``--sql`` text."""
+    if inline is not None:
+        if source is not None:
+            raise BadInputError("give either a FILE or --sql, not both")
+        return SqlSource(inline, "<--sql>")
+    if source is None:
+        raise BadInputError("no query given", hint="aipq run FILE, aipq run tpch:5, or aipq run --sql 'SELECT …'")
+    if source == "-":
+        return SqlSource(sys.stdin.read(), "<stdin>")
+    if source.lower().startswith("tpch:"):
+        number = source.split(":", 1)[1].lstrip("qQ")
+        if not number.isdigit() or not 1 <= int(number) <= 22:
+            raise BadInputError(f"{source!r} is not a TPC-H query", hint="use tpch:1 … tpch:22")
+        return SqlSource(query_text(int(number)), f"tpch:q{int(number)}")
+    path = Path(source)
+    if not path.is_file():
+        raise BadInputError(f"no such SQL file: {source}")
+    try:
+        return SqlSource(path.read_text(), str(path))
+    except UnicodeDecodeError as error:
+        raise BadInputError(f"{source} is not a UTF-8 text file") from error
+
+
+def needs_spark_catalog(settings: Settings) -> bool:
+    return settings.spark_conf.get("spark.sql.catalogImplementation") == "hive"
+
+
+def open_catalog(home: Path, settings: Settings) -> Catalog:
+    catalog = Catalog(home)
+    if needs_spark_catalog(settings):
+        catalog = catalog.with_fallbacks(SparkCatalogLookup(get_session(settings, home)))
+    return catalog
+
+
+def plan(source: SqlSource, home: Path, settings: Settings) -> PlannedQuery:
+    return plan_query(source.text, open_catalog(home, settings), settings, source.name)
+
+
+@dataclass
+class QueryRun:
+    spark: object
+    planned: PlannedQuery
+    record: RunRecord
+
+    def close(self) -> None:
+        remove_work_dir(self.record)
+
+
+def run(source: SqlSource, home: Path, settings: Settings, listener: StageListener | None = None) -> QueryRun:
+    planned = plan(source, home, settings)
+    spark = get_session(settings, home)
+    record = run_dag(spark, planned.dag, settings, home, listener)
+    return QueryRun(spark, planned, record)
+
+
+def add_table(home: Path, settings: Settings, name: str, path: str, fmt: str) -> tuple[TableEntry, bool]:
+    if fmt not in FORMATS:
+        raise BadInputError(f"unknown format {fmt!r}", hint=f"use one of {', '.join(FORMATS)}")
+    database, table = split_name(name)
+    if not table.isidentifier():
+        raise BadInputError(f"{name!r} is not a valid table name", hint="use letters, digits and underscores")
+    location = path if "://" in path else str(Path(path).expanduser().resolve())
+    if "://" not in path and not Path(location).exists():
+        raise BadInputError(f"no data at {path}")
+    spark = get_session(settings, home)
+    columns = read_schema(spark, location, fmt)
+    entry = TableEntry(database, table, location, fmt, columns)
+    replaced = Catalog(home).register(entry)
+    return entry, replaced
+
+
+def generate_tpch(home: Path, settings: Settings, scale_factor: float, database: str,
+                  parts: int = 1) -> list[TableEntry]:
+    folder = tpch_generate.generate(home, scale_factor, parts)
+    spark = get_session(settings, home)
+    catalog = Catalog(home)
+    entries = []
+    for table in tpch_generate.TABLES:
+        location = str(tpch_generate.table_path(folder, table))
+        entry = TableEntry(database, table, location, "parquet", read_schema(spark, location, "parquet"))
+        catalog.register(entry)
+        entries.append(entry)
+    return entries

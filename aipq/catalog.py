@@ -1,0 +1,154 @@
+"""The table catalog: names → data files, formats and schemas, persisted under the aipq home.
+
+It follows Spark's catalog conventions: tables live in databases (``default`` unless qualified as
+``db.table``), names are case-insensitive, and formats are Spark data source names (parquet, orc, csv).
+Registrations are kept in SQLite so that concurrent aipq processes can read and write them safely. Tables not
+registered here can still come from Spark's own session catalog (e.g. a Hive metastore configured with
+``--conf``); see ``aipq.engine.session.SparkCatalogLookup``.
+
+The catalog lives outside planner/ and engine/ because both read it: the planner for schemas, the engine for
+paths and formats.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+from aipq.errors import BadInputError
+
+DEFAULT_DATABASE = "default"
+FORMATS = ("parquet", "orc", "csv")
+
+
+@dataclass(frozen=True)
+class TableEntry:
+    database: str
+    name: str
+    path: str
+    format: str
+    columns: tuple[tuple[str, str], ...]  # (column name, Spark SQL type)
+    options: tuple[tuple[str, str], ...] = ()
+    source: str = "aipq"  # "aipq" (registered here) or "spark" (found in Spark's catalog)
+
+    @property
+    def qualified_name(self) -> str:
+        return f"{self.database}.{self.name}"
+
+    def column_types(self) -> dict[str, str]:
+        return dict(self.columns)
+
+
+class TableLookup(Protocol):
+    """Something that can find a table by (database, name); the catalog chains these."""
+
+    def find(self, database: str, name: str) -> TableEntry | None: ...
+
+
+def split_name(name: str) -> tuple[str, str]:
+    """``db.table`` → (db, table); a bare name is in the default database. Lower-cased, as Spark does."""
+    parts = name.strip().strip("`").lower().split(".")
+    if len(parts) == 1:
+        return DEFAULT_DATABASE, parts[0]
+    if len(parts) == 2:
+        return parts[0].strip("`"), parts[1].strip("`")
+    raise BadInputError(f"invalid table name {name!r}", hint="use NAME or DATABASE.NAME")
+
+
+class Catalog:
+    """Registered tables, stored in ``<home>/catalog.db``."""
+
+    def __init__(self, home: Path, fallbacks: tuple[TableLookup, ...] = ()):
+        self.home = Path(home)
+        self.home.mkdir(parents=True, exist_ok=True)
+        self.path = self.home / "catalog.db"
+        self.fallbacks = fallbacks
+        with self._connect() as con:
+            con.execute(
+                "CREATE TABLE IF NOT EXISTS tables (database TEXT NOT NULL, name TEXT NOT NULL, path TEXT NOT NULL,"
+                " format TEXT NOT NULL, columns TEXT NOT NULL, options TEXT NOT NULL, registered_at REAL NOT NULL,"
+                " PRIMARY KEY (database, name))"
+            )
+
+    @contextmanager
+    def _connect(self) -> Iterator[sqlite3.Connection]:
+        try:
+            con = sqlite3.connect(self.path, timeout=30)
+            con.execute("PRAGMA journal_mode=WAL")
+        except sqlite3.DatabaseError as exc:
+            raise BadInputError(
+                f"the catalog {self.path} is not a readable SQLite database ({exc})",
+                hint="move it aside; aipq creates a new one (tables then need registering again)",
+            ) from exc
+        try:
+            with con:
+                yield con
+        finally:
+            con.close()
+
+    def with_fallbacks(self, *fallbacks: TableLookup) -> Catalog:
+        return Catalog(self.home, self.fallbacks + tuple(fallbacks))
+
+    def register(self, entry: TableEntry) -> bool:
+        """Add or replace a registration; returns True when it replaced an existing one."""
+        with self._connect() as con:
+            existed = con.execute(
+                "SELECT 1 FROM tables WHERE database=? AND name=?", (entry.database, entry.name)
+            ).fetchone()
+            con.execute(
+                "INSERT OR REPLACE INTO tables VALUES (?,?,?,?,?,?,?)",
+                (entry.database, entry.name, entry.path, entry.format, json.dumps(entry.columns),
+                 json.dumps(entry.options), time.time()),
+            )
+        return existed is not None
+
+    def drop(self, name: str) -> bool:
+        database, table = split_name(name)
+        with self._connect() as con:
+            cur = con.execute("DELETE FROM tables WHERE database=? AND name=?", (database, table))
+        return cur.rowcount > 0
+
+    def entries(self) -> list[TableEntry]:
+        with self._connect() as con:
+            rows = con.execute(
+                "SELECT database, name, path, format, columns, options FROM tables ORDER BY database, name"
+            ).fetchall()
+        return [_entry_from_row(row) for row in rows]
+
+    def find(self, database: str, name: str) -> TableEntry | None:
+        with self._connect() as con:
+            row = con.execute(
+                "SELECT database, name, path, format, columns, options FROM tables WHERE database=? AND name=?",
+                (database, name),
+            ).fetchone()
+        if row is not None:
+            return _entry_from_row(row)
+        for fallback in self.fallbacks:
+            found = fallback.find(database, name)
+            if found is not None:
+                return found
+        return None
+
+    def lookup(self, name: str) -> TableEntry | None:
+        return self.find(*split_name(name))
+
+    def known_names(self) -> list[str]:
+        names = []
+        for entry in self.entries():
+            names.append(entry.name if entry.database == DEFAULT_DATABASE else entry.qualified_name)
+        return names
+
+
+def _entry_from_row(row: tuple) -> TableEntry:
+    database, name, path, fmt, columns, options = row
+    return TableEntry(
+        database=database, name=name, path=path, format=fmt,
+        columns=tuple(tuple(c) for c in json.loads(columns)),
+        options=tuple(tuple(o) for o in json.loads(options)),
+    )

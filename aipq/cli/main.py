@@ -1,0 +1,270 @@
+"""The ``aipq`` command line: parse arguments, call ``aipq.app``, render."""
+
+from __future__ import annotations
+
+import csv
+import json
+import re
+import sys
+import traceback
+from functools import wraps
+from pathlib import Path
+
+import click
+from rich.console import Console
+
+from aipq import app
+from aipq.catalog import FORMATS, Catalog
+from aipq.cli.progress import RichStageProgress
+from aipq.cli.render import explain_dot, explain_tree, result_table, run_summary
+from aipq.config import MB, Settings, default_home
+from aipq.engine.sink import OUTPUT_FORMATS, head_rows, result_frame, write_output
+from aipq.errors import EXIT_RUNTIME, AipqError, BadInputError
+from aipq.planner.explain import explain_dict
+from aipq.tpch.queries import query_text
+
+
+class AipqGroup(click.Group):
+    """Turns aipq errors into a message and exit code; a traceback only with --debug."""
+
+    def invoke(self, ctx: click.Context):
+        try:
+            return super().invoke(ctx)
+        except AipqError as error:
+            if _debug(ctx):
+                traceback.print_exc()
+            click.echo(error.render(), err=True)
+            ctx.exit(error.exit_code)
+        except (click.exceptions.Exit, click.exceptions.Abort, click.ClickException):
+            raise
+        except KeyboardInterrupt:
+            click.echo("interrupted", err=True)
+            ctx.exit(130)
+        except Exception as error:  # a bug: say so plainly
+            if _debug(ctx):
+                traceback.print_exc()
+            click.echo(f"internal error: {type(error).__name__}: {error}\n"
+                       "hint: rerun with --debug for the traceback, and please report it", err=True)
+            ctx.exit(EXIT_RUNTIME)
+
+
+def _debug(ctx: click.Context) -> bool:
+    root = ctx.find_root()
+    return bool(root.params.get("debug"))
+
+
+def parse_size(text: str) -> int:
+    match = re.fullmatch(r"\s*(-?\d+(?:\.\d+)?)\s*([kmg]?)b?\s*", text.lower())
+    if not match:
+        raise click.BadParameter(f"{text!r} is not a size (examples: 0, 512KB, 10MB, 1GB)")
+    factor = {"": 1, "k": 1024, "m": MB, "g": 1024 * MB}[match.group(2)]
+    return int(float(match.group(1)) * factor)
+
+
+@click.group(cls=AipqGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--warehouse", "--home", "home", type=click.Path(file_okay=False, path_type=Path),
+              help="aipq home (catalog, data, statistics, work files). Default: $AIPQ_HOME or ~/.aipq")
+@click.option("--debug", is_flag=True, help="Show Python tracebacks for errors.")
+@click.pass_context
+def cli(ctx: click.Context, home: Path | None, debug: bool) -> None:
+    """aipq: run Hive-style SQL on Spark as a staged job DAG with adaptive information passing."""
+    ctx.obj = {"home": (home or default_home()).expanduser()}
+
+
+def _home(ctx: click.Context, local: Path | None = None) -> Path:
+    home = (local.expanduser() if local else ctx.obj["home"])
+    home.mkdir(parents=True, exist_ok=True)
+    return home
+
+
+def planning_options(fn):
+    @click.option("--plan", type=click.Choice(["linear", "bushy"]), default="linear", show_default=True,
+                  help="Join tree shape.")
+    @click.option("--broadcast-threshold", default="10MB", show_default=True, metavar="SIZE",
+                  help="Join a base table map-side when its files are at most SIZE; 0 = repartition joins only.")
+    @click.option("--shuffle-partitions", type=click.IntRange(1, 10000), default=8, show_default=True)
+    @click.option("--dialect", default="hive", show_default=True, help="SQL dialect (hive, spark, …).")
+    @click.option("--master", default=None, help="Spark master URL (default local[2]).")
+    @click.option("--conf", "confs", multiple=True, metavar="KEY=VALUE", help="Spark setting (repeatable).")
+    @wraps(fn)
+    def wrapper(*args, plan, broadcast_threshold, shuffle_partitions, dialect, master, confs, **kwargs):
+        spark_conf = {}
+        for item in confs:
+            if "=" not in item:
+                raise click.BadParameter(f"{item!r} is not KEY=VALUE", param_hint="--conf")
+            key, value = item.split("=", 1)
+            spark_conf[key.strip()] = value.strip()
+        settings = Settings(plan=plan, broadcast_threshold=parse_size(broadcast_threshold),
+                            shuffle_partitions=shuffle_partitions, dialect=dialect, spark_conf=spark_conf,
+                            master=master)
+        return fn(*args, settings=settings, **kwargs)
+
+    return wrapper
+
+
+@cli.command()
+@click.argument("source", required=False, metavar="FILE")
+@click.option("--sql", "inline", default=None, help="Query text instead of a FILE.")
+@planning_options
+@click.option("--format", "fmt", type=click.Choice(["table", *OUTPUT_FORMATS]), default="table",
+              show_default=True, help="Result format; csv/json go to stdout without --output.")
+@click.option("--output", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Write the result to this file (atomically).")
+@click.option("--limit", "show_rows", type=click.IntRange(0), default=50, show_default=True,
+              help="Rows shown with --format table.")
+@click.option("--keep-work", is_flag=True, help="Keep the stage outputs of this run under <home>/runs.")
+@click.option("--quiet", is_flag=True, help="No per-stage summary.")
+@click.pass_context
+def run(ctx, source, inline, settings: Settings, fmt, output, show_rows, keep_work, quiet):
+    """Run a query (FILE, '-' for stdin, or tpch:N) and show or write its result."""
+    home = _home(ctx)
+    sql = app.load_sql(source, inline)
+    if fmt == "parquet" and output is None:
+        raise BadInputError("--format parquet needs --output PATH")
+    if output is not None and fmt == "table":
+        fmt = output.suffix.lstrip(".").lower() if output.suffix.lstrip(".").lower() in OUTPUT_FORMATS else "csv"
+    err = Console(stderr=True)
+    if err.is_terminal and not quiet:
+        with RichStageProgress(_spark_for_progress(settings, home), err) as listener:
+            result = app.run(sql, home, settings, listener)
+    else:
+        result = app.run(sql, home, settings)
+    try:
+        record = result.record
+        if output is not None:
+            write_output(result.spark, record.result_path, record.output_names, output, fmt)
+            err.print(f"wrote {record.result_rows:,} row(s) to {output}")
+        elif fmt == "table":
+            rows = head_rows(result.spark, record.result_path, record.output_names, show_rows)
+            Console().print(result_table(record.output_names, rows, record.result_rows))
+        else:
+            _print_rows(result, fmt)
+        if not quiet:
+            err.print(run_summary(record))
+    finally:
+        if keep_work:
+            err.print(f"stage outputs kept in {result.record.work_dir}")
+        else:
+            result.close()
+
+
+def _spark_for_progress(settings: Settings, home: Path):
+    from aipq.engine.session import get_session
+
+    return get_session(settings, home)
+
+
+def _print_rows(result, fmt: str) -> None:
+    frame = result_frame(result.spark, result.record.result_path, result.record.output_names)
+    rows = [tuple(r) for r in frame.collect()]
+    if fmt == "csv":
+        writer = csv.writer(sys.stdout)
+        writer.writerow(frame.columns)
+        writer.writerows(rows)
+    else:
+        for row in rows:
+            click.echo(json.dumps(dict(zip(frame.columns, row)), default=str))
+
+
+@cli.command()
+@click.argument("source", required=False, metavar="FILE")
+@click.option("--sql", "inline", default=None, help="Query text instead of a FILE.")
+@planning_options
+@click.option("--format", "fmt", type=click.Choice(["tree", "json", "dot"]), default="tree", show_default=True)
+@click.pass_context
+def explain(ctx, source, inline, settings: Settings, fmt):
+    """Show the stage DAG a query compiles to."""
+    home = _home(ctx)
+    planned = app.plan(app.load_sql(source, inline), home, settings)
+    info = explain_dict(planned.dag, settings)
+    if fmt == "json":
+        click.echo(json.dumps(info, indent=2, default=str))
+    elif fmt == "dot":
+        click.echo(explain_dot(info))
+    else:
+        Console().print(explain_tree(info))
+
+
+@cli.group()
+def tpch():
+    """TPC-H data and queries."""
+
+
+@tpch.command("gen")
+@click.option("--sf", "scale_factor", type=float, default=0.01, show_default=True, help="Scale factor.")
+@click.option("--warehouse", "--home", "home", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="aipq home to generate into (same as the global option).")
+@click.option("--database", default="default", show_default=True, help="Database to register the tables in.")
+@click.option("--parts", type=click.IntRange(1), default=1, show_default=True, help="Files per table.")
+@planning_options
+@click.pass_context
+def tpch_gen(ctx, scale_factor, home, database, parts, settings: Settings):
+    """Generate TPC-H as parquet with tpchgen-cli and register the 8 tables."""
+    home = _home(ctx, home)
+    err = Console(stderr=True)
+    with err.status(f"generating TPC-H at SF {scale_factor:g}…"):
+        entries = app.generate_tpch(home, settings, scale_factor, database, parts)
+    err.print(f"registered {len(entries)} tables in database {database!r} from {Path(entries[0].path).parent}")
+
+
+@tpch.command("query")
+@click.argument("number", type=click.IntRange(1, 22))
+def tpch_query(number):
+    """Print the text of TPC-H query NUMBER."""
+    click.echo(query_text(number))
+
+
+@cli.group()
+def table():
+    """Registered tables."""
+
+
+@table.command("add")
+@click.argument("name")
+@click.argument("path")
+@click.option("--format", "fmt", type=click.Choice(FORMATS), default="parquet", show_default=True)
+@planning_options
+@click.pass_context
+def table_add(ctx, name, path, fmt, settings: Settings):
+    """Register data at PATH as table NAME (or DATABASE.NAME)."""
+    entry, replaced = app.add_table(_home(ctx), settings, name, path, fmt)
+    verb = "replaced" if replaced else "registered"
+    Console(stderr=True).print(f"{verb} {entry.qualified_name} ({len(entry.columns)} columns, {fmt}) → {entry.path}")
+
+
+@table.command("list")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def table_list(ctx, as_json):
+    """List registered tables."""
+    entries = Catalog(_home(ctx)).entries()
+    if as_json:
+        click.echo(json.dumps([{"database": e.database, "name": e.name, "path": e.path, "format": e.format,
+                                "columns": [list(c) for c in e.columns]} for e in entries], indent=2))
+        return
+    from rich.table import Table
+
+    listing = Table(title=f"{len(entries)} table(s)")
+    for column in ("database", "table", "format", "columns", "path"):
+        listing.add_column(column)
+    for e in entries:
+        listing.add_row(e.database, e.name, e.format, str(len(e.columns)), e.path)
+    Console().print(listing)
+
+
+@table.command("drop")
+@click.argument("name")
+@click.pass_context
+def table_drop(ctx, name):
+    """Forget a registration (the data files stay)."""
+    if not Catalog(_home(ctx)).drop(name):
+        raise BadInputError(f"no registered table {name!r}", hint="see `aipq table list`")
+    Console(stderr=True).print(f"dropped {name}")
+
+
+def main() -> None:
+    cli(prog_name="aipq")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,119 @@
+"""Rich and text renderings: the explain tree, Graphviz DOT, result tables and run summaries."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.table import Table
+from rich.tree import Tree
+
+from aipq.engine.executor import RunRecord
+
+
+def _size(n: float) -> str:
+    for unit in ("B", "KB", "MB", "GB"):
+        if abs(n) < 1024 or unit == "GB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} GB"
+
+
+def _join_line(join: dict[str, Any]) -> str:
+    keys = " AND ".join(f"{a} = {b}" for a, b in join["keys"]) or "no keys"
+    residual = f" [dim]and {join['residual']}[/dim]" if join["residual"] else ""
+    return f"{join['kind'].upper()} JOIN {join['left']} ⋈ {join['right']} on {keys}{residual}"
+
+
+def explain_tree(info: dict[str, Any]) -> Tree:
+    stages = {s["id"]: s for s in info["stages"]}
+    settings = info["settings"]
+    threshold = settings["broadcast_threshold"]["value"]
+    broadcast = f"broadcast ≤ {_size(threshold)}" if threshold > 0 else "repartition joins only"
+    root = Tree(f"[bold]{len(stages)} stage(s)[/bold] · plan {settings['plan']['value']} · {broadcast} · "
+                f"{settings['shuffle_partitions']['value']} shuffle partitions")
+    shown: set[int] = set()
+
+    def add(parent: Tree, stage_id: int) -> None:
+        stage = stages[stage_id]
+        title = f"[bold cyan]{stage['name']}[/bold cyan] [bold]{stage['operator']}[/bold]"
+        if stage_id in shown:
+            parent.add(f"{title} [dim](shown above)[/dim]")
+            return
+        shown.add(stage_id)
+        node = parent.add(title)
+        reduce = stage["reduce"]
+        for join in reduce.get("joins", []):
+            node.add(f"reduce: {_join_line(join)} [dim](repartition)[/dim]")
+        if "group_by" in reduce:
+            groups = ", ".join(reduce["group_by"]) or "(all rows)"
+            aggs = ", ".join(f"{v}" for v in reduce["aggregates"].values())
+            node.add(f"reduce: GROUP BY {groups} → {aggs}")
+        if "order_by" in reduce:
+            node.add(f"reduce: ORDER BY {', '.join(reduce['order_by'])}")
+        if stage["limit"] is not None:
+            node.add(f"limit {stage['limit']}")
+        for join in stage["broadcast_joins"]:
+            node.add(f"map-side: {_join_line(join)} [dim](broadcast {join['broadcast_side']})[/dim]")
+        for source in stage["inputs"]:
+            if source["kind"] == "table":
+                filters = f" [yellow]where {' and '.join(source['filters'])}[/yellow]" if source["filters"] else ""
+                alias = f" as {source['alias']}" if source["alias"] != source["table"].split(".")[-1] else ""
+                node.add(f"scan {source['table']}{alias} [dim]({', '.join(source['columns'])})[/dim]{filters}")
+        node.add(f"output: [green]{', '.join(stage['output_columns'])}[/green]")
+        if stage["consumer_join_keys"]:
+            node.add(f"consumer joins on: {', '.join(stage['consumer_join_keys'])}")
+        if stage["siblings"]:
+            node.add(f"siblings: {', '.join(f'S{s}' for s in stage['siblings'])}")
+        for source in stage["inputs"]:
+            if source["kind"] == "stage":
+                add(node, source["stage"])
+
+    add(root, info["final_stage"])
+    return root
+
+
+def explain_dot(info: dict[str, Any]) -> str:
+    lines = ["digraph aipq {", "  rankdir=BT;", '  node [fontname="Helvetica"];']
+    tables: set[str] = set()
+    for stage in info["stages"]:
+        detail = ""
+        for join in stage["reduce"].get("joins", []):
+            detail += "\\n" + " AND ".join(f"{a} = {b}" for a, b in join["keys"])
+        if "group_by" in stage["reduce"]:
+            detail += "\\nGROUP BY " + ", ".join(stage["reduce"]["group_by"])
+        if "order_by" in stage["reduce"]:
+            detail += "\\nORDER BY " + ", ".join(stage["reduce"]["order_by"])
+        lines.append(f'  S{stage["id"]} [shape=box, label="{stage["name"]} {stage["operator"]}{detail}"];')
+        for source in stage["inputs"]:
+            if source["kind"] == "table":
+                table = source["table"]
+                if table not in tables:
+                    tables.add(table)
+                    lines.append(f'  "{table}" [shape=cylinder];')
+                lines.append(f'  "{table}" -> S{stage["id"]};')
+            else:
+                lines.append(f'  S{source["stage"]} -> S{stage["id"]};')
+    lines.append("}")
+    return "\n".join(lines)
+
+
+def result_table(names: tuple[str, ...], rows: list[tuple], total: int) -> Table:
+    caption = f"{total} row(s)" if total <= len(rows) else f"first {len(rows)} of {total} rows"
+    table = Table(caption=caption, show_lines=False)
+    for i, name in enumerate(names):
+        numeric = bool(rows) and all(isinstance(r[i], (int, float)) or type(r[i]).__name__ == "Decimal"
+                                     for r in rows if r[i] is not None)
+        table.add_column(name, justify="right" if numeric else "left")
+    for row in rows:
+        table.add_row(*["NULL" if v is None else str(v) for v in row])
+    return table
+
+
+def run_summary(record: RunRecord) -> Table:
+    table = Table(title=f"run {record.run_id}: {record.seconds:.2f} s", title_justify="left")
+    for column in ("stage", "operator", "time", "rows written", "bytes written"):
+        table.add_column(column, justify="left" if column in ("stage", "operator") else "right")
+    for m in record.stages:
+        table.add_row(f"S{m.stage_id}", m.operator, f"{m.seconds:.2f} s", f"{m.rows_written:,}",
+                      _size(m.bytes_written))
+    return table

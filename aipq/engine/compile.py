@@ -1,0 +1,86 @@
+"""One stage's plan → a Spark DataFrame.
+
+Expressions are rendered to Spark SQL and evaluated with ``F.expr``; joins get an explicit broadcast hint when
+the planner chose a map-side join (automatic broadcast is off in aipq's stages, so every other join is a
+repartition join).
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from aipq.catalog import TableEntry
+from aipq.engine.session import read_table
+from aipq.planner.logical import Aggregate, Filter, Join, Limit, Node, Project, Scan, Sort, render
+from aipq.planner.stages import StageRead
+
+_HOW = {"inner": "inner", "left": "left_outer", "right": "right_outer", "full": "full_outer", "semi": "left_semi",
+        "anti": "left_anti", "cross": "cross"}
+
+
+def _quoted(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"
+
+
+class StageCompiler:
+    def __init__(self, spark, stage_paths: dict[int, str]):
+        self.spark = spark
+        self.stage_paths = stage_paths
+        self._tables: dict[str, DataFrame] = {}
+
+    def table(self, entry: TableEntry) -> DataFrame:
+        key = entry.qualified_name
+        if key not in self._tables:
+            self._tables[key] = read_table(self.spark, entry)
+        return self._tables[key]
+
+    def compile(self, node: Node) -> DataFrame:
+        if isinstance(node, Scan):
+            source = self.table(node.table)
+            df = source.select(*[F.col(_quoted(src)).alias(name) for name, src in node.columns + node.filter_only])
+            for condition in node.filters:
+                df = df.filter(F.expr(render(condition)))
+            return df.select(*[_quoted(name) for name, _ in node.columns]) if node.filter_only else df
+        if isinstance(node, StageRead):
+            return self.spark.read.parquet(self.stage_paths[node.stage_id]).select(
+                *[_quoted(c) for c in node.columns])
+        if isinstance(node, Filter):
+            return self.compile(node.child).filter(F.expr(render(node.condition)))
+        if isinstance(node, Project):
+            child = self.compile(node.child)
+            return child.select(*[F.expr(render(e)).alias(name) for name, e in node.items])
+        if isinstance(node, Join):
+            return self.join(node)
+        if isinstance(node, Aggregate):
+            child = self.compile(node.child)
+            groups = [F.expr(render(e)).alias(name) for name, e in node.groups]
+            aggregates = [F.expr(render(e)).alias(name) for name, e in node.aggregates]
+            if not aggregates:
+                return child.select(*groups).distinct()
+            return child.groupBy(*groups).agg(*aggregates) if groups else child.agg(*aggregates)
+        if isinstance(node, Sort):
+            return self.compile(node.child).orderBy(*[_sort_column(k) for k in node.keys])
+        if isinstance(node, Limit):
+            return self.compile(node.child).limit(node.count)
+        raise TypeError(f"cannot compile {type(node).__name__}")
+
+    def join(self, node: Join) -> DataFrame:
+        left, right = self.compile(node.left), self.compile(node.right)
+        if node.physical == "broadcast":
+            if node.broadcast_side == "left":
+                left = F.broadcast(left)
+            else:
+                right = F.broadcast(right)
+        condition = node.condition()
+        if condition is None:
+            return left.crossJoin(right)
+        return left.join(right, F.expr(render(condition)), _HOW[node.kind])
+
+
+def _sort_column(key):
+    column = F.col(_quoted(key.column))
+    nulls_first = key.nulls_first if key.nulls_first is not None else not key.descending
+    if key.descending:
+        return column.desc_nulls_first() if nulls_first else column.desc_nulls_last()
+    return column.asc_nulls_first() if nulls_first else column.asc_nulls_last()

@@ -1,0 +1,130 @@
+"""The Spark session aipq runs on, and the SQL settings every aipq stage runs under."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from aipq.catalog import TableEntry
+from aipq.config import Settings
+from aipq.errors import BadInputError, EnvironmentProblem
+
+LOG_CONFIG = Path(__file__).with_name("log4j2.properties")
+JAVA_HINT = ("install Java 17 or newer (e.g. `apt-get install openjdk-17-jre-headless` or `brew install openjdk@17`)"
+             " and put `java` on PATH or set JAVA_HOME")
+
+
+def check_java() -> None:
+    java_home = os.environ.get("JAVA_HOME")
+    if java_home and (Path(java_home) / "bin" / "java").exists():
+        return
+    if shutil.which("java"):
+        return
+    raise EnvironmentProblem("aipq runs on Spark, which needs Java, and no `java` was found", hint=JAVA_HINT)
+
+
+def stage_sql_conf(settings: Settings) -> dict[str, str]:
+    """Settings for aipq's stages: the planner, not Spark, decides each join's physical form, and Spark's own
+    runtime filters are off so that information passing measurements are aipq's."""
+    return {
+        "spark.sql.shuffle.partitions": str(settings.shuffle_partitions),
+        "spark.sql.autoBroadcastJoinThreshold": "-1",
+        "spark.sql.adaptive.enabled": "false",
+        "spark.sql.optimizer.runtime.bloomFilter.enabled": "false",
+        "spark.sql.optimizer.dynamicPartitionPruning.enabled": "false",
+    }
+
+
+def get_session(settings: Settings, home: Path):
+    """The process's SparkSession (created on first use; later calls reuse it)."""
+    check_java()
+    from pyspark.sql import SparkSession
+
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        return active
+    builder = (
+        SparkSession.builder.appName("aipq")
+        .master(settings.master or "local[2]")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.driver.memory", os.environ.get("AIPQ_DRIVER_MEMORY", "4g"))
+        .config("spark.sql.warehouse.dir", str(Path(home) / "spark-warehouse"))
+        .config("spark.log.level", "ERROR")
+        .config("spark.driver.extraJavaOptions",
+                f"-Dderby.system.home={Path(home) / 'derby'} -Dlog4j2.configurationFile={LOG_CONFIG}")
+        .config("spark.executor.extraJavaOptions", f"-Dlog4j2.configurationFile={LOG_CONFIG}")
+    )
+    for key, value in settings.spark_conf.items():
+        builder = builder.config(key, value)
+    if settings.spark_conf.get("spark.sql.catalogImplementation") == "hive":
+        builder = builder.enableHiveSupport()
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("FATAL")
+    return spark
+
+
+@contextmanager
+def sql_conf(spark, values: dict[str, str]) -> Iterator[None]:
+    """Set runtime SQL settings for a block and restore the previous values after it."""
+    previous = {key: spark.conf.get(key, None) for key in values}
+    for key, value in values.items():
+        spark.conf.set(key, value)
+    try:
+        yield
+    finally:
+        for key, value in previous.items():
+            if value is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, value)
+
+
+def user_runtime_conf(spark, settings: Settings) -> dict[str, str]:
+    """The user's --conf values that can change on a running session (the rest were applied at start)."""
+    runtime = {}
+    for key, value in settings.spark_conf.items():
+        if spark.conf.isModifiable(key):
+            runtime[key] = value
+    return runtime
+
+
+def read_table(spark, entry: TableEntry):
+    if entry.source == "spark":
+        return spark.table(entry.qualified_name)
+    reader = spark.read.format(entry.format)
+    options = dict(entry.options)
+    if entry.format == "csv":
+        options = {"header": "true", "inferSchema": "true", **options}
+    return reader.options(**options).load(entry.path)
+
+
+def read_schema(spark, path: str, fmt: str, options: dict[str, str] | None = None) -> tuple[tuple[str, str], ...]:
+    """Column names and Spark SQL types of data at ``path``."""
+    probe = TableEntry("default", "probe", path, fmt, (), tuple((options or {}).items()))
+    try:
+        schema = read_table(spark, probe).schema
+    except Exception as error:  # Spark raises AnalysisException subclasses and Py4J errors here
+        first_line = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        raise BadInputError(f"cannot read {fmt} data at {path}: {first_line}",
+                            hint="check the path and --format") from error
+    return tuple((f.name.lower(), f.dataType.simpleString()) for f in schema.fields)
+
+
+class SparkCatalogLookup:
+    """Finds tables in Spark's own session catalog (e.g. a Hive metastore set up through --conf)."""
+
+    def __init__(self, spark):
+        self.spark = spark
+
+    def find(self, database: str, name: str) -> TableEntry | None:
+        try:
+            if not self.spark.catalog.tableExists(f"{database}.{name}"):
+                return None
+            schema = self.spark.table(f"{database}.{name}").schema
+        except Exception:  # a missing database or metastore error means "not here"
+            return None
+        columns = tuple((f.name.lower(), f.dataType.simpleString()) for f in schema.fields)
+        return TableEntry(database, name, f"spark-catalog:{database}.{name}", "spark", columns, source="spark")

@@ -1,0 +1,82 @@
+"""The stage DAG as plain data: what ``aipq explain`` renders as a tree, JSON or Graphviz."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aipq.config import KNOBS, Settings
+from aipq.planner.logical import Aggregate, Join, Limit, Node, Scan, Sort, render
+from aipq.planner.stages import Stage, StageDag, StageRead
+
+
+def show(expression) -> str:
+    return render(expression).replace("`", "")
+
+
+def _join_info(join: Join) -> dict[str, Any]:
+    return {
+        "kind": join.kind,
+        "physical": join.physical,
+        "broadcast_side": join.broadcast_side,
+        "keys": [[lk, rk] for lk, rk in zip(join.left_keys, join.right_keys)],
+        "residual": show(join.residual) if join.residual is not None else None,
+        "left": _side_label(join.left),
+        "right": _side_label(join.right),
+    }
+
+
+def _side_label(node: Node) -> str:
+    parts = []
+    for sub in node.walk():
+        if isinstance(sub, Scan):
+            parts.append(sub.table.name if sub.alias == sub.table.name else f"{sub.table.name} {sub.alias}")
+        elif isinstance(sub, StageRead):
+            parts.append(f"S{sub.stage_id}")
+    return " ⋈ ".join(parts)
+
+
+def stage_info(dag: StageDag, stage: Stage) -> dict[str, Any]:
+    nodes = list(stage.plan.walk())
+    inputs: list[dict[str, Any]] = []
+    for node in nodes:
+        if isinstance(node, Scan):
+            inputs.append({"kind": "table", "table": node.table.qualified_name, "alias": node.alias,
+                           "path": node.table.path, "columns": [c for c, _ in node.columns],
+                           "filters": [show(f) for f in node.filters]})
+        elif isinstance(node, StageRead):
+            inputs.append({"kind": "stage", "stage": node.stage_id, "columns": list(node.columns)})
+    reduce: dict[str, Any] = {}
+    if stage.operator == "JOIN":
+        reduce["joins"] = [_join_info(j) for j in stage.merged_joins()]
+    elif isinstance(stage.reduce_node, Aggregate):
+        reduce["group_by"] = [show(e) for _, e in stage.reduce_node.groups]
+        reduce["aggregates"] = {n: show(e) for n, e in stage.reduce_node.aggregates}
+    elif isinstance(stage.reduce_node, Sort):
+        reduce["order_by"] = [f"{k.column} {'desc' if k.descending else 'asc'}" for k in stage.reduce_node.keys]
+    limits = [n.count for n in nodes if isinstance(n, Limit)]
+    return {
+        "id": stage.id,
+        "name": stage.name,
+        "operator": stage.operator,
+        "inputs": inputs,
+        "reduce": reduce,
+        "limit": limits[0] if limits else None,
+        "broadcast_joins": [_join_info(n) for n in nodes if isinstance(n, Join) and n.physical == "broadcast"],
+        "output_columns": list(stage.output_columns),
+        "consumers": dag.dataflow.get(stage.id, []),
+        "depends_on": dag.dependency.get(stage.id, []),
+        "siblings": dag.siblings(stage.id),
+        "consumer_join_keys": list(stage.consumer_keys),
+    }
+
+
+def explain_dict(dag: StageDag, settings: Settings) -> dict[str, Any]:
+    values = settings.knob_values()
+    return {
+        "settings": {k.name: {"value": values[k.name], "default": k.default, "doc": k.doc} for k in KNOBS},
+        "output_columns": list(dag.plan.output_names),
+        "final_stage": dag.final.id,
+        "stages": [stage_info(dag, s) for s in dag.stages],
+        "dataflow_graph": {str(k): v for k, v in dag.dataflow.items()},
+        "dependency_graph": {str(k): v for k, v in dag.dependency.items()},
+    }

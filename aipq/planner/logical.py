@@ -1,0 +1,264 @@
+"""The logical plan: relational operators over uniquely named columns.
+
+Every column in a query gets one internal name (unique across the whole query, so self-joins and repeated
+CTE references never clash). Expressions are sqlglot trees whose column references are those internal names,
+unqualified; ``render`` turns them into Spark SQL. Nodes are immutable; passes build new trees. Nodes compare
+by identity so that one subplan can feed several parents (a CTE read twice becomes one stage read twice).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Literal
+
+from sqlglot import exp
+
+from aipq.catalog import TableEntry
+
+JoinKind = Literal["inner", "left", "right", "full", "cross", "semi", "anti"]
+PhysicalJoin = Literal["repartition", "broadcast"]
+
+
+def col(name: str) -> exp.Column:
+    return exp.Column(this=exp.Identifier(this=name, quoted=True))
+
+
+def refs(expression: exp.Expression | None) -> set[str]:
+    """Internal column names an expression reads."""
+    if expression is None:
+        return set()
+    return {c.name for c in expression.find_all(exp.Column)}
+
+
+def render(expression: exp.Expression) -> str:
+    """Spark SQL text of an expression over internal column names."""
+    return expression.sql(dialect="spark")
+
+
+def conjuncts(expression: exp.Expression | None) -> list[exp.Expression]:
+    if expression is None:
+        return []
+    if isinstance(expression, exp.And):
+        return conjuncts(expression.left) + conjuncts(expression.right)
+    if isinstance(expression, exp.Paren):
+        return conjuncts(expression.this)
+    return [expression]
+
+
+def and_all(parts: Iterable[exp.Expression]) -> exp.Expression | None:
+    parts = list(parts)
+    if not parts:
+        return None
+    result = parts[0]
+    for part in parts[1:]:
+        result = exp.And(this=result, expression=part)
+    return result
+
+
+@dataclass(frozen=True, eq=False)
+class Node:
+    @property
+    def children(self) -> tuple[Node, ...]:
+        return ()
+
+    @property
+    def output(self) -> tuple[str, ...]:
+        raise NotImplementedError
+
+    def walk(self) -> Iterator[Node]:
+        """Pre-order, each shared node once."""
+        seen: set[int] = set()
+        stack: list[Node] = [self]
+        while stack:
+            node = stack.pop()
+            if id(node) in seen:
+                continue
+            seen.add(id(node))
+            yield node
+            stack.extend(reversed(node.children))
+
+
+@dataclass(frozen=True, eq=False)
+class Scan(Node):
+    """Read a table; ``columns`` maps internal names to the table's column names."""
+
+    table: TableEntry
+    alias: str
+    columns: tuple[tuple[str, str], ...]
+    filters: tuple[exp.Expression, ...] = ()
+    # Columns read only to evaluate ``filters`` and not output.
+    filter_only: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def output(self) -> tuple[str, ...]:
+        return tuple(name for name, _ in self.columns)
+
+
+@dataclass(frozen=True, eq=False)
+class Filter(Node):
+    child: Node
+    condition: exp.Expression
+
+    @property
+    def children(self) -> tuple[Node, ...]:
+        return (self.child,)
+
+    @property
+    def output(self) -> tuple[str, ...]:
+        return self.child.output
+
+
+@dataclass(frozen=True, eq=False)
+class Project(Node):
+    child: Node
+    items: tuple[tuple[str, exp.Expression], ...]
+
+    @property
+    def children(self) -> tuple[Node, ...]:
+        return (self.child,)
+
+    @property
+    def output(self) -> tuple[str, ...]:
+        return tuple(name for name, _ in self.items)
+
+    def is_rename_only(self) -> bool:
+        return all(isinstance(e, exp.Column) for _, e in self.items)
+
+
+@dataclass(frozen=True, eq=False)
+class JoinBlock(Node):
+    """An unordered multi-way inner join, as written in FROM/WHERE; ``order_joins`` turns it into Joins."""
+
+    relations: tuple[Node, ...]
+    conditions: tuple[exp.Expression, ...]
+
+    @property
+    def children(self) -> tuple[Node, ...]:
+        return self.relations
+
+    @property
+    def output(self) -> tuple[str, ...]:
+        return tuple(name for rel in self.relations for name in rel.output)
+
+
+@dataclass(frozen=True, eq=False)
+class Join(Node):
+    """A binary join: equi-keys pairwise (left_keys[i] = right_keys[i]) plus an optional residual."""
+
+    left: Node
+    right: Node
+    kind: JoinKind
+    left_keys: tuple[str, ...] = ()
+    right_keys: tuple[str, ...] = ()
+    residual: exp.Expression | None = None
+    physical: PhysicalJoin = "repartition"
+    # For broadcast joins: which input is copied to every task.
+    broadcast_side: Literal["left", "right"] | None = None
+
+    @property
+    def children(self) -> tuple[Node, ...]:
+        return (self.left, self.right)
+
+    @property
+    def output(self) -> tuple[str, ...]:
+        if self.kind in ("semi", "anti"):
+            return self.left.output
+        return self.left.output + self.right.output
+
+    def condition(self) -> exp.Expression | None:
+        keys = [exp.EQ(this=col(lk), expression=col(rk)) for lk, rk in zip(self.left_keys, self.right_keys)]
+        return and_all(keys + conjuncts(self.residual))
+
+
+@dataclass(frozen=True, eq=False)
+class Aggregate(Node):
+    """GROUP BY ``groups`` computing ``aggregates``; a group key that is a plain column keeps its name."""
+
+    child: Node
+    groups: tuple[tuple[str, exp.Expression], ...]
+    aggregates: tuple[tuple[str, exp.Expression], ...]
+
+    @property
+    def children(self) -> tuple[Node, ...]:
+        return (self.child,)
+
+    @property
+    def output(self) -> tuple[str, ...]:
+        return tuple(n for n, _ in self.groups) + tuple(n for n, _ in self.aggregates)
+
+
+@dataclass(frozen=True)
+class SortKey:
+    column: str
+    descending: bool = False
+    nulls_first: bool | None = None  # None: the dialect default (Hive/Spark: nulls first when ascending)
+
+
+@dataclass(frozen=True, eq=False)
+class Sort(Node):
+    child: Node
+    keys: tuple[SortKey, ...]
+
+    @property
+    def children(self) -> tuple[Node, ...]:
+        return (self.child,)
+
+    @property
+    def output(self) -> tuple[str, ...]:
+        return self.child.output
+
+
+@dataclass(frozen=True, eq=False)
+class Limit(Node):
+    child: Node
+    count: int
+
+    @property
+    def children(self) -> tuple[Node, ...]:
+        return (self.child,)
+
+    @property
+    def output(self) -> tuple[str, ...]:
+        return self.child.output
+
+
+@dataclass(frozen=True)
+class QueryPlan:
+    """A planned query: the operator tree and the names users see for its output columns."""
+
+    root: Node
+    output_names: tuple[str, ...]
+    column_sources: dict[str, str] = field(default_factory=dict)  # internal name → "alias.column", for display
+
+    def __post_init__(self) -> None:
+        assert len(self.output_names) == len(self.root.output), "one visible name per output column"
+
+
+def replace_children(node: Node, children: tuple[Node, ...]) -> Node:
+    """The same operator over new children."""
+    from dataclasses import replace
+
+    if isinstance(node, Scan):
+        return node
+    if isinstance(node, JoinBlock):
+        return replace(node, relations=children)
+    if isinstance(node, Join):
+        return replace(node, left=children[0], right=children[1])
+    return replace(node, child=children[0])
+
+
+def transform_up(root: Node, fn) -> Node:
+    """Apply ``fn`` bottom-up; shared subplans are rewritten once and stay shared."""
+    memo: dict[int, Node] = {}
+
+    def visit(node: Node) -> Node:
+        key = id(node)
+        if key not in memo:
+            new_children = tuple(visit(c) for c in node.children)
+            if any(a is not b for a, b in zip(new_children, node.children)):
+                node = replace_children(node, new_children)
+            memo[key] = fn(node)
+        return memo[key]
+
+    return visit(root)

@@ -1,0 +1,73 @@
+"""Physical join choice: map-side (broadcast) for small base-table inputs, repartition otherwise.
+
+A join input qualifies for broadcast when it is a map-side pipeline over base tables only (scans, filters,
+projections and broadcast joins among them) whose files total at most the threshold. The planner decides and
+the executor enforces it (Spark's own automatic broadcast is off in aipq's stages), so every later component —
+the IP planner and the benefit estimator — knows each stage's physical join.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import replace
+from functools import lru_cache
+
+from aipq.planner.logical import Aggregate, Join, JoinBlock, Limit, Node, Scan, Sort, transform_up
+
+# Which inputs Spark can broadcast for each join kind (the build side must not be the preserved side).
+_BROADCASTABLE = {
+    "inner": ("right", "left"),
+    "cross": ("right", "left"),
+    "left": ("right",),
+    "semi": ("right",),
+    "anti": ("right",),
+    "right": ("left",),
+    "full": (),
+}
+
+
+@lru_cache(maxsize=256)
+def path_bytes(path: str) -> int | None:
+    """Total size of a local file or directory; None when not on the local file system."""
+    if "://" in path and not path.startswith("file://"):
+        return None
+    local = path.removeprefix("file://")
+    if os.path.isfile(local):
+        return os.path.getsize(local)
+    if not os.path.isdir(local):
+        return None
+    total = 0
+    for folder, _, files in os.walk(local):
+        total += sum(os.path.getsize(os.path.join(folder, f)) for f in files if not f.startswith((".", "_")))
+    return total
+
+
+def pipeline_bytes(node: Node) -> int | None:
+    """Bytes read by a map-side base-table pipeline, or None if it is not one (or sizes are unknown)."""
+    total = 0
+    for sub in node.walk():
+        if isinstance(sub, (Aggregate, Sort, Limit, JoinBlock)):
+            return None
+        if isinstance(sub, Join) and sub.physical != "broadcast":
+            return None
+        if isinstance(sub, Scan):
+            size = path_bytes(sub.table.path)
+            if size is None:
+                return None
+            total += size
+    return total
+
+
+def choose_physical_joins(root: Node, broadcast_threshold: int) -> Node:
+    def choose(node: Node) -> Node:
+        if not isinstance(node, Join) or broadcast_threshold <= 0:
+            return node
+        sizes = {"left": pipeline_bytes(node.left), "right": pipeline_bytes(node.right)}
+        candidates = [(sizes[side], side) for side in _BROADCASTABLE[node.kind]
+                      if sizes[side] is not None and sizes[side] <= broadcast_threshold]
+        if not candidates:
+            return node
+        _, side = min(candidates)
+        return replace(node, physical="broadcast", broadcast_side=side)
+
+    return transform_up(root, choose)

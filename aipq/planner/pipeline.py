@@ -1,0 +1,69 @@
+"""The planner pipeline, in order. Each pass is a pure function of its input.
+
+SQL text ─parse→ statements ─resolve→ qualified AST ─build→ logical plan ─push_down_filters→
+─order_joins→ ─prune_columns→ ─choose_physical_joins→ ─cut_stages→ StageDag
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from sqlglot import exp
+
+from aipq.catalog import Catalog
+from aipq.config import Settings
+from aipq.errors import UnsupportedSqlError
+from aipq.planner.build import build_plan
+from aipq.planner.joins import order_joins
+from aipq.planner.logical import QueryPlan
+from aipq.planner.parse import parse_statements
+from aipq.planner.physical import choose_physical_joins
+from aipq.planner.prune import prune_columns
+from aipq.planner.pushdown import push_down_filters
+from aipq.planner.resolve import lookup_tables, qualify_statement
+from aipq.planner.stages import StageDag, cut_stages
+
+
+@dataclass(frozen=True)
+class PlannedQuery:
+    sql: str
+    statement: exp.Expression
+    qualified: exp.Expression
+    dag: StageDag
+
+
+def display_names(statement: exp.Expression) -> list[str] | None:
+    """Output column names as a user wrote them (``sum(l_quantity)`` rather than sqlglot's ``_col_5``)."""
+    if not isinstance(statement, exp.Select):
+        return None
+    names = []
+    for item in statement.expressions:
+        if isinstance(item, exp.Star) or (isinstance(item, exp.Column) and isinstance(item.this, exp.Star)):
+            return None
+        names.append(item.alias_or_name if isinstance(item, (exp.Alias, exp.Column)) else item.sql("spark"))
+    return names
+
+
+def optimize_plan(plan: QueryPlan, settings: Settings) -> QueryPlan:
+    root = push_down_filters(plan.root)
+    root = order_joins(root, settings.plan)
+    root = prune_columns(root)
+    root = choose_physical_joins(root, settings.broadcast_threshold)
+    return replace(plan, root=root)
+
+
+def plan_query(sql: str, catalog: Catalog, settings: Settings, source_name: str | None = None) -> PlannedQuery:
+    statements = parse_statements(sql, settings.dialect, source_name)
+    if len(statements) > 1:
+        raise UnsupportedSqlError(
+            f"{len(statements)} statements in one file; multi-statement workflows are not supported yet",
+            hint="run one SELECT per file for now")
+    statement = statements[0]
+    if not isinstance(statement, (exp.Select, exp.SetOperation, exp.Subquery)):
+        raise UnsupportedSqlError(f"{statement.key.upper()} statements (only SELECT queries run so far)",
+                                  source_name=source_name)
+    tables = lookup_tables(statement, catalog, sql, source_name)
+    qualified = qualify_statement(statement, tables, sql, settings.dialect, source_name)
+    plan = build_plan(qualified, tables, sql, source_name, display_names(statement))
+    plan = optimize_plan(plan, settings)
+    return PlannedQuery(sql=sql, statement=statement, qualified=qualified, dag=cut_stages(plan))

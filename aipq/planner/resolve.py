@@ -1,0 +1,115 @@
+"""Resolve names against the catalog and normalize: sqlglot's qualify, canonicalize and simplify.
+
+After this pass every column is ``alias.column``, stars are expanded, string literals compared with dates are
+cast, and constant date arithmetic is folded (``date '1998-12-01' - interval '90' day`` becomes a literal).
+Unknown tables and columns become errors that name the closest known names.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+
+from sqlglot import exp
+from sqlglot.errors import OptimizeError
+from sqlglot.optimizer.annotate_types import annotate_types
+from sqlglot.optimizer.canonicalize import canonicalize
+from sqlglot.optimizer.qualify import qualify
+from sqlglot.optimizer.simplify import simplify
+
+from aipq.catalog import Catalog, TableEntry, split_name
+from aipq.errors import BadInputError, SourcePosition, UnknownNameError
+from aipq.planner.parse import node_position
+
+
+def referenced_tables(statement: exp.Expression) -> list[exp.Table]:
+    """Tables read by the statement that are not CTE names."""
+    cte_names = {cte.alias_or_name.lower() for cte in statement.find_all(exp.CTE)}
+    return [t for t in statement.find_all(exp.Table)
+            if t.name and not (not t.db and t.name.lower() in cte_names)]
+
+
+def table_name(table: exp.Table) -> str:
+    return f"{table.db}.{table.name}" if table.db else table.name
+
+
+def qualified_key(table: exp.Table) -> str:
+    """``database.name`` of a table reference, with the default database filled in."""
+    return ".".join(split_name(table_name(table)))
+
+
+def lookup_tables(statement: exp.Expression, catalog: Catalog, sql: str,
+                  source_name: str | None) -> dict[str, TableEntry]:
+    """Catalog entries for every table the statement reads, keyed by ``database.name``."""
+    found: dict[str, TableEntry] = {}
+    for table in referenced_tables(statement):
+        key = qualified_key(table)
+        if key in found:
+            continue
+        entry = catalog.lookup(key)
+        if entry is None:
+            raise _unknown_table(table, catalog, sql, source_name)
+        found[key] = entry
+    return found
+
+
+def _unknown_table(table: exp.Table, catalog: Catalog, sql: str, source_name: str | None) -> UnknownNameError:
+    name = table_name(table)
+    known = catalog.known_names()
+    close = difflib.get_close_matches(name.lower(), known, n=3, cutoff=0.5)
+    hint = f"did you mean {', '.join(close)}?" if close else None
+    if not known:
+        hint = "no tables are registered: run `aipq tpch gen --sf 0.01` or `aipq table add NAME PATH`"
+    elif hint is None:
+        hint = f"known tables: {', '.join(known[:12])}" + (" …" if len(known) > 12 else "")
+    return UnknownNameError(f"unknown table {name!r}", hint=hint, position=node_position(table.this, sql),
+                            source_name=source_name)
+
+
+def sqlglot_schema(tables: dict[str, TableEntry]) -> dict:
+    """The nested {db: {table: {column: type}}} mapping sqlglot's qualify expects."""
+    schema: dict[str, dict[str, dict[str, str]]] = {}
+    for key, entry in tables.items():
+        database, name = split_name(key)
+        schema.setdefault(database, {})[name] = entry.column_types()
+    return schema
+
+
+_POSITION = re.compile(r"Line: (\d+), Col: (\d+)")
+_COLUMN = re.compile(r"Column '([^']+)' could not be resolved(?: for table: '([^']+)')?")
+
+
+def qualify_statement(statement: exp.Expression, tables: dict[str, TableEntry], sql: str, dialect: str,
+                      source_name: str | None) -> exp.Expression:
+    schema = sqlglot_schema(tables)
+    try:
+        qualified = qualify(statement.copy(), schema=schema, dialect=dialect, db="default",
+                            quote_identifiers=False)
+        typed = annotate_types(qualified, schema=schema, dialect=dialect)
+        return simplify(canonicalize(typed, dialect=dialect), dialect=dialect)
+    except OptimizeError as error:
+        raise _resolution_error(str(error), tables, sql, source_name) from error
+
+
+def _resolution_error(message: str, tables: dict[str, TableEntry], sql: str,
+                      source_name: str | None) -> BadInputError:
+    position = None
+    found_position = _POSITION.search(message)
+    missing = _COLUMN.search(message)
+    if missing:
+        column, table = missing.group(1), missing.group(2)
+        candidates = sorted({c for entry in tables.values() for c, _ in entry.columns})
+        close = difflib.get_close_matches(column.lower(), candidates, n=3, cutoff=0.5)
+        if found_position:
+            line, end = int(found_position.group(1)), int(found_position.group(2))
+            position = SourcePosition(line=line, column=max(end - len(column) + 1, 1), sql=sql,
+                                      length=len(column))
+        where = f" in {table!r}" if table else ""
+        hint = f"did you mean {', '.join(close)}?" if close else None
+        return UnknownNameError(f"unknown column {column!r}{where}", hint=hint, position=position,
+                                source_name=source_name)
+    if found_position:
+        position = SourcePosition(line=int(found_position.group(1)), column=int(found_position.group(2)),
+                                  sql=sql)
+    text = _POSITION.sub("", message).strip().rstrip(".")
+    return BadInputError(f"cannot resolve names: {text}", position=position, source_name=source_name)

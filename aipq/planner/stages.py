@@ -1,0 +1,221 @@
+"""Cut a physical logical plan into stages: the paper's MapReduce job plan.
+
+A stage has one reduce-side operator — a repartition JOIN (consecutive joins on the same key share a stage,
+as in Hive), a GROUP-BY or a global SORT — plus the map-side pipelines that feed it (scans with filters,
+projections and broadcast joins of small tables) and the row-wise operators after it (filters, projections,
+broadcast joins, LIMIT) up to its output write. A query with no such operator is one MAP stage. Stages that
+read another stage's output do so through ``StageRead`` leaves.
+
+``StageDag`` keeps both graphs of the paper's plan analyzer: the dataflow graph (producer → consumers) and
+the dependency graph (consumer → producers), plus each stage's consumer join keys and its siblings.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+from aipq.planner.logical import (
+    Aggregate,
+    Join,
+    Node,
+    QueryPlan,
+    Scan,
+    Sort,
+    replace_children,
+)
+
+Operator = Literal["JOIN", "GROUP-BY", "SORT", "MAP"]
+
+
+@dataclass(frozen=True, eq=False)
+class StageRead(Node):
+    """Read the output of an earlier stage."""
+
+    stage_id: int
+    columns: tuple[str, ...]
+
+    @property
+    def output(self) -> tuple[str, ...]:
+        return self.columns
+
+
+@dataclass
+class Stage:
+    id: int
+    operator: Operator
+    plan: Node
+    reduce_node: Node | None
+    output_columns: tuple[str, ...]
+    tables: tuple[str, ...] = ()  # base tables scanned, qualified names
+    input_stages: tuple[int, ...] = ()
+    join_keys: tuple[tuple[str, ...], ...] = ()  # per reduce-side join input, its key columns
+    consumer_keys: tuple[str, ...] = ()  # key columns the consuming JOIN stage joins this output on
+    broadcast_joins: int = 0
+
+    @property
+    def name(self) -> str:
+        return f"S{self.id}"
+
+    def merged_joins(self) -> list[Join]:
+        """The repartition joins this stage performs (more than one when they share a key)."""
+        return [n for n in _stage_nodes(self.plan) if isinstance(n, Join) and n.physical == "repartition"]
+
+
+@dataclass
+class StageDag:
+    stages: list[Stage]  # in execution (topological) order
+    plan: QueryPlan
+    dataflow: dict[int, list[int]] = field(default_factory=dict)  # producer → consumers
+    dependency: dict[int, list[int]] = field(default_factory=dict)  # consumer → producers
+
+    @property
+    def final(self) -> Stage:
+        return self.stages[-1]
+
+    def stage(self, stage_id: int) -> Stage:
+        return next(s for s in self.stages if s.id == stage_id)
+
+    def siblings(self, stage_id: int) -> list[int]:
+        """Stages feeding the same consumer as this one (the paper's sibling jobs)."""
+        result: list[int] = []
+        for consumer in self.dataflow.get(stage_id, []):
+            result += [p for p in self.dependency.get(consumer, []) if p != stage_id and p not in result]
+        return result
+
+
+def _stage_nodes(plan: Node):
+    """Nodes of one stage's plan (StageRead leaves end it)."""
+    return plan.walk()
+
+
+def is_reduce_operator(node: Node) -> bool:
+    if isinstance(node, Join):
+        return node.physical == "repartition"
+    return isinstance(node, (Aggregate, Sort))
+
+
+def _operator(node: Node | None) -> Operator:
+    if isinstance(node, Join):
+        return "JOIN"
+    if isinstance(node, Aggregate):
+        return "GROUP-BY"
+    if isinstance(node, Sort):
+        return "SORT"
+    return "MAP"
+
+
+def _same_key_join(parent: Node | None, child: Node) -> bool:
+    """Hive puts consecutive inner joins on the same key in one job; so do we."""
+    if not (isinstance(parent, Join) and isinstance(child, Join)):
+        return False
+    if parent.kind != "inner" or child.kind != "inner" or child.physical != "repartition":
+        return False
+    child_side = set(parent.left_keys) if _contains(parent.left, child) else set(parent.right_keys)
+    return bool(child_side) and len(child_side) == len(child.left_keys) and (
+        child_side <= set(child.left_keys) | set(child.right_keys))
+
+
+def _contains(root: Node, target: Node) -> bool:
+    return any(n is target for n in root.walk())
+
+
+class _Cutter:
+    def __init__(self) -> None:
+        self.stages: list[Stage] = []
+        self.memo: dict[int, Stage] = {}
+
+    def stage_for(self, top: Node) -> Stage:
+        if id(top) in self.memo:
+            return self.memo[id(top)]
+        reduce_node: Node | None = None
+        merged: list[Node] = []
+
+        def mergeable(node: Node) -> bool:
+            return any(_same_key_join(m, node) and _direct_input(m, node) for m in merged)
+
+        def visit(node: Node, below_reduce: bool) -> Node:
+            nonlocal reduce_node
+            if is_reduce_operator(node):
+                if reduce_node is None and not below_reduce:
+                    reduce_node = node
+                    merged.append(node)
+                    return replace_children(node, tuple(visit(c, True) for c in node.children))
+                if mergeable(node):
+                    merged.append(node)
+                    return replace_children(node, tuple(visit(c, True) for c in node.children))
+                child = self.stage_for(node)
+                return StageRead(child.id, node.output)
+            if below_reduce:
+                # Row-wise operators right above an earlier reduce operator (e.g. the projection that drops
+                # join keys) run in that operator's stage, so its output is written already trimmed.
+                target = _reduce_below_chain(node)
+                if target is not None and not mergeable(target):
+                    child = self.stage_for(node)
+                    return StageRead(child.id, node.output)
+            if not node.children:
+                return node
+            return replace_children(node, tuple(visit(c, below_reduce) for c in node.children))
+
+        plan = visit(top, False)
+        nodes = list(plan.walk())
+        stage = Stage(
+            id=len(self.stages) + 1,
+            operator=_operator(reduce_node),
+            plan=plan,
+            reduce_node=reduce_node,
+            output_columns=top.output,
+            tables=tuple(dict.fromkeys(n.table.qualified_name for n in nodes if isinstance(n, Scan))),
+            input_stages=tuple(dict.fromkeys(n.stage_id for n in nodes if isinstance(n, StageRead))),
+            broadcast_joins=sum(1 for n in nodes if isinstance(n, Join) and n.physical == "broadcast"),
+        )
+        self.stages.append(stage)
+        self.memo[id(top)] = stage
+        return stage
+
+
+def _reduce_below_chain(node: Node) -> Node | None:
+    """The reduce operator under a chain of single-input row-wise operators starting at ``node``, if any."""
+    while len(node.children) == 1 and not is_reduce_operator(node):
+        node = node.children[0]
+    return node if is_reduce_operator(node) and node is not None else None
+
+
+def _direct_input(parent: Node, child: Node) -> bool:
+    """``child`` feeds ``parent`` through row-wise operators only (no other reduce operator between)."""
+    for side in parent.children:
+        node = side
+        while True:
+            if node is child:
+                return True
+            if is_reduce_operator(node) or len(node.children) != 1:
+                break
+            node = node.children[0]
+    return False
+
+
+def cut_stages(plan: QueryPlan) -> StageDag:
+    cutter = _Cutter()
+    cutter.stage_for(plan.root)
+    dag = StageDag(stages=cutter.stages, plan=plan)
+    for stage in dag.stages:
+        dag.dependency[stage.id] = list(stage.input_stages)
+        for producer in stage.input_stages:
+            dag.dataflow.setdefault(producer, []).append(stage.id)
+    for stage in dag.stages:
+        _annotate_join_keys(dag, stage)
+    return dag
+
+
+def _annotate_join_keys(dag: StageDag, stage: Stage) -> None:
+    joins = stage.merged_joins()
+    keys = []
+    for join in joins:
+        keys += [join.left_keys, join.right_keys]
+        for side, side_keys in ((join.left, join.left_keys), (join.right, join.right_keys)):
+            for node in side.walk():
+                if isinstance(node, StageRead) and set(side_keys) <= set(node.columns):
+                    producer = dag.stage(node.stage_id)
+                    if not producer.consumer_keys:
+                        producer.consumer_keys = tuple(side_keys)
+    stage.join_keys = tuple(keys)
