@@ -16,7 +16,7 @@ from rich.console import Console
 from aipq import app
 from aipq.catalog import FORMATS, Catalog
 from aipq.cli.progress import RichStageProgress
-from aipq.cli.render import explain_dot, explain_tree, result_table, run_summary
+from aipq.cli.render import explain_dot, explain_tree, result_caption, result_table, run_summary
 from aipq.config import MB, Settings, default_home
 from aipq.engine.sink import OUTPUT_FORMATS, head_rows, result_frame, write_output
 from aipq.errors import EXIT_RUNTIME, AipqError, BadInputError
@@ -136,7 +136,9 @@ def run(ctx, source, inline, settings: Settings, fmt, output, show_rows, keep_wo
             err.print(f"wrote {record.result_rows:,} row(s) to {output}")
         elif fmt == "table":
             rows = head_rows(result.spark, record.result_path, record.output_names, show_rows)
-            Console().print(result_table(record.output_names, rows, record.result_rows))
+            out = Console()
+            out.print(result_table(record.output_names, rows))
+            out.print(result_caption(len(rows), record.result_rows), soft_wrap=True)
         else:
             _print_rows(result, fmt)
         if not quiet:

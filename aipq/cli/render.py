@@ -97,9 +97,12 @@ def explain_dot(info: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def result_table(names: tuple[str, ...], rows: list[tuple], total: int) -> Table:
-    caption = f"{total} row(s)" if total <= len(rows) else f"first {len(rows)} of {total} rows"
-    table = Table(caption=caption, show_lines=False)
+def result_caption(shown: int, total: int) -> str:
+    return f"{total} row(s)" if total <= shown else f"first {shown} of {total} rows"
+
+
+def result_table(names: tuple[str, ...], rows: list[tuple]) -> Table:
+    table = Table(show_lines=False)
     for i, name in enumerate(names):
         numeric = bool(rows) and all(isinstance(r[i], (int, float)) or type(r[i]).__name__ == "Decimal"
                                      for r in rows if r[i] is not None)

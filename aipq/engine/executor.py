@@ -6,7 +6,6 @@ from __future__ import annotations
 import shutil
 import time
 import uuid
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 

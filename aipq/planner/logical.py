@@ -47,13 +47,11 @@ def conjuncts(expression: exp.Expression | None) -> list[exp.Expression]:
 
 
 def and_all(parts: Iterable[exp.Expression]) -> exp.Expression | None:
+    """AND of the parts; sqlglot's ``and_`` parenthesizes OR operands so precedence survives rendering."""
     parts = list(parts)
     if not parts:
         return None
-    result = parts[0]
-    for part in parts[1:]:
-        result = exp.And(this=result, expression=part)
-    return result
+    return parts[0] if len(parts) == 1 else exp.and_(*parts, copy=False)
 
 
 @dataclass(frozen=True, eq=False)

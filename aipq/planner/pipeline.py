@@ -56,11 +56,11 @@ def plan_query(sql: str, catalog: Catalog, settings: Settings, source_name: str 
     statements = parse_statements(sql, settings.dialect, source_name)
     if len(statements) > 1:
         raise UnsupportedSqlError(
-            f"{len(statements)} statements in one file; multi-statement workflows are not supported yet",
+            f"unsupported SQL: {len(statements)} statements in one file (multi-statement workflows come next)",
             hint="run one SELECT per file for now")
     statement = statements[0]
     if not isinstance(statement, (exp.Select, exp.SetOperation, exp.Subquery)):
-        raise UnsupportedSqlError(f"{statement.key.upper()} statements (only SELECT queries run so far)",
+        raise UnsupportedSqlError(f"unsupported SQL: {statement.key.upper()} statements (only SELECT runs so far)",
                                   source_name=source_name)
     tables = lookup_tables(statement, catalog, sql, source_name)
     qualified = qualify_statement(statement, tables, sql, settings.dialect, source_name)

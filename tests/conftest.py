@@ -1,0 +1,94 @@
+"""One SparkSession and one SF 0.01 TPC-H data set for the whole run; DuckDB on the same files as the oracle."""
+
+from __future__ import annotations
+
+import math
+import os
+from datetime import date
+from decimal import Decimal
+from pathlib import Path
+
+import duckdb
+import pytest
+import sqlglot
+from click.testing import CliRunner
+
+from aipq import app
+from aipq.catalog import Catalog
+from aipq.cli.main import cli
+from aipq.config import Settings
+from aipq.engine.session import get_session
+
+SF = float(os.environ.get("AIPQ_TEST_SF", "0.01"))
+
+
+@pytest.fixture(scope="session")
+def home(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("aipq-home")
+
+
+@pytest.fixture(scope="session")
+def spark(home):
+    return get_session(Settings(), home)
+
+
+@pytest.fixture(scope="session")
+def tpch(home, spark) -> Catalog:
+    app.generate_tpch(home, Settings(), SF, "default")
+    return Catalog(home)
+
+
+@pytest.fixture(scope="session")
+def duck(tpch):
+    con = duckdb.connect()
+    for entry in tpch.entries():
+        con.execute(f"CREATE VIEW {entry.name} AS SELECT * FROM read_parquet('{entry.path}')")
+    return con
+
+
+class Aipq:
+    """Runs the real CLI in-process (sharing the session's SparkSession)."""
+
+    def __init__(self, home: Path):
+        self.home = home
+        self.runner = CliRunner()
+
+    def __call__(self, *args: str, input: str | None = None):
+        return self.runner.invoke(cli, ["--home", str(self.home), *args], input=input, catch_exceptions=False)
+
+
+@pytest.fixture(scope="session")
+def aipq(home, tpch) -> Aipq:
+    return Aipq(home)
+
+
+def oracle_rows(duck, sql: str, dialect: str = "hive") -> list[tuple]:
+    duck_sql = sqlglot.transpile(sql, read=dialect, write="duckdb")[0]
+    return duck.execute(duck_sql).fetchall()
+
+
+def _normal(value):
+    if isinstance(value, Decimal):
+        return float(value)
+    if isinstance(value, date):
+        return value.isoformat()
+    return value
+
+
+def _same(a, b) -> bool:
+    a, b = _normal(a), _normal(b)
+    if isinstance(a, float) or isinstance(b, float):
+        if a is None or b is None:
+            return a is b
+        return math.isclose(float(a), float(b), rel_tol=1e-6, abs_tol=1e-6)
+    return a == b
+
+
+def assert_same_rows(actual: list[tuple], expected: list[tuple], ordered: bool) -> None:
+    assert len(actual) == len(expected), f"{len(actual)} rows, oracle has {len(expected)}"
+    if not ordered:
+        key = lambda row: tuple((v is None, str(_normal(v))) for v in row)  # noqa: E731
+        actual, expected = sorted(actual, key=key), sorted(expected, key=key)
+    for i, (a, e) in enumerate(zip(actual, expected)):
+        assert len(a) == len(e), f"row {i}: {len(a)} columns, oracle has {len(e)}"
+        assert all(_same(x, y) for x, y in zip(a, e)), f"row {i}: {a} != oracle {e}"

@@ -1,0 +1,77 @@
+"""The commands users run: tables, outputs, and a real separate process on separate executor JVMs."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import subprocess
+import sys
+
+import duckdb
+import pytest
+from conftest import assert_same_rows, oracle_rows
+
+from aipq.tpch.queries import query_text
+
+
+def test_table_add_csv_and_query_it(aipq, duck, tmp_path):
+    path = tmp_path / "people.csv"
+    path.write_text("id,name,nation\n1,ann,7\n2,bob,3\n3,cy,7\n")
+    added = aipq("table", "add", "people", str(path), "--format", "csv")
+    assert added.exit_code == 0, added.output
+    listing = json.loads(aipq("table", "list", "--json").output)
+    assert any(t["name"] == "people" and t["format"] == "csv" for t in listing)
+    out = tmp_path / "r.csv"
+    result = aipq("run", "--quiet", "--output", str(out), "--sql",
+                  "select p.name, n.n_name from people p join nation n on p.nation = n.n_nationkey order by p.name")
+    assert result.exit_code == 0, result.output
+    with out.open() as handle:
+        rows = list(csv.reader(handle))
+    assert rows == [["name", "n_name"], ["ann", "GERMANY"], ["bob", "CANADA"], ["cy", "GERMANY"]]
+    assert aipq("table", "drop", "people").exit_code == 0
+    assert aipq("table", "drop", "people").exit_code == 2
+
+
+def test_table_add_rejects_missing_data(aipq, tmp_path):
+    result = aipq("table", "add", "ghost", str(tmp_path / "none.parquet"))
+    assert result.exit_code == 2 and "no data" in result.output
+
+
+def test_failed_run_leaves_existing_output_untouched(aipq, tmp_path):
+    out = tmp_path / "keep.csv"
+    out.write_text("precious\n")
+    result = aipq("run", "--quiet", "--output", str(out), "--sql", "select nope from nation")
+    assert result.exit_code == 2
+    assert out.read_text() == "precious\n"
+    assert [p.name for p in tmp_path.iterdir()] == ["keep.csv"], "no temporary files left behind"
+
+
+def test_json_and_csv_to_stdout(aipq):
+    result = aipq("run", "--quiet", "--format", "json", "--sql", "select r_name from region order by r_name")
+    rows = [json.loads(line) for line in result.output.splitlines()]
+    assert rows[0] == {"r_name": "AFRICA"} and len(rows) == 5
+    table = aipq("run", "--quiet", "--limit", "2", "--sql", "select n_name from nation order by n_name")
+    assert "ALGERIA" in table.output and "first 2 of 25 rows" in table.output
+
+
+def test_tpch_query_prints_standard_text(aipq):
+    assert "c_mktsegment = 'BUILDING'" in aipq("tpch", "query", "3").output
+
+
+def test_work_directory_is_removed_after_a_run(aipq, home):
+    aipq("run", "--quiet", "tpch:6")
+    assert not any((home / "runs").iterdir())
+
+
+@pytest.mark.slow
+def test_separate_executor_jvms_give_the_same_rows(home, tpch, duck, tmp_path):
+    """A real `aipq` process on local-cluster: executors are separate JVMs from the driver."""
+    out = tmp_path / "q3.parquet"
+    env = {**os.environ, "AIPQ_HOME": str(home)}
+    command = [sys.executable, "-m", "aipq.cli.main", "run", "tpch:3", "--quiet", "--broadcast-threshold", "0",
+               "--master", "local-cluster[2,1,1024]", "--output", str(out), "--format", "parquet"]
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    actual = duckdb.connect().execute(f"SELECT * FROM read_parquet('{out}')").fetchall()
+    assert_same_rows(actual, oracle_rows(duck, query_text(3)), ordered=True)

@@ -1,0 +1,74 @@
+"""Stage DAG shapes: the paper's job plans, linear and bushy, with both graphs and consumer keys."""
+
+from __future__ import annotations
+
+import json
+
+from aipq.config import Settings
+from aipq.planner.pipeline import plan_query
+from aipq.tpch.queries import query_text
+
+REPARTITION = dict(broadcast_threshold=0)
+
+
+def dag_of(tpch, number: int, **settings):
+    return plan_query(query_text(number), tpch, Settings(**settings)).dag
+
+
+def test_linear_q5_is_a_chain_of_join_stages(tpch):
+    dag = dag_of(tpch, 5, plan="linear", **REPARTITION)
+    assert [s.operator for s in dag.stages] == ["JOIN"] * 5 + ["GROUP-BY", "SORT"]
+    for earlier, later in zip(dag.stages, dag.stages[1:]):
+        assert dag.dependency[later.id] == [earlier.id]
+        assert dag.dataflow[earlier.id] == [later.id]
+    assert dag.stage(1).consumer_keys == ("o_orderkey",)
+
+
+def test_bushy_q5_has_sibling_stages_joined_later(tpch):
+    dag = dag_of(tpch, 5, plan="bushy", **REPARTITION)
+    three = dag.stage(3)
+    assert three.operator == "JOIN" and sorted(three.input_stages) == [1, 2]
+    assert dag.siblings(1) == [2] and dag.siblings(2) == [1]
+    # c_nationkey = s_nationkey travels with o_orderkey = l_orderkey: a two-column join of intermediates.
+    assert set(dag.stage(1).consumer_keys) == {"o_orderkey", "c_nationkey"}
+
+
+def test_broadcast_joins_small_tables_map_side(tpch):
+    dag = dag_of(tpch, 5, plan="linear")  # SF 0.01: every table is under 10 MB
+    assert [s.operator for s in dag.stages] == ["GROUP-BY", "SORT"]
+    assert dag.stages[0].broadcast_joins == 5
+
+
+def test_dependency_graph_is_the_reverse_of_the_dataflow_graph(tpch):
+    for number in (3, 5, 7, 8, 9, 10):
+        for plan in ("linear", "bushy"):
+            dag = dag_of(tpch, number, plan=plan, **REPARTITION)
+            forward = {(p, c) for p, cs in dag.dataflow.items() for c in cs}
+            backward = {(p, c) for c, ps in dag.dependency.items() for p in ps}
+            assert forward == backward
+            assert [s.id for s in dag.stages] == sorted(s.id for s in dag.stages)
+            assert all(p < c for p, c in forward), "stages run after their inputs"
+
+
+def test_joins_on_one_key_share_a_stage(tpch):
+    sql = ("select count(*) from lineitem l1 join lineitem l2 on l1.l_orderkey = l2.l_orderkey "
+           "join orders on o_orderkey = l1.l_orderkey")
+    dag = plan_query(sql, tpch, Settings(**REPARTITION)).dag
+    assert [s.operator for s in dag.stages] == ["JOIN", "GROUP-BY"]
+    assert len(dag.stages[0].merged_joins()) == 2
+
+
+def test_stage_outputs_hold_only_what_consumers_read(tpch):
+    dag = dag_of(tpch, 3, plan="linear", **REPARTITION)
+    assert dag.stage(1).output_columns == ("o_orderkey", "o_orderdate", "o_shippriority")
+
+
+def test_explain_formats(aipq):
+    tree = aipq("explain", "tpch:9", "--plan", "bushy", "--broadcast-threshold", "0")
+    assert tree.exit_code == 0 and "S1" in tree.output and "JOIN" in tree.output
+    info = json.loads(aipq("explain", "tpch:9", "--format", "json", "--broadcast-threshold", "0").output)
+    assert info["stages"][0]["reduce"]["joins"][0]["keys"]
+    assert info["settings"]["broadcast_threshold"]["value"] == 0
+    assert info["dependency_graph"] and info["dataflow_graph"]
+    dot = aipq("explain", "tpch:3", "--format", "dot", "--broadcast-threshold", "0").output
+    assert dot.startswith("digraph") and "S1 -> S2" in dot
