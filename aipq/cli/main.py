@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import json
 import re
+import statistics
 import sys
 import traceback
 from functools import wraps
@@ -214,6 +215,51 @@ def tpch_gen(ctx, scale_factor, home, database, parts, settings: Settings):
 def tpch_query(number):
     """Print the text of TPC-H query NUMBER."""
     click.echo(query_text(number))
+
+
+@cli.group()
+def bench():
+    """Benchmarks (numbers in docs/benchmarks.md come from these)."""
+
+
+@bench.command("staging")
+@click.option("--sf", "scale_factor", type=float, default=1.0, show_default=True)
+@click.option("--queries", default="3,5,9", show_default=True, help="TPC-H query numbers, comma-separated.")
+@click.option("--repeat", type=click.IntRange(1), default=3, show_default=True, help="Timed runs per setting.")
+@click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Also write the raw timings here.")
+@planning_options
+@click.pass_context
+def bench_staging(ctx, scale_factor, queries, repeat, json_path, settings: Settings):
+    """aipq's staged run vs plain spark.sql, same session settings, with and without broadcast joins."""
+    from rich.table import Table
+
+    from aipq.tpch.bench import compare_staging
+
+    home = _home(ctx)
+    numbers = [int(q) for q in queries.split(",") if q.strip()]
+    err = Console(stderr=True)
+    with err.status(f"preparing TPC-H SF {scale_factor:g}…"):
+        app.generate_tpch(home, settings, scale_factor, "default")
+    thresholds = [0, settings.broadcast_threshold or 10 * MB]
+    total = len(numbers) * len(thresholds) * repeat
+    done = [0]
+
+    def tick():
+        done[0] += 1
+        err.print(f"[dim]{done[0]}/{total} timed pairs[/dim]")
+
+    results = compare_staging(home, numbers, thresholds, repeat, settings, tick)
+    report = Table(title=f"TPC-H SF {scale_factor:g}: aipq staged vs spark.sql (median of {repeat})")
+    for column in ("query", "joins", "stages", "aipq s", "spark.sql s", "aipq / spark"):
+        report.add_column(column, justify="right")
+    for r in results:
+        joins = "repartition only" if r.broadcast_threshold <= 0 else f"broadcast ≤ {r.broadcast_threshold // MB} MB"
+        report.add_row(f"Q{r.query}", joins, str(r.stages), f"{statistics.median(r.aipq_seconds):.2f}",
+                       f"{statistics.median(r.spark_seconds):.2f}", f"{r.ratio:.2f}×")
+    Console().print(report)
+    if json_path:
+        json_path.write_text(json.dumps([r.__dict__ for r in results], indent=2))
 
 
 @cli.group()
