@@ -71,8 +71,9 @@ class QueryRun:
         remove_work_dir(self.record)
 
 
-def run(source: SqlSource, home: Path, settings: Settings, listener: StageListener | None = None) -> QueryRun:
-    planned = plan(source, home, settings)
+def execute(planned: PlannedQuery, home: Path, settings: Settings,
+            listener: StageListener | None = None) -> QueryRun:
+    """Run a planned query; Spark starts here, so bad SQL fails in planning without paying for a JVM."""
     spark = get_session(settings, home)
     record = run_dag(spark, planned.dag, settings, home, listener)
     return QueryRun(spark, planned, record)

@@ -19,6 +19,7 @@ from aipq.catalog import FORMATS, Catalog
 from aipq.cli.progress import RichStageProgress
 from aipq.cli.render import explain_dot, explain_tree, result_caption, result_table, run_summary
 from aipq.config import MB, Settings, default_home
+from aipq.engine.session import get_session
 from aipq.engine.sink import OUTPUT_FORMATS, head_rows, result_frame, write_output
 from aipq.errors import EXIT_RUNTIME, AipqError, BadInputError
 from aipq.planner.explain import explain_dict
@@ -124,12 +125,13 @@ def run(ctx, source, inline, settings: Settings, fmt, output, show_rows, keep_wo
         raise BadInputError("--format parquet needs --output PATH")
     if output is not None and fmt == "table":
         fmt = output.suffix.lstrip(".").lower() if output.suffix.lstrip(".").lower() in OUTPUT_FORMATS else "csv"
+    planned = app.plan(sql, home, settings)
     err = Console(stderr=True)
     if err.is_terminal and not quiet:
-        with RichStageProgress(_spark_for_progress(settings, home), err) as listener:
-            result = app.run(sql, home, settings, listener)
+        with RichStageProgress(get_session(settings, home), err) as listener:
+            result = app.execute(planned, home, settings, listener)
     else:
-        result = app.run(sql, home, settings)
+        result = app.execute(planned, home, settings)
     try:
         record = result.record
         if output is not None:
@@ -149,12 +151,6 @@ def run(ctx, source, inline, settings: Settings, fmt, output, show_rows, keep_wo
             err.print(f"stage outputs kept in {result.record.work_dir}")
         else:
             result.close()
-
-
-def _spark_for_progress(settings: Settings, home: Path):
-    from aipq.engine.session import get_session
-
-    return get_session(settings, home)
 
 
 def _print_rows(result, fmt: str) -> None:
