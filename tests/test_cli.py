@@ -75,3 +75,11 @@ def test_separate_executor_jvms_give_the_same_rows(home, tpch, duck, tmp_path):
     assert done.returncode == 0, done.stderr
     actual = duckdb.connect().execute(f"SELECT * FROM read_parquet('{out}')").fetchall()
     assert_same_rows(actual, oracle_rows(duck, query_text(3)), ordered=True)
+
+
+def test_output_columns_keep_the_names_as_written(aipq):
+    result = aipq("run", "--quiet", "--format", "csv", "--sql",
+                  "select n_regionkey, COUNT(*), Max(n_name) AS MaxName, min(n_name) AS maxname "
+                  "from nation group by n_regionkey order by n_regionkey")
+    assert result.exit_code == 0, result.output
+    assert result.output.splitlines()[0] == "n_regionkey,COUNT(*),MaxName,maxname_2"

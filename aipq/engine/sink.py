@@ -9,15 +9,22 @@ import tempfile
 from pathlib import Path
 
 from aipq.errors import BadInputError
-from aipq.planner.build import NameAllocator
 
 OUTPUT_FORMATS = ("csv", "json", "parquet")
 
 
 def unique_names(names: tuple[str, ...]) -> list[str]:
-    """Column names a file can hold: duplicates get a numeric suffix."""
-    allocator = NameAllocator()
-    return [allocator.allocate(name) for name in names]
+    """Column names a file can hold, spelled as the query wrote them; a name that repeats another (Spark
+    compares names case-insensitively) gets a numeric suffix."""
+    taken: set[str] = set()
+    result = []
+    for name in names:
+        candidate, n = name, 2
+        while candidate.lower() in taken:
+            candidate, n = f"{name}_{n}", n + 1
+        taken.add(candidate.lower())
+        result.append(candidate)
+    return result
 
 
 def result_frame(spark, result_path: Path, names: tuple[str, ...]):
