@@ -5,7 +5,6 @@ from __future__ import annotations
 import csv
 import json
 import re
-import statistics
 import sys
 import traceback
 from functools import wraps
@@ -17,7 +16,14 @@ from rich.console import Console
 from aipq import app
 from aipq.catalog import FORMATS, Catalog
 from aipq.cli.progress import RichStageProgress
-from aipq.cli.render import explain_dot, explain_tree, result_caption, result_table, run_summary
+from aipq.cli.render import (
+    explain_dot,
+    explain_tree,
+    result_caption,
+    result_table,
+    run_summary,
+    staging_table,
+)
 from aipq.config import MB, Settings, default_home
 from aipq.engine.session import get_session
 from aipq.engine.sink import OUTPUT_FORMATS, head_rows, result_frame, write_output
@@ -228,8 +234,6 @@ def bench():
 @click.pass_context
 def bench_staging(ctx, scale_factor, queries, repeat, json_path, settings: Settings):
     """aipq's staged run vs plain spark.sql, same session settings, with and without broadcast joins."""
-    from rich.table import Table
-
     from aipq.tpch.bench import compare_staging
 
     home = _home(ctx)
@@ -246,14 +250,7 @@ def bench_staging(ctx, scale_factor, queries, repeat, json_path, settings: Setti
         err.print(f"[dim]{done[0]}/{total} timed pairs[/dim]")
 
     results = compare_staging(home, numbers, thresholds, repeat, settings, tick)
-    report = Table(title=f"TPC-H SF {scale_factor:g}: aipq staged vs spark.sql (median of {repeat})")
-    for column in ("query", "joins", "stages", "aipq s", "spark.sql s", "aipq / spark"):
-        report.add_column(column, justify="right")
-    for r in results:
-        joins = "repartition only" if r.broadcast_threshold <= 0 else f"broadcast ≤ {r.broadcast_threshold // MB} MB"
-        report.add_row(f"Q{r.query}", joins, str(r.stages), f"{statistics.median(r.aipq_seconds):.2f}",
-                       f"{statistics.median(r.spark_seconds):.2f}", f"{r.ratio:.2f}×")
-    Console().print(report)
+    Console().print(staging_table(results, scale_factor, repeat))
     if json_path:
         json_path.write_text(json.dumps([r.__dict__ for r in results], indent=2))
 

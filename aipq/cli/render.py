@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import statistics
 from typing import Any
 
 from rich.table import Table
 from rich.tree import Tree
 
 from aipq.engine.executor import RunRecord
+from aipq.tpch.bench import StagingResult
 
 
 def _size(n: float) -> str:
@@ -119,4 +121,15 @@ def run_summary(record: RunRecord) -> Table:
     for m in record.stages:
         table.add_row(f"S{m.stage_id}", m.operator, f"{m.seconds:.2f} s", f"{m.rows_written:,}",
                       _size(m.bytes_written))
+    return table
+
+
+def staging_table(results: list[StagingResult], scale_factor: float, repeat: int) -> Table:
+    table = Table(title=f"TPC-H SF {scale_factor:g}: aipq staged vs spark.sql (median of {repeat})")
+    for column in ("query", "joins", "stages", "aipq s", "spark.sql s", "aipq / spark"):
+        table.add_column(column, justify="right")
+    for r in results:
+        joins = "repartition only" if r.broadcast_threshold <= 0 else f"broadcast ≤ {_size(r.broadcast_threshold)}"
+        table.add_row(f"Q{r.query}", joins, str(r.stages), f"{statistics.median(r.aipq_seconds):.2f}",
+                      f"{statistics.median(r.spark_seconds):.2f}", f"{r.ratio:.2f}×")
     return table

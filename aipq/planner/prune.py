@@ -49,9 +49,9 @@ def _child_needs(node: Node, needed: set[str]) -> list[set[str]]:
     if isinstance(node, Filter):
         return [needed | refs(node.condition)]
     if isinstance(node, Project):
-        kept = [e for n, e in node.items if n in set(_keep(node.output, needed))]
-        return [set().union(*(refs(e) for e in kept))]
-    if isinstance(node, (Sort,)):
+        keep = set(_keep(node.output, needed))
+        return [set().union(*(refs(e) for n, e in node.items if n in keep))]
+    if isinstance(node, Sort):
         return [needed | {k.column for k in node.keys}]
     if isinstance(node, Limit):
         return [set(needed)]

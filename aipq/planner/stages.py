@@ -59,7 +59,7 @@ class Stage:
 
     def merged_joins(self) -> list[Join]:
         """The repartition joins this stage performs (more than one when they share a key)."""
-        return [n for n in _stage_nodes(self.plan) if isinstance(n, Join) and n.physical == "repartition"]
+        return [n for n in self.plan.walk() if isinstance(n, Join) and n.physical == "repartition"]
 
 
 @dataclass
@@ -82,11 +82,6 @@ class StageDag:
         for consumer in self.dataflow.get(stage_id, []):
             result += [p for p in self.dependency.get(consumer, []) if p != stage_id and p not in result]
         return result
-
-
-def _stage_nodes(plan: Node):
-    """Nodes of one stage's plan (StageRead leaves end it)."""
-    return plan.walk()
 
 
 def is_reduce_operator(node: Node) -> bool:
@@ -178,7 +173,7 @@ def _reduce_below_chain(node: Node) -> Node | None:
     """The reduce operator under a chain of single-input row-wise operators starting at ``node``, if any."""
     while len(node.children) == 1 and not is_reduce_operator(node):
         node = node.children[0]
-    return node if is_reduce_operator(node) and node is not None else None
+    return node if is_reduce_operator(node) else None
 
 
 def _direct_input(parent: Node, child: Node) -> bool:
