@@ -31,7 +31,7 @@ def test_unknown_column_names_it_with_its_position(aipq):
     ("sql", "construct"),
     [
         ("select l_orderkey, rank() over (order by l_quantity) from lineitem", "window functions"),
-        ("select n_name from nation union all select r_name from region", "UNION"),
+        ("select n_name from nation intersect all select r_name from region", "INTERSECT ALL"),
         ("insert overwrite table nation select * from nation", "INSERT"),
     ],
 )

@@ -12,7 +12,7 @@ from pyspark.sql import functions as F
 
 from aipq.catalog import TableEntry
 from aipq.engine.session import read_table
-from aipq.planner.logical import Aggregate, Filter, Join, Limit, Node, Project, Scan, Sort, render
+from aipq.planner.logical import Aggregate, Filter, Join, Limit, Node, Project, Scan, Sort, Union, render
 from aipq.planner.stages import StageRead
 
 _HOW = {"inner": "inner", "left": "left_outer", "right": "right_outer", "full": "full_outer", "semi": "left_semi",
@@ -63,6 +63,12 @@ class StageCompiler:
             return self.compile(node.child).orderBy(*[_sort_column(k) for k in node.keys])
         if isinstance(node, Limit):
             return self.compile(node.child).limit(node.count)
+        if isinstance(node, Union):
+            inputs = [self.compile(child).toDF(*node.names) for child in node.inputs]
+            result = inputs[0]
+            for other in inputs[1:]:
+                result = result.union(other)
+            return result
         raise TypeError(f"cannot compile {type(node).__name__}")
 
     def join(self, node: Join) -> DataFrame:
@@ -74,6 +80,8 @@ class StageCompiler:
                 right = F.broadcast(right)
         condition = node.condition()
         if condition is None:
+            if node.kind in ("semi", "anti"):
+                return left.join(right, F.lit(True), _HOW[node.kind])
             return left.crossJoin(right)
         return left.join(right, F.expr(render(condition)), _HOW[node.kind])
 

@@ -8,6 +8,7 @@ outer or semi joins are involved, then Aggregate → Filter (HAVING) → Project
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Literal
 
 from sqlglot import exp
 
@@ -25,6 +26,7 @@ from aipq.planner.logical import (
     Scan,
     Sort,
     SortKey,
+    Union,
     and_all,
     col,
     conjuncts,
@@ -32,6 +34,13 @@ from aipq.planner.logical import (
 )
 from aipq.planner.parse import node_position
 from aipq.planner.resolve import qualified_key
+from aipq.planner.subqueries import (
+    ScalarJoin,
+    SubqueryPlanner,
+    correlation_keys,
+    empty_group_value,
+    is_subquery_predicate,
+)
 
 
 class NameAllocator:
@@ -66,10 +75,26 @@ class Relation:
 
 @dataclass
 class Block:
-    """A planned query block: its plan and the visible names of its output columns."""
+    """A planned query block: its plan and the visible names of its output columns.
+
+    A correlated subquery's block also carries its correlation conditions, over its output columns (which
+    then include the inner columns they read, after the visible ones) and the enclosing query's columns.
+    """
 
     node: Node
     names: list[str]
+    correlated: tuple[exp.Expression, ...] = ()
+    one_row_per_group: bool = False  # an aggregate without GROUP BY/HAVING (per correlation key, if any)
+    empty_value: exp.Expression | None = None  # its value over no rows, when that is not NULL (COUNT)
+
+
+@dataclass(frozen=True)
+class Outer:
+    """The query enclosing a subquery: its FROM scope, and how the subquery's correlations are planned —
+    ``filter`` (EXISTS/IN: inner columns exposed for the join) or ``group`` (scalar: grouped by them)."""
+
+    scope: dict[str, Relation]
+    mode: Literal["filter", "group"]
 
 
 @dataclass
@@ -79,6 +104,16 @@ class Builder:
     source_name: str | None = None
     names: NameAllocator = field(default_factory=NameAllocator)
     column_sources: dict[str, str] = field(default_factory=dict)
+    enclosing: list[dict[str, Relation]] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.subqueries = SubqueryPlanner(self)
+
+    def enclose(self, scope: dict[str, Relation], mode: Literal["filter", "group"]) -> Outer:
+        return Outer(scope, mode)
+
+    def position(self, node: exp.Expression):
+        return node_position(node, self.sql)
 
     # ---- errors -------------------------------------------------------------------------------------
     def unsupported(self, what: str, node: exp.Expression | None = None, hint: str | None = None):
@@ -90,24 +125,85 @@ class Builder:
                                    hint=hint)
 
     # ---- query blocks -------------------------------------------------------------------------------
-    def build_query(self, query: exp.Expression, ctes: dict[str, Block]) -> Block:
+    def build_query(self, query: exp.Expression, ctes: dict[str, Block], outer: Outer | None = None) -> Block:
         if isinstance(query, exp.Subquery):
-            return self.build_query(query.this, ctes)
+            return self.build_query(query.this, ctes, outer)
         if isinstance(query, exp.Select):
-            return self.build_select(query, ctes)
+            if outer is None:
+                return self.build_select(query, ctes)
+            self.enclosing.append(outer.scope)
+            try:
+                return self.build_select(query, ctes, outer)
+            finally:
+                self.enclosing.pop()
         if isinstance(query, exp.SetOperation):
-            raise self.unsupported(f"{query.key.upper()} of queries", query)
+            return self.build_set_operation(query, ctes)
         raise self.unsupported(f"{query.key.upper()} statement", query)
 
-    def build_select(self, select: exp.Select, outer_ctes: dict[str, Block]) -> Block:
+    def build_set_operation(self, query: exp.SetOperation, ctes: dict[str, Block]) -> Block:
+        """UNION [ALL] by position; INTERSECT/EXCEPT as a semi/anti join on all columns (NULLs equal)."""
+        ctes = self.with_ctes(query, ctes)
+        left, right = self.build_query(query.this, ctes), self.build_query(query.expression, ctes)
+        if len(left.names) != len(right.names):
+            raise BadInputError(
+                f"{query.key.upper()} inputs have {len(left.names)} and {len(right.names)} columns",
+                position=self.position(query.expression), source_name=self.source_name,
+                hint="each SELECT of a set operation must return the same number of columns")
+        names = tuple(self.names.allocate(n if n.isidentifier() else "_col") for n in left.names)
+        width = len(left.names)
+        distinct = query.args.get("distinct") is not False
+        if isinstance(query, exp.Union):
+            node: Node = Union((left.node, right.node), names)
+            if distinct:
+                node = Aggregate(node, tuple((n, col(n)) for n in names), ())
+        else:
+            if not distinct:
+                raise self.unsupported(f"{query.key.upper()} ALL", query, hint=f"use {query.key.upper()} DISTINCT")
+            left_columns = left.node.output[:width]
+            unique = Aggregate(left.node, tuple((n, col(n)) for n in left_columns), ())
+            kind = "semi" if isinstance(query, exp.Intersect) else "anti"
+            joined = Join(unique, right.node, kind, tuple(left_columns), tuple(right.node.output[:width]),
+                          null_safe=True)
+            node = Project(joined, tuple((n, col(c)) for n, c in zip(names, left_columns)))
+        node = self.order_and_limit(node, query, names, left.names)
+        return Block(node, left.names)
+
+    def order_and_limit(self, node: Node, query: exp.Expression, names: tuple[str, ...],
+                        visible: list[str]) -> Node:
+        """ORDER BY/LIMIT after a set operation, by output name or position."""
+        order = query.args.get("order")
+        if order is not None:
+            keys = []
+            lowered = [v.lower() for v in visible]
+            for ordered in order.expressions:
+                target = ordered.this
+                if isinstance(target, exp.Literal) and target.is_int and 1 <= int(target.this) <= len(names):
+                    name = names[int(target.this) - 1]
+                elif isinstance(target, exp.Column) and target.name.lower() in lowered:
+                    name = names[lowered.index(target.name.lower())]
+                else:
+                    raise self.unsupported("ORDER BY after a set operation on anything but an output column",
+                                           target, hint="order by a column name or position of the result")
+                keys.append(SortKey(name, bool(ordered.args.get("desc")), ordered.args.get("nulls_first")))
+            node = Sort(node, tuple(keys))
+        limit = query.args.get("limit")
+        if limit is not None:
+            node = Limit(node, self.limit_count(limit))
+        return node
+
+    def with_ctes(self, query: exp.Expression, outer_ctes: dict[str, Block]) -> dict[str, Block]:
         ctes = dict(outer_ctes)
-        with_ = select.args.get("with_") or select.args.get("with")
+        with_ = query.args.get("with_") or query.args.get("with")
         if with_ is not None:
             for cte in with_.expressions:
                 if with_.args.get("recursive"):
                     raise self.unsupported("recursive CTE", cte)
                 ctes[cte.alias_or_name.lower()] = self.build_query(cte.this, ctes)
-        for key in ("windows", "qualify", "offset", "laterals", "pivots", "sort", "cluster", "distribute"):
+        return ctes
+
+    def build_select(self, select: exp.Select, outer_ctes: dict[str, Block], outer: Outer | None = None) -> Block:
+        ctes = self.with_ctes(select, outer_ctes)
+        for key in ("windows", "qualify", "offset", "laterals", "pivots"):
             if select.args.get(key):
                 raise self.unsupported(f"{key.upper()} clause", select.args[key] if isinstance(
                     select.args[key], exp.Expression) else select)
@@ -116,15 +212,27 @@ class Builder:
 
         relations, node = self.build_from(select, ctes)
         scope = {rel.alias.lower(): rel for rel in relations}
+        inner_columns = {c for rel in relations for c in rel.node.output}
         where = select.args.get("where")
-        if where is not None:
-            node = self.attach_where(node, [self.translate(c, scope) for c in conjuncts(where.this)])
+        local, correlated, with_subqueries = [], [], []
+        for part in conjuncts(where.this) if where is not None else []:
+            if is_subquery_predicate(part):
+                with_subqueries.append(part)
+            elif outer is not None and self.reads_outer(part, scope):
+                correlated.append(self.translate(part, {**outer.scope, **scope}))
+            else:
+                local.append(self.translate(part, scope))
+        node = self.attach_where(node, local)
+        for part in with_subqueries:
+            node = self.subqueries.apply_conjunct(node, part, scope, ctes)
 
         select_exprs = list(select.expressions)
         group = select.args.get("group")
         having = select.args.get("having")
-        order = select.args.get("order")
-        translated_items = [(self.output_name(e), self.translate(e.unalias(), scope)) for e in select_exprs]
+        order = select.args.get("order") or select.args.get("sort") or select.args.get("cluster")
+        item_scalars: list[ScalarJoin] = []
+        translated_items = [(self.output_name(e), self.translate(e.unalias(), scope, item_scalars, ctes))
+                            for e in select_exprs]
         aliases = {name: expr for name, expr in translated_items}
 
         order_items: list[tuple[exp.Expression, bool, bool | None]] = []
@@ -136,23 +244,69 @@ class Builder:
                 translated = self.translate(target, scope)
             order_items.append((translated, bool(ordered.args.get("desc")), ordered.args.get("nulls_first")))
 
-        having_expr = self.translate(having.this, scope) if having is not None else None
+        having_scalars: list[ScalarJoin] = []
+        having_expr = self.translate(having.this, scope, having_scalars, ctes) if having is not None else None
         is_aggregate = group is not None or any(
             _has_aggregate(e) for _, e in translated_items) or having_expr is not None
+
+        extras: list[exp.Expression] = []  # inner expressions a correlated subquery's join reads
+        keys: list[tuple[str, exp.Expression]] = []
+        if outer is not None and correlated:
+            if select.args.get("limit") is not None:
+                raise self.unsupported("LIMIT in a correlated subquery", select.args["limit"])
+            if outer.mode == "filter":
+                if is_aggregate:
+                    raise self.unsupported("a correlated IN/EXISTS subquery with GROUP BY or aggregates", select)
+                extras = [col(n) for n in sorted(set().union(*(refs(c) for c in correlated)) & inner_columns)]
+            else:
+                if having is not None:
+                    raise self.unsupported("HAVING in a correlated scalar subquery", having)
+                keys = correlation_keys(correlated, inner_columns, select, self)
+                extras = [inner for _, inner in keys]
+
+        empty_value = None
         if is_aggregate:
             group_exprs = [self.translate(g, scope) for g in (group.expressions if group is not None else [])]
-            node, substitute = self.build_aggregate(node, group_exprs, [e for _, e in translated_items]
+            node, substitute = self.build_aggregate(node, group_exprs + extras, [e for _, e in translated_items]
                                                     + [e for e, _, _ in order_items]
                                                     + ([having_expr] if having_expr is not None else []))
-            translated_items = [(n, substitute(e)) for n, e in translated_items]
-            order_items = [(substitute(e), d, nf) for e, d, nf in order_items]
+            aggregate_node = node
+            attached = item_scalars + having_scalars
+            node = self.subqueries.attach(node, attached)
+            joined = {c for scalar in attached for c in scalar.node.output}
+            translated_items = [(n, substitute(e, joined)) for n, e in translated_items]
+            order_items = [(substitute(e, joined), d, nf) for e, d, nf in order_items]
+            extras = [substitute(e) for e in extras]
             if having_expr is not None:
-                node = Filter(node, substitute(having_expr))
+                node = Filter(node, substitute(having_expr, joined))
+            if outer is not None and outer.mode == "group" and translated_items and isinstance(
+                    aggregate_node, Aggregate):
+                empty_value = empty_group_value(translated_items[0][1], aggregate_node)
+        else:
+            node = self.subqueries.attach(node, item_scalars)
 
         items, visible = self.project_items(translated_items)
+        used = {n for n, _ in items}
+        extra_items: list[tuple[str, exp.Expression]] = []
+        extra_names: list[str] = []
+        for expr in extras:
+            existing = next((n for n, e in items + extra_items if e == expr), None)
+            if existing is None:
+                existing = expr.name if isinstance(expr, exp.Column) and expr.name not in used else \
+                    self.names.allocate("_corr")
+                used.add(existing)
+                extra_items.append((existing, expr))
+            extra_names.append(existing)
+        items += extra_items
+        if outer is not None and outer.mode == "group":
+            correlated = [exp.EQ(this=col(o), expression=col(n)) for (o, _), n in zip(keys, extra_names)]
+
         hidden: list[tuple[str, exp.Expression]] = []
         sort_keys: list[SortKey] = []
         by_text = {e.sql(): n for n, e in items}
+        limit = select.args.get("limit")
+        if outer is not None and limit is None:
+            order_items = []  # the order of a subquery's rows means nothing without a LIMIT
         for expr, desc, nulls_first in order_items:
             name = by_text.get(expr.sql())
             if name is None:
@@ -168,12 +322,15 @@ class Builder:
             node = Aggregate(node, tuple((n, col(n)) for n, _ in items), ())
         if sort_keys:
             node = Sort(node, tuple(sort_keys))
-        limit = select.args.get("limit")
         if limit is not None:
             node = Limit(node, self.limit_count(limit))
         if hidden:
             node = Project(node, tuple((n, col(n)) for n, _ in items))
-        return Block(node, visible)
+        one_row = is_aggregate and group is None and having is None
+        return Block(node, visible, tuple(correlated), one_row_per_group=one_row, empty_value=empty_value)
+
+    def reads_outer(self, expression: exp.Expression, scope: dict[str, Relation]) -> bool:
+        return any(c.table and c.table.lower() not in scope for c in expression.find_all(exp.Column))
 
     def limit_count(self, limit: exp.Expression) -> int:
         value = limit.expression if isinstance(limit, exp.Limit) else limit
@@ -288,22 +445,41 @@ class Builder:
         return Filter(node, condition) if condition is not None else node
 
     # ---- expressions --------------------------------------------------------------------------------
-    def translate(self, expression: exp.Expression, scope: dict[str, Relation]) -> exp.Expression:
-        """Qualified columns → internal names."""
-        for sub in expression.find_all(exp.Subquery, exp.Exists):
-            raise self.unsupported("subqueries inside expressions (IN/EXISTS/scalar subqueries)", sub,
-                                   hint="rewrite the subquery as a join for now")
+    def translate(self, expression: exp.Expression, scope: dict[str, Relation],
+                  scalars: list[ScalarJoin] | None = None, ctes: dict[str, Block] | None = None) -> exp.Expression:
+        """Qualified columns → internal names. Scalar subqueries are planned into ``scalars`` (the joins the
+        caller must attach) and replaced by the column they produce; elsewhere a subquery is an error."""
+        copied = expression.copy()
+        planned: dict[int, exp.Expression] = {}
+        for sub in copied.find_all(exp.Subquery, exp.Exists):
+            if any(id(a) in planned for a in _ancestors(sub)):
+                continue
+            if isinstance(sub, exp.Subquery) and self.subqueries.is_scalar(sub) and scalars is not None:
+                if sub.find_ancestor(exp.AggFunc) is not None:
+                    raise self.unsupported("a subquery inside an aggregate function", sub)
+                scalar = self.subqueries.scalar(sub, scope, ctes or {})
+                scalars.append(scalar)
+                planned[id(sub)] = scalar.value
+            else:
+                raise self.unsupported("a subquery in this position", sub,
+                                       hint="subqueries work in WHERE, HAVING and the SELECT list")
 
         def swap(node: exp.Expression) -> exp.Expression:
+            if id(node) in planned:
+                return planned[id(node)]
             if isinstance(node, exp.Column) and not isinstance(node.this, exp.Star):
                 relation = scope.get(node.table.lower()) if node.table else None
                 if relation is None or node.name.lower() not in relation.columns:
+                    if node.table and any(node.table.lower() in s for s in self.enclosing):
+                        raise self.unsupported(
+                            "this reference to an enclosing query's column (correlation works in a subquery's "
+                            "WHERE, one level deep)", node)
                     raise BadInputError(f"cannot resolve column {node.sql()!r}",
                                         position=node_position(node, self.sql), source_name=self.source_name)
                 return col(relation.columns[node.name.lower()])
             return node
 
-        return expression.copy().transform(swap)
+        return copied.transform(swap, copy=False)
 
     def build_aggregate(self, child: Node, group_exprs: list[exp.Expression], used: list[exp.Expression]):
         groups: list[tuple[str, exp.Expression]] = []
@@ -325,7 +501,7 @@ class Builder:
         node = Aggregate(child, tuple(groups), tuple(aggregates))
         available = set(node.output)
 
-        def substitute(expr: exp.Expression) -> exp.Expression:
+        def substitute(expr: exp.Expression, joined: set[str] = frozenset()) -> exp.Expression:
             def swap(sub: exp.Expression) -> exp.Expression:
                 text = sub.sql()
                 if isinstance(sub, exp.AggFunc) and text in agg_by_text:
@@ -335,7 +511,7 @@ class Builder:
                 return sub
 
             result = expr.copy().transform(swap)
-            loose = refs(result) - available
+            loose = refs(result) - available - joined
             if loose:
                 raise BadInputError(
                     f"column {self.column_sources.get(sorted(loose)[0], sorted(loose)[0])!r} must appear in "
@@ -368,6 +544,13 @@ def _equi_pair(condition: exp.Expression, left: set[str], right: set[str]) -> tu
     if b.name in left and a.name in right:
         return b.name, a.name
     return None
+
+
+def _ancestors(node: exp.Expression):
+    parent = node.parent
+    while parent is not None:
+        yield parent
+        parent = parent.parent
 
 
 def _has_aggregate(expression: exp.Expression) -> bool:

@@ -153,6 +153,8 @@ class Join(Node):
     physical: PhysicalJoin = "repartition"
     # For broadcast joins: which input is copied to every task.
     broadcast_side: Literal["left", "right"] | None = None
+    # Keys compare with <=> (NULL matches NULL), as INTERSECT and EXCEPT need.
+    null_safe: bool = False
 
     @property
     def children(self) -> tuple[Node, ...]:
@@ -165,8 +167,25 @@ class Join(Node):
         return self.left.output + self.right.output
 
     def condition(self) -> exp.Expression | None:
-        keys = [exp.EQ(this=col(lk), expression=col(rk)) for lk, rk in zip(self.left_keys, self.right_keys)]
+        equal = exp.NullSafeEQ if self.null_safe else exp.EQ
+        keys = [equal(this=col(lk), expression=col(rk)) for lk, rk in zip(self.left_keys, self.right_keys)]
         return and_all(keys + conjuncts(self.residual))
+
+
+@dataclass(frozen=True, eq=False)
+class Union(Node):
+    """UNION ALL by position; ``names`` are the output column names (the inputs keep their own)."""
+
+    inputs: tuple[Node, ...]
+    names: tuple[str, ...]
+
+    @property
+    def children(self) -> tuple[Node, ...]:
+        return self.inputs
+
+    @property
+    def output(self) -> tuple[str, ...]:
+        return self.names
 
 
 @dataclass(frozen=True, eq=False)
@@ -241,6 +260,8 @@ def replace_children(node: Node, children: tuple[Node, ...]) -> Node:
         return node
     if isinstance(node, JoinBlock):
         return replace(node, relations=children)
+    if isinstance(node, Union):
+        return replace(node, inputs=children)
     if isinstance(node, Join):
         return replace(node, left=children[0], right=children[1])
     return replace(node, child=children[0])

@@ -12,7 +12,7 @@ import os
 from dataclasses import replace
 from functools import lru_cache
 
-from aipq.planner.logical import Aggregate, Join, JoinBlock, Limit, Node, Scan, Sort, transform_up
+from aipq.planner.logical import Aggregate, Filter, Join, JoinBlock, Limit, Node, Project, Scan, Sort, transform_up
 
 # Which inputs Spark can broadcast for each join kind (the build side must not be the preserved side).
 _BROADCASTABLE = {
@@ -58,9 +58,25 @@ def pipeline_bytes(node: Node) -> int | None:
     return total
 
 
+def at_most_one_row(node: Node) -> bool:
+    """An aggregate without grouping (a scalar subquery's value), possibly filtered or projected."""
+    while isinstance(node, (Project, Filter, Limit)):
+        if isinstance(node, Limit) and node.count <= 1:
+            return True
+        node = node.children[0]
+    return isinstance(node, Aggregate) and not node.groups
+
+
 def choose_physical_joins(root: Node, broadcast_threshold: int) -> Node:
+    """Broadcast small base-table pipelines; always broadcast a one-row input (there is no key to
+    repartition a scalar subquery's value on, and copying one row costs nothing)."""
     def choose(node: Node) -> Node:
-        if not isinstance(node, Join) or broadcast_threshold <= 0:
+        if not isinstance(node, Join):
+            return node
+        for side in _BROADCASTABLE[node.kind]:
+            if at_most_one_row(node.left if side == "left" else node.right):
+                return replace(node, physical="broadcast", broadcast_side=side)
+        if broadcast_threshold <= 0:
             return node
         sizes = {"left": pipeline_bytes(node.left), "right": pipeline_bytes(node.right)}
         candidates = [(sizes[side], side) for side in _BROADCASTABLE[node.kind]

@@ -18,6 +18,7 @@ from aipq.planner.logical import (
     Project,
     Scan,
     Sort,
+    Union,
     col,
     refs,
 )
@@ -64,7 +65,15 @@ def _child_needs(node: Node, needed: set[str]) -> list[set[str]]:
     if isinstance(node, JoinBlock):
         extra = set().union(*(refs(c) for c in node.conditions))
         return [(needed | extra) & set(c.output) for c in node.children]
+    if isinstance(node, Union):
+        positions = _union_positions(node, needed)
+        return [{child.output[i] for i in positions} for child in node.inputs]
     return []
+
+
+def _union_positions(node: Union, needed: set[str]) -> list[int]:
+    kept = set(_keep(node.output, needed))
+    return [i for i, name in enumerate(node.output) if name in kept]
 
 
 def prune_columns(root: Node) -> Node:
@@ -102,12 +111,24 @@ def prune_columns(root: Node) -> Node:
             new = _trim(new, want)
         elif isinstance(node, JoinBlock):
             new = _trim(JoinBlock(children, node.conditions), want)
+        elif isinstance(node, Union):
+            positions = _union_positions(node, want)
+            inputs = tuple(_exactly(child, [original.output[i] for i in positions])
+                           for child, original in zip(children, node.inputs))
+            new = Union(inputs, tuple(node.names[i] for i in positions))
         else:
             new = replace(node, child=children[0])
         memo[id(node)] = new
         return new
 
     return rebuild(root)
+
+
+def _exactly(node: Node, names: list[str]) -> Node:
+    """A union input must output exactly the kept positions, in order."""
+    if list(node.output) == names:
+        return node
+    return Project(node, tuple((n, col(n)) for n in names))
 
 
 def _trim(node: Node, want: set[str]) -> Node:
