@@ -11,9 +11,9 @@ from aipq.tpch.queries import query_text
 ALL_QUERIES = tuple(range(1, 23))
 
 
-def run_to_rows(aipq, tmp_path, query: str, *options: str) -> list[tuple]:
+def run_to_rows(aipq, tmp_path, *args: str) -> list[tuple]:
     out = tmp_path / "result.parquet"
-    result = aipq("run", query, "--output", str(out), "--format", "parquet", "--quiet", *options)
+    result = aipq("run", *args, "--output", str(out), "--format", "parquet", "--quiet")
     assert result.exit_code == 0, result.output
     return duckdb.connect().execute(f"SELECT * FROM read_parquet('{out}')").fetchall()
 

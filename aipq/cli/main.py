@@ -13,7 +13,7 @@ from pathlib import Path
 import click
 from rich.console import Console
 
-from aipq import app
+from aipq import app, workflow
 from aipq.catalog import FORMATS, Catalog
 from aipq.cli.progress import RichStageProgress
 from aipq.cli.render import (
@@ -121,23 +121,37 @@ def planning_options(fn):
 @click.option("--limit", "show_rows", type=click.IntRange(0), default=50, show_default=True,
               help="Rows shown with --format table.")
 @click.option("--keep-work", is_flag=True, help="Keep the stage outputs of this run under <home>/runs.")
+@click.option("--allow-overwrite", is_flag=True,
+              help="Let the workflow drop or overwrite tables it did not create.")
 @click.option("--quiet", is_flag=True, help="No per-stage summary.")
 @click.pass_context
-def run(ctx, source, inline, settings: Settings, fmt, output, show_rows, keep_work, quiet):
-    """Run a query (FILE, '-' for stdin, or tpch:N) and show or write its result."""
+def run(ctx, source, inline, settings: Settings, fmt, output, show_rows, keep_work, allow_overwrite, quiet):
+    """Run a query or a workflow of statements (FILE, '-' for stdin, or tpch:N) and show or write the rows of
+    its last SELECT."""
     home = _home(ctx)
     sql = app.load_sql(source, inline)
     if fmt == "parquet" and output is None:
         raise BadInputError("--format parquet needs --output PATH")
     if output is not None and fmt == "table":
         fmt = output.suffix.lstrip(".").lower() if output.suffix.lstrip(".").lower() in OUTPUT_FORMATS else "csv"
-    planned = app.plan(sql, home, settings)
+    planned = workflow.plan_workflow(sql, home, settings, allow_overwrite)
     err = Console(stderr=True)
+
+    def report(outcome: workflow.StepOutcome) -> None:
+        if not quiet:
+            took = f" [dim]({outcome.seconds:.1f} s)[/dim]" if outcome.seconds else ""
+            err.print(f"[bold]{outcome.step.number}.[/bold] {outcome.step.describe()}: {outcome.message}{took}")
+
     if err.is_terminal and not quiet:
         with RichStageProgress(get_session(settings, home), err) as listener:
-            result = app.execute(planned, home, settings, listener)
+            ran = workflow.run_workflow(planned, home, settings, allow_overwrite, listener, report)
     else:
-        result = app.execute(planned, home, settings)
+        ran = workflow.run_workflow(planned, home, settings, allow_overwrite, None, report)
+    result = ran.result
+    if result is None:
+        if output is not None:
+            raise BadInputError("--output was given but the workflow has no SELECT whose rows could be written")
+        return
     try:
         record = result.record
         if output is not None:
@@ -176,18 +190,48 @@ def _print_rows(result, fmt: str) -> None:
 @click.option("--sql", "inline", default=None, help="Query text instead of a FILE.")
 @planning_options
 @click.option("--format", "fmt", type=click.Choice(["tree", "json", "dot"]), default="tree", show_default=True)
+@click.option("--allow-overwrite", is_flag=True, help="As for run: plan statements that replace tables.")
 @click.pass_context
-def explain(ctx, source, inline, settings: Settings, fmt):
-    """Show the stage DAG a query compiles to."""
+def explain(ctx, source, inline, settings: Settings, fmt, allow_overwrite):
+    """Show the stage DAG a query compiles to (for a workflow: each statement's)."""
     home = _home(ctx)
-    planned = app.plan(app.load_sql(source, inline), home, settings)
-    info = explain_dict(planned.dag, settings)
+    planned = workflow.plan_workflow(app.load_sql(source, inline), home, settings, allow_overwrite)
+    if planned.is_single_query:
+        query = planned.steps[0].planned
+        assert query is not None
+        info = explain_dict(query.dag, settings)
+        if fmt == "json":
+            click.echo(json.dumps(info, indent=2, default=str))
+        elif fmt == "dot":
+            click.echo(explain_dot(info))
+        else:
+            Console().print(explain_tree(info))
+        return
+    statements = [statement_info(s) for s in planned.steps]
     if fmt == "json":
-        click.echo(json.dumps(info, indent=2, default=str))
+        click.echo(json.dumps({"statements": statements}, indent=2, default=str))
     elif fmt == "dot":
-        click.echo(explain_dot(info))
+        for statement in statements:
+            if statement["plan"] is not None:
+                click.echo(f"// statement {statement['number']}: {statement['statement']}")
+                click.echo(explain_dot(statement["plan"]))
     else:
-        Console().print(explain_tree(info))
+        console = Console()
+        for statement in statements:
+            note = f" [dim]— {statement['skipped']}[/dim]" if statement["skipped"] else ""
+            console.print(f"[bold]{statement['number']}. {statement['statement']}[/bold]{note}")
+            if statement["plan"] is not None:
+                console.print(explain_tree(statement["plan"]))
+
+
+def statement_info(planned: workflow.PlannedStep) -> dict:
+    return {
+        "number": planned.step.number,
+        "kind": planned.step.kind,
+        "statement": planned.step.describe(),
+        "skipped": planned.skip_reason,
+        "plan": explain_dict(planned.planned.dag, planned.settings) if planned.planned is not None else None,
+    }
 
 
 @cli.group()

@@ -35,6 +35,8 @@ def stage_sql_conf(settings: Settings) -> dict[str, str]:
         "spark.sql.adaptive.enabled": "false",
         "spark.sql.optimizer.runtime.bloomFilter.enabled": "false",
         "spark.sql.optimizer.dynamicPartitionPruning.enabled": "false",
+        # Hive semantics for Hive SQL: a bad cast or a division by zero gives NULL instead of failing.
+        "spark.sql.ansi.enabled": "false" if settings.dialect == "hive" else "true",
     }
 
 

@@ -22,6 +22,7 @@ from aipq.planner.prune import prune_columns
 from aipq.planner.pushdown import push_down_filters
 from aipq.planner.resolve import lookup_tables, qualify_statement
 from aipq.planner.stages import StageDag, cut_stages
+from aipq.planner.table_output import TableShape, shape_for_table
 
 
 @dataclass(frozen=True)
@@ -52,18 +53,21 @@ def optimize_plan(plan: QueryPlan, settings: Settings) -> QueryPlan:
     return replace(plan, root=root)
 
 
-def plan_query(sql: str, catalog: Catalog, settings: Settings, source_name: str | None = None) -> PlannedQuery:
-    statements = parse_statements(sql, settings.dialect, source_name)
-    if len(statements) > 1:
-        raise UnsupportedSqlError(
-            f"unsupported SQL: {len(statements)} statements in one file (multi-statement workflows come next)",
-            hint="run one SELECT per file for now")
-    statement = statements[0]
-    if not isinstance(statement, (exp.Select, exp.SetOperation, exp.Subquery)):
-        raise UnsupportedSqlError(f"unsupported SQL: {statement.key.upper()} statements (only SELECT runs so far)",
-                                  source_name=source_name)
+def plan_statement(statement: exp.Expression, sql: str, catalog, settings: Settings,
+                   source_name: str | None = None, table: TableShape | None = None) -> PlannedQuery:
+    """Plan one query statement; with ``table`` its output is shaped (named and typed) for a table write."""
     tables = lookup_tables(statement, catalog, sql, source_name)
     qualified = qualify_statement(statement, tables, sql, settings.dialect, source_name)
     plan = build_plan(qualified, tables, sql, source_name, display_names(statement))
     plan = optimize_plan(plan, settings)
+    if table is not None:
+        plan = shape_for_table(plan, table, sql, source_name)
     return PlannedQuery(sql=sql, statement=statement, qualified=qualified, dag=cut_stages(plan))
+
+
+def plan_query(sql: str, catalog: Catalog, settings: Settings, source_name: str | None = None) -> PlannedQuery:
+    """Plan a text holding one query (``aipq explain`` of a single SELECT, benchmarks, tests)."""
+    statements = parse_statements(sql, settings.dialect, source_name)
+    if len(statements) > 1 or not isinstance(statements[0], (exp.Select, exp.SetOperation, exp.Subquery)):
+        raise UnsupportedSqlError("expected a single query", source_name=source_name)
+    return plan_statement(statements[0], sql, catalog, settings, source_name)

@@ -258,9 +258,8 @@ class SubqueryPlanner:
             node, value = self.at_most_one_row(node, [inner for _, inner in keys], value)
         value_expr: exp.Expression = col(value)
         if empty is not None and keys:
-            value_expr = exp.If(this=exp.Is(this=col(keys[0][1]), expression=exp.Null()), true=empty,
-                                false=col(value))
-            value_expr = exp.Case(ifs=[value_expr])
+            no_group = exp.Is(this=col(keys[0][1]), expression=exp.Null())
+            value_expr = exp.Case(ifs=[exp.If(this=no_group, true=empty)], default=col(value))
         return ScalarJoin(node, keys, value_expr, inner_joinable=empty is None or not keys)
 
     def at_most_one_row(self, node: Node, keys: list[str], value: str) -> tuple[Node, str]:

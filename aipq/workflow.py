@@ -1,0 +1,293 @@
+"""Plan and run a workflow file: statements in order, each seeing what the earlier ones created.
+
+The whole file is planned before anything runs — against the catalog as it will be after each earlier
+statement — so a typo in the fifth statement fails in a second, not after four long writes. Each statement
+is planned again just before it runs, when the tables earlier statements wrote exist and have real sizes.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from sqlglot import exp
+
+from aipq.app import QueryRun, SqlSource, execute, open_catalog
+from aipq.catalog import TableEntry, split_name
+from aipq.config import Settings
+from aipq.engine.executor import StageListener
+from aipq.engine.session import get_session, read_schema
+from aipq.engine.tables import managed_location, publish, remove_data
+from aipq.errors import BadInputError, UnknownNameError
+from aipq.planner.parse import node_position, parse_statements
+from aipq.planner.pipeline import PlannedQuery, plan_statement
+from aipq.planner.statements import (
+    DropStep,
+    QueryStep,
+    SetStep,
+    Step,
+    ViewStep,
+    WorkflowCatalog,
+    WriteStep,
+    to_step,
+)
+from aipq.planner.table_output import TableShape
+
+CREATED_BY = "aipq.created_by"
+
+
+@dataclass
+class PlannedStep:
+    step: Step
+    settings: Settings
+    planned: PlannedQuery | None = None
+    skip_reason: str | None = None  # e.g. CREATE TABLE IF NOT EXISTS of an existing table
+
+
+@dataclass
+class Workflow:
+    source: SqlSource
+    steps: list[PlannedStep]
+
+    @property
+    def queries(self) -> list[PlannedStep]:
+        return [s for s in self.steps if s.planned is not None]
+
+    @property
+    def is_single_query(self) -> bool:
+        return len(self.steps) == 1 and isinstance(self.steps[0].step, QueryStep)
+
+
+@dataclass
+class StepOutcome:
+    step: Step
+    message: str
+    seconds: float = 0.0
+
+
+@dataclass
+class WorkflowRun:
+    result: QueryRun | None
+    outcomes: list[StepOutcome] = field(default_factory=list)
+
+    def close(self) -> None:
+        if self.result is not None:
+            self.result.close()
+
+
+def creator_id(source: SqlSource) -> str | None:
+    """Tables a workflow file created in an earlier run count as its own (rerunning it needs no flag)."""
+    path = Path(source.name)
+    return f"workflow:{path.resolve()}" if path.is_file() else None
+
+
+def created_by(entry: TableEntry) -> str | None:
+    return dict(entry.options).get(CREATED_BY)
+
+
+def output_types(qualified: exp.Expression) -> list[str]:
+    """Spark types of a qualified query's output columns, as sqlglot inferred them."""
+    query = qualified
+    while isinstance(query, (exp.SetOperation, exp.Subquery)):
+        query = query.this
+    types = []
+    for item in query.selects:
+        kind = item.type
+        unknown = kind is None or kind.is_type(exp.DataType.Type.UNKNOWN, exp.DataType.Type.NULL)
+        types.append("string" if unknown else kind.sql(dialect="spark").lower())
+    return types
+
+
+class _Planner:
+    """Walks the steps with the workflow's view of the catalog, checking each one."""
+
+    def __init__(self, source: SqlSource, home: Path, settings: Settings, allow_overwrite: bool):
+        self.source = source
+        self.home = home
+        self.settings = settings
+        self.allow_overwrite = allow_overwrite
+        self.view = WorkflowCatalog(open_catalog(home, settings))
+        self.creator = creator_id(source)
+        self.created: set[str] = set()
+
+    def error_at(self, step: Step, message: str, node: exp.Expression | None = None, hint: str | None = None,
+                 cls=BadInputError):
+        position = node_position(node, self.source.text) if node is not None else None
+        if position is None:
+            identifier = next(iter(step.statement.find_all(exp.Identifier)), None)
+            position = node_position(identifier, self.source.text) if identifier is not None else None
+        return cls(f"statement {step.number} ({step.describe()}): {message}", position=position,
+                   source_name=self.source.name, hint=hint)
+
+    def may_replace(self, target: str, entry: TableEntry) -> bool:
+        return (self.allow_overwrite or target in self.created
+                or (self.creator is not None and created_by(entry) == self.creator))
+
+    def check_replace(self, step: Step, target: str, entry: TableEntry, verb: str) -> None:
+        if not self.may_replace(target, entry):
+            raise self.error_at(step, f"would {verb} table {target}, which this workflow did not create",
+                                step.statement.this,
+                                hint="rerun with --allow-overwrite if that is what you want")
+
+    def plan_query(self, query: exp.Expression, table: TableShape | None = None) -> PlannedQuery:
+        return plan_statement(self.view.expand_views(query), self.source.text, self.view, self.settings,
+                              self.source.name, table)
+
+    def plan(self, step: Step) -> PlannedStep:
+        planned = PlannedStep(step, self.settings)
+        if isinstance(step, QueryStep):
+            planned.planned = self.plan_query(step.query)
+        elif isinstance(step, ViewStep):
+            self.plan_query(step.query)  # only to check it
+            self.view.define_view(step, self.source.text, self.source.name)
+        elif isinstance(step, WriteStep):
+            self.plan_write(step, planned)
+        elif isinstance(step, DropStep):
+            self.plan_drop(step, planned)
+        elif isinstance(step, SetStep):
+            self.settings = apply_setting(self.settings, step)
+            planned.settings = self.settings
+            if step.ignored:
+                planned.skip_reason = "a Hive/MapReduce setting with no meaning here; ignored"
+        return planned
+
+    def plan_write(self, step: WriteStep, planned: PlannedStep) -> None:
+        existing = self.view.lookup(step.target)
+        mode = step.mode
+        if mode == "create" and existing is not None:
+            if step.if_not_exists:
+                planned.skip_reason = "the table exists (IF NOT EXISTS)"
+                return
+            raise self.error_at(step, f"table {step.target} already exists", step.statement.this,
+                                hint="use CREATE TABLE IF NOT EXISTS, INSERT OVERWRITE TABLE, or DROP TABLE first")
+        if mode != "create" and existing is None:
+            if isinstance(step.statement, exp.Create):  # CREATE OR REPLACE of a new table
+                mode = "create"
+            else:
+                raise self.error_at(step, f"unknown table {step.target}", step.statement.this,
+                                    hint="create it first with CREATE TABLE … AS SELECT", cls=UnknownNameError)
+        if mode == "create":
+            planned.planned = self.plan_query(step.query, TableShape(step.target))
+            database, name = split_name(step.target)
+            types = output_types(planned.planned.qualified)
+            columns = tuple(zip(planned.planned.dag.plan.output_names, types))
+            self.view.changes[step.target] = TableEntry(
+                database, name, str(managed_location(self.home, database, name)), "parquet", columns)
+            self.created.add(step.target)
+            planned.step = replace(step, mode="create")
+            return
+        assert existing is not None
+        if existing.format != "parquet" or existing.source == "spark":
+            raise self.error_at(step, f"table {step.target} is {existing.format} data; aipq writes parquet tables",
+                                step.statement.this)
+        if mode == "overwrite":
+            self.check_replace(step, step.target, existing, "overwrite")
+        planned.planned = self.plan_query(step.query, TableShape(step.target, existing.columns, step.columns))
+
+    def plan_drop(self, step: DropStep, planned: PlannedStep) -> None:
+        name = step.target.removeprefix("default.")
+        if step.view:
+            if name in self.view.views:
+                del self.view.views[name]
+            elif not step.if_exists:
+                raise self.error_at(step, f"unknown view {name}", cls=UnknownNameError)
+            return
+        existing = self.view.lookup(step.target)
+        if existing is None:
+            if not step.if_exists:
+                raise self.error_at(step, f"unknown table {step.target}", step.statement,
+                                    hint="DROP TABLE IF EXISTS skips a missing table", cls=UnknownNameError)
+            planned.skip_reason = "no such table (IF EXISTS)"
+            return
+        self.check_replace(step, step.target, existing, "drop")
+        self.view.changes[step.target] = None
+
+
+def apply_setting(settings: Settings, step: SetStep) -> Settings:
+    key, value = step.key, step.value
+    if key == "spark.sql.shuffle.partitions":
+        if not value.isdigit() or int(value) < 1:
+            raise BadInputError(f"statement {step.number}: spark.sql.shuffle.partitions must be a positive number")
+        return replace(settings, shuffle_partitions=int(value))
+    if key.startswith("spark."):
+        return replace(settings, spark_conf={**settings.spark_conf, key: value})
+    return settings
+
+
+def plan_workflow(source: SqlSource, home: Path, settings: Settings, allow_overwrite: bool = False) -> Workflow:
+    statements = parse_statements(source.text, settings.dialect, source.name)
+    planner = _Planner(source, home, settings, allow_overwrite)
+    steps = [planner.plan(to_step(i, s, source.text, source.name)) for i, s in enumerate(statements, start=1)]
+    return Workflow(source, steps)
+
+
+def run_workflow(workflow: Workflow, home: Path, settings: Settings, allow_overwrite: bool = False,
+                 listener: StageListener | None = None,
+                 on_step: Callable[[StepOutcome], None] | None = None) -> WorkflowRun:
+    """Run the steps in order; the last SELECT's rows are the result."""
+    if workflow.is_single_query:
+        planned = workflow.steps[0].planned
+        assert planned is not None
+        return WorkflowRun(execute(planned, home, settings, listener))
+    run = WorkflowRun(None)
+    planner = _Planner(workflow.source, home, settings, allow_overwrite)
+    try:
+        for checked in workflow.steps:
+            step = checked.step
+            outcome = _run_step(planner, step, home, listener, run)
+            run.outcomes.append(outcome)
+            if on_step is not None:
+                on_step(outcome)
+    except BaseException:
+        run.close()
+        raise
+    return run
+
+
+def _run_step(planner: _Planner, step: Step, home: Path, listener, run: WorkflowRun) -> StepOutcome:
+    started = time.perf_counter()
+    catalog = planner.view.base
+    planned_step = planner.plan(step)  # again, now that earlier statements' tables exist
+    if planned_step.skip_reason is not None:
+        return StepOutcome(step, f"skipped: {planned_step.skip_reason}")
+    settings = planned_step.settings
+    if isinstance(step, QueryStep):
+        assert planned_step.planned is not None
+        if run.result is not None:
+            run.result.close()
+        run.result = execute(planned_step.planned, home, settings, listener)
+        rows = run.result.record.result_rows
+        return StepOutcome(step, f"{rows:,} row(s)", time.perf_counter() - started)
+    if isinstance(step, WriteStep):
+        assert planned_step.planned is not None
+        write = planned_step.step
+        assert isinstance(write, WriteStep)
+        query_run = execute(planned_step.planned, home, settings, listener)
+        try:
+            database, name = split_name(write.target)
+            existing = catalog.lookup(write.target)
+            location = Path(existing.path) if existing is not None else managed_location(home, database, name)
+            publish(query_run.record.result_path, location, write.mode)
+            if write.mode == "create":
+                spark = get_session(settings, home)
+                options = ((CREATED_BY, planner.creator or "workflow"),)
+                catalog.register(TableEntry(database, name, str(location), "parquet",
+                                            read_schema(spark, str(location), "parquet"), options))
+                planner.view.changes.pop(write.target, None)
+            rows = query_run.record.result_rows
+        finally:
+            query_run.close()
+        verb = {"create": "created", "overwrite": "overwrote", "append": "appended to"}[write.mode]
+        return StepOutcome(step, f"{verb} {write.target}: {rows:,} row(s)", time.perf_counter() - started)
+    if isinstance(step, DropStep) and not step.view:
+        entry = catalog.lookup(step.target)
+        if entry is not None:
+            catalog.drop(step.target)
+            planner.view.changes.pop(step.target, None)
+            if created_by(entry) is not None and Path(entry.path).is_relative_to(Path(home) / "warehouse"):
+                remove_data(Path(entry.path))
+                return StepOutcome(step, f"dropped {step.target} and its data")
+            return StepOutcome(step, f"dropped {step.target} (its files at {entry.path} are kept)")
+    return StepOutcome(step, "done", time.perf_counter() - started)
