@@ -20,7 +20,7 @@ from aipq.config import Settings
 from aipq.engine.executor import StageListener
 from aipq.engine.session import get_session, read_schema
 from aipq.engine.tables import managed_location, publish, remove_data
-from aipq.errors import BadInputError, UnknownNameError
+from aipq.errors import BadInputError, ExecutionError, UnknownNameError
 from aipq.planner.parse import node_position, parse_statements
 from aipq.planner.pipeline import PlannedQuery, plan_statement
 from aipq.planner.statements import (
@@ -236,7 +236,11 @@ def run_workflow(workflow: Workflow, home: Path, settings: Settings, allow_overw
     try:
         for checked in workflow.steps:
             step = checked.step
-            outcome = _run_step(planner, step, home, listener, run)
+            try:
+                outcome = _run_step(planner, step, home, listener, run)
+            except ExecutionError as error:
+                error.message = f"statement {step.number} ({step.describe()}): {error.message}"
+                raise
             run.outcomes.append(outcome)
             if on_step is not None:
                 on_step(outcome)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import os
-from datetime import date
+from datetime import date, datetime, time
 from decimal import Decimal
 from pathlib import Path
 
@@ -70,6 +70,8 @@ def oracle_rows(duck, sql: str, dialect: str = "hive") -> list[tuple]:
 def _normal(value):
     if isinstance(value, Decimal):
         return float(value)
+    if isinstance(value, datetime) and value.time() == time():  # DuckDB's date + interval is a timestamp
+        return value.date().isoformat()
     if isinstance(value, date):
         return value.isoformat()
     return value

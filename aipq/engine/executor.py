@@ -108,12 +108,35 @@ def spark_error(error: Exception, where: str) -> Exception:
     """A Spark failure as an aipq error: analysis errors are the query's fault (exit 2), others runtime (1)."""
     from pyspark.errors import AnalysisException
 
-    text = str(error).strip()
-    first = text.splitlines()[0] if text else type(error).__name__
+    first = _spark_message(error)
     if isinstance(error, AnalysisException):
         return BadInputError(f"Spark rejected {where}: {first}",
                              hint="check the types of the expressions involved")
     return ExecutionError(f"{where} failed on Spark: {first}", hint="rerun with --debug for the full trace")
+
+
+def _spark_message(error: Exception) -> str:
+    """The most telling line: Spark's error-class message from the Java cause chain when there is one (a
+    Py4J error's own text is only "An error occurred while calling o123.parquet")."""
+    messages = []
+    java = getattr(error, "java_exception", None)
+    seen = 0
+    while java is not None and seen < 20:
+        try:
+            text = java.getMessage()
+            java = java.getCause()
+        except Exception:  # the JVM side is gone
+            break
+        if text:
+            messages.append(str(text).strip().splitlines()[0])
+        seen += 1
+    classed = [m for m in messages if m.startswith("[")]
+    if classed:
+        return classed[-1]
+    if messages:
+        return messages[-1]
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__
 
 
 def remove_work_dir(record: RunRecord) -> None:

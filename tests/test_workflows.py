@@ -1,0 +1,150 @@
+"""Multi-statement workflows through the real CLI: tables written atomically, later statements seeing them."""
+
+from __future__ import annotations
+
+import json
+
+import duckdb
+from test_tpch_results import run_to_rows
+
+from aipq.catalog import Catalog
+
+WORKFLOW = """
+-- daily rollup, Hive style
+SET hive.exec.dynamic.partition=true;
+SET spark.sql.shuffle.partitions=3;
+DROP TABLE IF EXISTS wf_orders;
+CREATE TABLE wf_orders STORED AS PARQUET AS
+SELECT o_orderkey, o_custkey, o_totalprice AS price, year(o_orderdate) AS yr
+FROM orders WHERE o_totalprice > 250000;
+INSERT INTO TABLE wf_orders
+SELECT o_orderkey, o_custkey, o_totalprice, year(o_orderdate) FROM orders WHERE o_totalprice < 1500;
+CREATE TEMPORARY VIEW wf_by_customer AS
+SELECT o_custkey, count(*) AS n, sum(price) AS total FROM wf_orders GROUP BY o_custkey;
+DROP TABLE IF EXISTS wf_top;
+CREATE TABLE wf_top AS
+SELECT c_name, n, total FROM customer JOIN wf_by_customer ON c_custkey = o_custkey WHERE n > 1;
+SELECT c_name, n, total FROM wf_top ORDER BY total DESC, c_name;
+"""
+
+EXPECTED = """
+WITH wf_orders AS (
+  SELECT o_orderkey, o_custkey, o_totalprice AS price FROM orders WHERE o_totalprice > 250000
+  UNION ALL SELECT o_orderkey, o_custkey, o_totalprice FROM orders WHERE o_totalprice < 1500),
+by_customer AS (SELECT o_custkey, count(*) AS n, sum(price) AS total FROM wf_orders GROUP BY o_custkey)
+SELECT c_name, n, total FROM customer JOIN by_customer ON c_custkey = o_custkey WHERE n > 1
+ORDER BY total DESC, c_name
+"""
+
+
+def test_workflow_runs_in_order_and_returns_the_last_select(aipq, duck, tmp_path, home):
+    script = tmp_path / "rollup.sql"
+    script.write_text(WORKFLOW)
+    out = tmp_path / "top.parquet"
+    result = aipq("run", str(script), "--output", str(out))
+    assert result.exit_code == 0, result.output
+    actual = duckdb.connect().execute(f"SELECT * FROM read_parquet('{out}')").fetchall()
+    expected = duck.execute(EXPECTED).fetchall()
+    assert actual and [(r[0], r[1]) for r in actual] == [(r[0], r[1]) for r in expected]
+    entry = Catalog(home).lookup("wf_orders")
+    assert entry is not None and [c for c, _ in entry.columns] == ["o_orderkey", "o_custkey", "price", "yr"]
+    assert "created default.wf_orders" in result.output and "appended to default.wf_orders" in result.output
+    assert "ignored" in result.output  # the Hive setting
+
+    # Rerunning the same file drops and recreates its own tables without --allow-overwrite.
+    again = aipq("run", str(script), "--output", str(out))
+    assert again.exit_code == 0, again.output
+
+
+def test_overwriting_a_table_the_workflow_did_not_create_needs_the_flag(aipq, home):
+    made = aipq("run", "--sql", "create table wf_guarded as select n_nationkey, n_name from nation")
+    assert made.exit_code == 0, made.output
+    sql = "insert overwrite table wf_guarded select n_nationkey, n_name from nation where n_nationkey < 5"
+    refused = aipq("run", "--sql", sql)
+    assert refused.exit_code == 2
+    assert "did not create" in refused.output and "--allow-overwrite" in refused.output
+    assert aipq("run", "--sql", "drop table wf_guarded").exit_code == 2
+    allowed = aipq("run", "--sql", sql, "--allow-overwrite")
+    assert allowed.exit_code == 0, allowed.output
+    assert len(rows(aipq, "select * from wf_guarded")) == 5
+    assert aipq("run", "--sql", "drop table tpch_never_there").exit_code == 2
+    dropped = aipq("run", "--sql", "drop table wf_guarded", "--allow-overwrite")
+    assert dropped.exit_code == 0 and Catalog(home).lookup("wf_guarded") is None
+
+
+def rows(aipq, sql: str) -> list[tuple]:
+    result = aipq("run", "--sql", sql, "--format", "json", "--quiet")
+    assert result.exit_code == 0, result.output
+    return [tuple(json.loads(line).values()) for line in result.output.splitlines() if line.startswith("{")]
+
+
+def test_a_failing_statement_leaves_the_previous_table_contents(aipq, tmp_path):
+    assert aipq("run", "--sql", "create table wf_safe as select r_regionkey, r_name from region").exit_code == 0
+    before = sorted(rows(aipq, "select * from wf_safe"))
+    # The scalar subquery returns 25 rows: Spark fails while the stage runs, after planning succeeded.
+    failing = "insert overwrite table wf_safe select r_regionkey, (select n_name from nation) from region"
+    result = aipq("run", "--sql", failing, "--allow-overwrite")
+    assert result.exit_code == 1
+    assert "more than one row" in result.output and "Traceback" not in result.output
+    assert sorted(rows(aipq, "select * from wf_safe")) == before
+
+
+def test_the_whole_workflow_is_checked_before_anything_runs(aipq, home, tmp_path):
+    script = tmp_path / "typo.sql"
+    script.write_text("create table wf_never as select n_name from nation;\n"
+                      "select n_nmae from wf_never;\n")
+    result = aipq("run", str(script))
+    assert result.exit_code == 2
+    assert "unknown column 'n_nmae'" in result.output and f"{script}:2:" in result.output
+    assert Catalog(home).lookup("wf_never") is None
+
+
+def test_ctas_names_unnamed_columns_like_hive_and_rejects_duplicates(aipq, home):
+    made = aipq("run", "--sql", "create table wf_named as select n_name, upper(n_name), n_regionkey + 1 from nation")
+    assert made.exit_code == 0, made.output
+    entry = Catalog(home).lookup("wf_named")
+    assert [c for c, _ in entry.columns] == ["n_name", "_c1", "_c2"]
+    duplicate = aipq("run", "--sql", "create table wf_dup as select n_name, r_name as n_name from nation, region")
+    assert duplicate.exit_code == 2 and "two columns named 'n_name'" in duplicate.output
+
+
+def test_insert_checks_the_column_count_and_casts_to_the_table_types(aipq, home):
+    assert aipq("run", "--sql", "create table wf_typed as select n_nationkey, n_name from nation").exit_code == 0
+    wrong = aipq("run", "--sql", "insert into wf_typed select n_nationkey from nation")
+    assert wrong.exit_code == 2 and "expects 2 column(s)" in wrong.output
+    cast = aipq("run", "--sql", "insert into wf_typed select '77', 'X' from region where r_regionkey = 0")
+    assert cast.exit_code == 0, cast.output
+    assert (77, "X") in rows(aipq, "select * from wf_typed where n_nationkey > 70")
+
+
+def test_explain_shows_every_statement_of_a_workflow(aipq, tmp_path):
+    script = tmp_path / "two.sql"
+    script.write_text("create temporary view v as select * from nation where n_regionkey = 1;\n"
+                      "create table wf_explained as select n_name from v;\n"
+                      "select count(*) from wf_explained;\n")
+    result = aipq("explain", str(script), "--format", "json")
+    assert result.exit_code == 0, result.output
+    statements = json.loads(result.output)["statements"]
+    assert [s["kind"] for s in statements] == ["CREATE VIEW", "CREATE TABLE AS", "SELECT"]
+    assert statements[1]["plan"]["stages"] and statements[2]["plan"]["stages"]
+
+
+def test_results_equal_duckdb_for_a_workflow_with_union_and_subqueries(aipq, duck, tmp_path):
+    script = tmp_path / "mix.sql"
+    script.write_text("""
+        create temporary view extremes as
+          select o_orderkey, 'high' as band from orders where o_totalprice > 400000
+          union all
+          select o_orderkey, 'low' from orders where o_totalprice < 2000;
+        select band, count(*) as n, sum(l_quantity) as q from extremes join lineitem on o_orderkey = l_orderkey
+        where l_suppkey in (select s_suppkey from supplier where s_acctbal > 0)
+        group by band order by band;
+    """)
+    actual = run_to_rows(aipq, tmp_path, str(script))
+    expected = duck.execute("""
+        with extremes as (select o_orderkey, 'high' as band from orders where o_totalprice > 400000
+                          union all select o_orderkey, 'low' from orders where o_totalprice < 2000)
+        select band, count(*), sum(l_quantity) from extremes join lineitem on o_orderkey = l_orderkey
+        where l_suppkey in (select s_suppkey from supplier where s_acctbal > 0) group by band order by band
+    """).fetchall()
+    assert [(a[0], a[1], float(a[2])) for a in actual] == [(e[0], e[1], float(e[2])) for e in expected]
