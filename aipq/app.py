@@ -12,6 +12,7 @@ from aipq.engine.executor import RunRecord, StageListener, remove_work_dir, run_
 from aipq.engine.session import SparkCatalogLookup, get_session, read_schema
 from aipq.errors import BadInputError
 from aipq.planner.pipeline import PlannedQuery, plan_query
+from aipq.planner.resolve import find_word
 from aipq.tpch import generate as tpch_generate
 from aipq.tpch.queries import query_text
 
@@ -75,7 +76,14 @@ def execute(planned: PlannedQuery, home: Path, settings: Settings,
             listener: StageListener | None = None) -> QueryRun:
     """Run a planned query; Spark starts here, so bad SQL fails in planning without paying for a JVM."""
     spark = get_session(settings, home)
-    record = run_dag(spark, planned.dag, settings, home, listener)
+    try:
+        record = run_dag(spark, planned.dag, settings, home, listener)
+    except BadInputError as error:
+        name = getattr(error, "missing_name", None)
+        if error.position is None and name:
+            error.position = find_word(planned.sql, name.split(".")[-1])
+            error.source_name = planned.source_name
+        raise
     return QueryRun(spark, planned, record)
 
 

@@ -3,6 +3,7 @@ directory and read back by its consumers (the paper's job plan, with each job's 
 
 from __future__ import annotations
 
+import re
 import shutil
 import time
 import uuid
@@ -110,9 +111,22 @@ def spark_error(error: Exception, where: str) -> Exception:
 
     first = _spark_message(error)
     if isinstance(error, AnalysisException):
-        return BadInputError(f"Spark rejected {where}: {first}",
-                             hint="check the types of the expressions involved")
+        text = re.sub(r"(\s*SQLSTATE: \w+)?;?( line \d+ pos \d+;?)?\s*$", "", first)
+        condition = getattr(error, "getCondition", lambda: None)() or ""
+        hint = ANALYSIS_HINTS.get(condition.split(".")[0], "check the expressions of the query")
+        error_out = BadInputError(f"invalid query ({where}): {text}", hint=hint)
+        routine = re.search(r"routine `([^`]+)`", text)
+        if routine:
+            error_out.missing_name = routine.group(1)
+        return error_out
     return ExecutionError(f"{where} failed on Spark: {first}", hint="rerun with --debug for the full trace")
+
+
+ANALYSIS_HINTS = {
+    "UNRESOLVED_ROUTINE": "no function of that name in Spark SQL: https://spark.apache.org/docs/latest/api/sql/",
+    "DATATYPE_MISMATCH": "check the types of the expressions involved (CAST converts between types)",
+    "WRONG_NUM_ARGS": "check the number of arguments: https://spark.apache.org/docs/latest/api/sql/",
+}
 
 
 def _spark_message(error: Exception) -> str:

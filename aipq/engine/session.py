@@ -40,6 +40,17 @@ def stage_sql_conf(settings: Settings) -> dict[str, str]:
     }
 
 
+def _quiet_python_error_logs() -> None:
+    """PySpark logs every analysis error as a JSON record with the Java stack on stderr; aipq reports the
+    error itself, once, as a clear message."""
+    import logging
+
+    from pyspark.logger import PySparkLogger
+
+    for name in ("SQLQueryContextLogger", "DataFrameQueryContextLogger"):
+        PySparkLogger.getLogger(name).setLevel(logging.CRITICAL + 10)
+
+
 def get_session(settings: Settings, home: Path):
     """The process's SparkSession (created on first use; later calls reuse it)."""
     check_java()
@@ -48,6 +59,7 @@ def get_session(settings: Settings, home: Path):
     active = SparkSession.getActiveSession()
     if active is not None:
         return active
+    _quiet_python_error_logs()
     builder = (
         SparkSession.builder.appName("aipq")
         .master(settings.master or "local[2]")

@@ -216,6 +216,7 @@ class Builder:
         where = select.args.get("where")
         local, correlated, with_subqueries = [], [], []
         for part in conjuncts(where.this) if where is not None else []:
+            self.refuse_aggregate(part, "WHERE", hint="filter on aggregates with HAVING")
             if is_subquery_predicate(part):
                 with_subqueries.append(part)
             elif outer is not None and self.reads_outer(part, scope):
@@ -266,6 +267,8 @@ class Builder:
 
         empty_value = None
         if is_aggregate:
+            for g in group.expressions if group is not None else []:
+                self.refuse_aggregate(g, "GROUP BY")
             group_exprs = [self.translate(g, scope) for g in (group.expressions if group is not None else [])]
             node, substitute = self.build_aggregate(node, group_exprs + extras, [e for _, e in translated_items]
                                                     + [e for e, _, _ in order_items]
@@ -329,6 +332,22 @@ class Builder:
         one_row = is_aggregate and group is None and having is None
         return Block(node, visible, tuple(correlated), one_row_per_group=one_row, empty_value=empty_value)
 
+    def refuse_aggregate(self, expression: exp.Expression | None, clause: str, hint: str | None = None) -> None:
+        """Aggregates belong in the SELECT list, HAVING and ORDER BY only (a subquery has its own)."""
+        if expression is None:
+            return
+        for agg in expression.find_all(exp.AggFunc):
+            if not any(isinstance(a, (exp.Subquery, exp.Exists)) for a in _ancestors(agg)):
+                raise BadInputError(f"aggregate function {agg.sql(dialect='hive')} is not allowed in {clause}",
+                                    position=self.position_of(agg), source_name=self.source_name, hint=hint)
+
+    def position_of(self, node: exp.Expression):
+        position = node_position(node, self.sql)
+        if position is None:
+            inner = next(iter(node.find_all(exp.Column, exp.Identifier)), None)
+            position = node_position(inner, self.sql) if inner is not None else None
+        return position
+
     def reads_outer(self, expression: exp.Expression, scope: dict[str, Relation]) -> bool:
         return any(c.table and c.table.lower() not in scope for c in expression.find_all(exp.Column))
 
@@ -374,6 +393,7 @@ class Builder:
                     raise self.unsupported("JOIN … USING", join)
             scope = {rel.alias.lower(): rel for rel in relations}
             for join in joins:
+                self.refuse_aggregate(join.args.get("on"), "JOIN … ON")
                 conditions += [self.translate(c, scope) for c in conjuncts(join.args.get("on"))]
             if len(relations) == 1:
                 return relations, first.node
@@ -385,6 +405,7 @@ class Builder:
                 raise self.unsupported("JOIN … USING", join)
             relations.append(relation)
             scope = {rel.alias.lower(): rel for rel in relations}
+            self.refuse_aggregate(join.args.get("on"), "JOIN … ON")
             on = [self.translate(c, scope) for c in conjuncts(join.args.get("on"))]
             node = self.written_order_join(node, relation.node, _join_kind(join), on)
         return relations, node
@@ -494,6 +515,11 @@ class Builder:
         agg_by_text: dict[str, str] = {}
         for expr in used:
             for agg in _outer_aggregates(expr):
+                nested = next((a for a in agg.find_all(exp.AggFunc) if a is not agg), None)
+                if nested is not None:
+                    raise BadInputError(f"aggregate function {nested.sql(dialect='hive')} inside another aggregate",
+                                        source_name=self.source_name,
+                                        hint="aggregate in a subquery first, then aggregate its result")
                 if agg.sql() not in agg_by_text:
                     name = self.names.allocate("_agg")
                     aggregates.append((name, agg))

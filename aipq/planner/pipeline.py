@@ -31,6 +31,7 @@ class PlannedQuery:
     statement: exp.Expression
     qualified: exp.Expression
     dag: StageDag
+    source_name: str | None = None
 
 
 def display_names(statement: exp.Expression) -> list[str] | None:
@@ -62,7 +63,8 @@ def plan_statement(statement: exp.Expression, sql: str, catalog, settings: Setti
     plan = optimize_plan(plan, settings)
     if table is not None:
         plan = shape_for_table(plan, table, sql, source_name)
-    return PlannedQuery(sql=sql, statement=statement, qualified=qualified, dag=cut_stages(plan))
+    return PlannedQuery(sql=sql, statement=statement, qualified=qualified, dag=cut_stages(plan),
+                        source_name=source_name)
 
 
 def plan_query(sql: str, catalog: Catalog, settings: Settings, source_name: str | None = None) -> PlannedQuery:

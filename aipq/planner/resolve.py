@@ -76,6 +76,8 @@ def sqlglot_schema(tables: dict[str, TableEntry]) -> dict:
 
 
 _POSITION = re.compile(r"Line: (\d+), Col: (\d+)")
+_UNKNOWN_COLUMN = re.compile(r"Unknown column: (\S+)")
+_UNKNOWN_OUTPUT = re.compile(r"Unknown output column: (\S+)")
 _COLUMN = re.compile(r"Column '([^']+)' could not be resolved(?: for table: '([^']+)')?")
 
 
@@ -91,11 +93,42 @@ def qualify_statement(statement: exp.Expression, tables: dict[str, TableEntry], 
         raise _resolution_error(str(error), tables, sql, source_name) from error
 
 
+def find_word(sql: str, word: str, after: tuple[str, ...] = ()) -> SourcePosition | None:
+    """Where ``word`` first occurs in ``sql`` as a whole word (after one of ``after`` when given), for errors
+    that come without a position."""
+    prefix = rf"\b(?:{'|'.join(after)})\s+(?:[^;]*?[\s,])?" if after else ""
+    match = re.search(prefix + rf"(?<![\w.])({re.escape(word)})(?!\w)", sql, flags=re.IGNORECASE)
+    if match is None and after:
+        match = re.search(rf"(?<![\w.])({re.escape(word)})(?!\w)", sql, flags=re.IGNORECASE)
+    if match is None:
+        match = re.search(rf"\.({re.escape(word)})(?!\w)", sql, flags=re.IGNORECASE)
+    if match is None:
+        return None
+    start = match.start(1)
+    line = sql.count("\n", 0, start) + 1
+    column = start - (sql.rfind("\n", 0, start) + 1) + 1
+    return SourcePosition(line=line, column=column, sql=sql, length=len(word))
+
+
 def _resolution_error(message: str, tables: dict[str, TableEntry], sql: str,
                       source_name: str | None) -> BadInputError:
     position = None
     found_position = _POSITION.search(message)
     missing = _COLUMN.search(message)
+    unknown = _UNKNOWN_COLUMN.search(message)
+    if unknown and not missing:
+        column = unknown.group(1)
+        candidates = sorted({c for entry in tables.values() for c, _ in entry.columns})
+        close = difflib.get_close_matches(column.lower(), candidates, n=3, cutoff=0.5)
+        return UnknownNameError(f"unknown column {column!r}", position=find_word(sql, column),
+                                source_name=source_name,
+                                hint=f"did you mean {', '.join(close)}?" if close else None)
+    output = _UNKNOWN_OUTPUT.search(message)
+    if output:
+        what = output.group(1)
+        return BadInputError(f"GROUP BY/ORDER BY refers to output column {what}, which the SELECT list does not have",
+                             source_name=source_name, position=find_word(sql, what, after=("by",)),
+                             hint="positions count from 1 over the SELECT list")
     if missing:
         column, table = missing.group(1), missing.group(2)
         candidates = sorted({c for entry in tables.values() for c, _ in entry.columns})
