@@ -23,7 +23,8 @@ def _size(n: float) -> str:
 def _join_line(join: dict[str, Any]) -> str:
     keys = " AND ".join(f"{a} = {b}" for a, b in join["keys"]) or "no keys"
     residual = f" [dim]and {join['residual']}[/dim]" if join["residual"] else ""
-    return f"{join['kind'].upper()} JOIN {join['left']} ⋈ {join['right']} on {keys}{residual}"
+    symbol = {"semi": "⋉", "anti": "▷"}.get(join["kind"], "⋈")
+    return f"{join['kind'].upper()} JOIN {join['left']} {symbol} {join['right']} on {keys}{residual}"
 
 
 def explain_tree(info: dict[str, Any]) -> Tree:

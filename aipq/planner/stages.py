@@ -101,10 +101,14 @@ def _operator(node: Node | None) -> Operator:
 
 
 def _same_key_join(parent: Node | None, child: Node) -> bool:
-    """Hive puts consecutive inner joins on the same key in one job; so do we."""
+    """Hive puts consecutive joins on the same key in one job; so do we, for inner, semi and anti joins
+    (a semi/anti join keeps its left input's partitioning, so the next join on that key needs no shuffle)."""
     if not (isinstance(parent, Join) and isinstance(child, Join)):
         return False
-    if parent.kind != "inner" or child.kind != "inner" or child.physical != "repartition":
+    mergeable = ("inner", "semi", "anti")
+    if parent.kind not in mergeable or child.kind not in mergeable or child.physical != "repartition":
+        return False
+    if parent.kind in ("semi", "anti") and not _contains(parent.left, child):
         return False
     child_side = set(parent.left_keys) if _contains(parent.left, child) else set(parent.right_keys)
     return bool(child_side) and len(child_side) == len(child.left_keys) and (
