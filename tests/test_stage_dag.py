@@ -72,3 +72,36 @@ def test_explain_formats(aipq):
     assert info["dependency_graph"] and info["dataflow_graph"]
     dot = aipq("explain", "tpch:3", "--format", "dot", "--broadcast-threshold", "0").output
     assert dot.startswith("digraph") and "S1 -> S2" in dot
+
+
+def _explained(aipq, number: int) -> list[dict]:
+    result = aipq("explain", f"tpch:{number}", "--format", "json", "--broadcast-threshold", "0")
+    assert result.exit_code == 0, result.output
+    return json.loads(result.output)["stages"]
+
+
+def _joins(stages: list[dict]) -> list[dict]:
+    return [j for s in stages for j in s["reduce"].get("joins", [])]
+
+
+def test_explain_shows_q21_exists_and_not_exists_as_semi_and_anti_join_stages(aipq):
+    stages = _explained(aipq, 21)
+    kinds = [j["kind"] for j in _joins(stages)]
+    assert "semi" in kinds and "anti" in kinds
+    anti = next(j for j in _joins(stages) if j["kind"] == "anti")
+    assert anti["residual"] and "<>" in anti["residual"]  # l3.l_suppkey <> l1.l_suppkey stays a join condition
+
+
+def test_explain_shows_correlated_scalar_subqueries_as_grouped_stages_joined_back(aipq):
+    for number in (2, 17):
+        stages = _explained(aipq, number)
+        grouped = [s for s in stages if s["operator"] == "GROUP-BY" and s["reduce"]["group_by"]]
+        consumers = {i["stage"] for s in stages for i in s["inputs"] if i["kind"] == "stage"
+                     and s["operator"] == "JOIN"}
+        assert any(g["id"] in consumers for g in grouped), number
+
+
+def test_explain_shows_q20_in_subqueries_as_semi_joins_over_an_aggregate(aipq):
+    stages = _explained(aipq, 20)
+    assert [j["kind"] for j in _joins(stages)].count("semi") == 2
+    assert any(s["operator"] == "GROUP-BY" and s["reduce"]["group_by"] for s in stages)
