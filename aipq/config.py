@@ -1,7 +1,6 @@
 """Every knob aipq has, declared once with its default and meaning.
 
-``aipq explain`` shows the values in force. Later issues add the information passing knobs (α, β, |F|,
-target FPR, lg_k) here, next to the ones below.
+``aipq explain`` shows the values in force.
 """
 
 from __future__ import annotations
@@ -35,6 +34,16 @@ KNOBS: tuple[Knob, ...] = (
     Knob("shuffle_partitions", 8, "Reduce tasks per stage (spark.sql.shuffle.partitions). Spark's 200 is very "
          "slow on a 2-core machine."),
     Knob("dialect", "hive", "SQL dialect of the input (any sqlglot dialect; 'hive' and 'spark' are tested)."),
+    Knob("ip", "off", "Information passing strategy: 'off' (Hive: no summaries), 'hip' (the paper's HIP baseline: "
+         "lists of key hashes, child-to-parent, used when under alpha), 'always' (every admissible Bloom filter "
+         "summary built and used, under alpha), 'oracle' (the same edges with exact key sets)."),
+    Knob("alpha", 4 * MB, "α: a summary larger than this many bytes is not loaded by later stages (the paper's "
+         "heap-safety threshold; its experiments used 512 KB and 4 MB)."),
+    Knob("beta", 0.0, "β: the least estimated benefit (seconds) for which a summary is built or used; read by the "
+         "benefit estimator (strategy 'adaptive'), ignored by the strategies without estimation."),
+    Knob("bloom_size", 0, "|F|: Bloom filter size in bytes; 0 = sized per summary from an upper bound on its "
+         "distinct keys for the target false-positive rate, capped at alpha."),
+    Knob("bloom_fpp", 0.01, "Target false-positive rate of Bloom filters sized per summary."),
 )
 
 
@@ -46,6 +55,11 @@ class Settings:
     broadcast_threshold: int = 10 * MB
     shuffle_partitions: int = 8
     dialect: str = "hive"
+    ip: str = "off"
+    alpha: int = 4 * MB
+    beta: float = 0.0
+    bloom_size: int = 0
+    bloom_fpp: float = 0.01
     spark_conf: dict[str, str] = field(default_factory=dict)
     master: str | None = None
 

@@ -25,10 +25,12 @@ from aipq.cli.render import (
     staging_table,
 )
 from aipq.config import MB, Settings, default_home
+from aipq.engine.report import run_dict
 from aipq.engine.session import get_session
 from aipq.engine.sink import OUTPUT_FORMATS, head_rows, result_frame, write_output
 from aipq.errors import EXIT_RUNTIME, AipqError, BadInputError
 from aipq.planner.explain import explain_dict
+from aipq.planner.ip import STRATEGIES
 from aipq.tpch.queries import query_text
 
 
@@ -94,8 +96,20 @@ def planning_options(fn):
     @click.option("--dialect", default="hive", show_default=True, help="SQL dialect (hive, spark, …).")
     @click.option("--master", default=None, help="Spark master URL (default local[2]).")
     @click.option("--conf", "confs", multiple=True, metavar="KEY=VALUE", help="Spark setting (repeatable).")
+    @click.option("--ip", type=click.Choice(STRATEGIES), default="off", show_default=True,
+                  help="Information passing: off (Hive), hip (hash lists, child-to-parent), always (every "
+                       "admissible Bloom filter), oracle (exact key sets on the same edges).")
+    @click.option("--alpha", default="4MB", show_default=True, metavar="SIZE",
+                  help="α: summaries larger than SIZE are not loaded.")
+    @click.option("--beta", type=float, default=0.0, show_default=True,
+                  help="β: least estimated benefit (seconds) to build or use a summary (benefit estimator).")
+    @click.option("--bloom-size", default="auto", show_default=True, metavar="SIZE|auto",
+                  help="|F|: Bloom filter size (e.g. 512KB, 4MB); auto sizes each filter for --bloom-fpp.")
+    @click.option("--bloom-fpp", type=click.FloatRange(1e-9, 0.5), default=0.01, show_default=True,
+                  help="Target false-positive rate of auto-sized Bloom filters.")
     @wraps(fn)
-    def wrapper(*args, plan, broadcast_threshold, shuffle_partitions, dialect, master, confs, **kwargs):
+    def wrapper(*args, plan, broadcast_threshold, shuffle_partitions, dialect, master, confs, ip, alpha, beta,
+                bloom_size, bloom_fpp, **kwargs):
         spark_conf = {}
         for item in confs:
             if "=" not in item:
@@ -104,7 +118,9 @@ def planning_options(fn):
             spark_conf[key.strip()] = value.strip()
         settings = Settings(plan=plan, broadcast_threshold=parse_size(broadcast_threshold),
                             shuffle_partitions=shuffle_partitions, dialect=dialect, spark_conf=spark_conf,
-                            master=master)
+                            master=master, ip=ip, alpha=parse_size(alpha), beta=beta,
+                            bloom_size=0 if bloom_size.strip().lower() == "auto" else parse_size(bloom_size),
+                            bloom_fpp=bloom_fpp)
         return fn(*args, settings=settings, **kwargs)
 
     return wrapper
@@ -124,8 +140,10 @@ def planning_options(fn):
 @click.option("--allow-overwrite", is_flag=True,
               help="Let the workflow drop or overwrite tables it did not create.")
 @click.option("--quiet", is_flag=True, help="No per-stage summary.")
+@click.option("--analyze", is_flag=True, help="After the result, the stage tree with measured figures (stderr).")
 @click.pass_context
-def run(ctx, source, inline, settings: Settings, fmt, output, show_rows, keep_work, allow_overwrite, quiet):
+def run(ctx, source, inline, settings: Settings, fmt, output, show_rows, keep_work, allow_overwrite, quiet,
+        analyze):
     """Run a query or a workflow of statements (FILE, '-' for stdin, or tpch:N) and show or write the rows of
     its last SELECT."""
     home = _home(ctx)
@@ -166,6 +184,8 @@ def run(ctx, source, inline, settings: Settings, fmt, output, show_rows, keep_wo
             _print_rows(result, fmt)
         if not quiet:
             err.print(run_summary(record))
+        if analyze:
+            err.print(explain_tree(analyzed_info(result, settings)))
     finally:
         if keep_work:
             err.print(f"stage outputs kept in {result.record.work_dir}")
@@ -191,15 +211,27 @@ def _print_rows(result, fmt: str) -> None:
 @planning_options
 @click.option("--format", "fmt", type=click.Choice(["tree", "json", "dot"]), default="tree", show_default=True)
 @click.option("--allow-overwrite", is_flag=True, help="As for run: plan statements that replace tables.")
+@click.option("--analyze", is_flag=True,
+              help="Run the query and add measured figures: rows before/after pruning, shuffle bytes, summaries.")
 @click.pass_context
-def explain(ctx, source, inline, settings: Settings, fmt, allow_overwrite):
-    """Show the stage DAG a query compiles to (for a workflow: each statement's)."""
+def explain(ctx, source, inline, settings: Settings, fmt, allow_overwrite, analyze):
+    """Show the stage DAG a query compiles to (for a workflow: each statement's), with the information
+    passing decisions of the chosen --ip strategy."""
     home = _home(ctx)
     planned = workflow.plan_workflow(app.load_sql(source, inline), home, settings, allow_overwrite)
+    if analyze and not planned.is_single_query:
+        raise BadInputError("--analyze works on a single query", hint="explain each statement on its own")
     if planned.is_single_query:
         query = planned.steps[0].planned
         assert query is not None
-        info = explain_dict(query.dag, settings)
+        if analyze:
+            result = app.execute(query, home, settings)
+            try:
+                info = analyzed_info(result, settings)
+            finally:
+                result.close()
+        else:
+            info = explain_dict(query.dag, settings)
         if fmt == "json":
             click.echo(json.dumps(info, indent=2, default=str))
         elif fmt == "dot":
@@ -222,6 +254,18 @@ def explain(ctx, source, inline, settings: Settings, fmt, allow_overwrite):
             console.print(f"[bold]{statement['number']}. {statement['statement']}[/bold]{note}")
             if statement["plan"] is not None:
                 console.print(explain_tree(statement["plan"]))
+
+
+def analyzed_info(result: app.QueryRun, settings: Settings) -> dict:
+    """The explain data with the decisions the run made and what it measured."""
+    record = result.record
+    decisions = [m.decisions for m in record.stages if m.decisions is not None]
+    info = explain_dict(result.planned.dag, settings, decisions)
+    measured = run_dict(record)
+    for stage in info["stages"]:
+        stage["measured"] = measured["stages"][stage["id"]]
+    info["run"] = {k: v for k, v in measured.items() if k != "stages"}
+    return info
 
 
 def statement_info(planned: workflow.PlannedStep) -> dict:

@@ -63,6 +63,9 @@ def explain_tree(info: dict[str, Any]) -> Tree:
                 alias = f" as {source['alias']}" if source["alias"] != source["table"].split(".")[-1] else ""
                 node.add(f"scan {source['table']}{alias} [dim]({', '.join(source['columns'])})[/dim]{filters}")
         node.add(f"output: [green]{', '.join(stage['output_columns'])}[/green]")
+        _add_information_passing(node, stage)
+        if "measured" in stage:
+            _add_measures(node, stage["measured"])
         if stage["consumer_join_keys"]:
             node.add(f"consumer joins on: {', '.join(stage['consumer_join_keys'])}")
         if stage["siblings"]:
@@ -73,6 +76,42 @@ def explain_tree(info: dict[str, Any]) -> Tree:
 
     add(root, info["final_stage"])
     return root
+
+
+def _add_information_passing(node: Tree, stage: dict[str, Any]) -> None:
+    ip = stage.get("information_passing") or {}
+    for build in ip.get("builds", []):
+        size = f", {_size(build['bytes'])}" if build["bytes"] else ""
+        sized = f" for ≤ {build['sized_for_items']:,} keys" if build["sized_for_items"] else ""
+        node.add(f"[magenta]builds[/magenta] {build['kind']} summary on {build['column']}{size}{sized} "
+                 f"[dim]({build['reason']})[/dim]")
+    for use in ip.get("uses", []):
+        node.add(f"[magenta]uses[/magenta] {use['summary']} on {use['target']}.{use['target_column']}, "
+                 f"{use['where']} [dim]({use['reason']})[/dim]")
+    for rejected in ip.get("rejected", []):
+        node.add(f"[dim]skips {rejected['summary']} on {rejected['target']}.{rejected['target_column']}: "
+                 f"{rejected['reason']}[/dim]")
+
+
+def _add_measures(node: Tree, measured: dict[str, Any]) -> None:
+    shuffle = measured["shuffle"]
+    node.add(f"[cyan]measured[/cyan] {measured['seconds']:.2f} s · wrote {measured['rows_written']:,} rows "
+             f"({_size(measured['bytes_written'])}) · shuffle write {_size(shuffle['shuffle_write_bytes'])} "
+             f"({shuffle['shuffle_write_records']:,} rows), read {_size(shuffle['shuffle_read_bytes'])}")
+    for probe in measured["probes"]:
+        if probe["skipped"]:
+            node.add(f"[cyan]probe[/cyan] S{probe['producer']}.{probe['column']} on {probe['target']}: "
+                     f"not applied, {probe['skipped']}")
+        elif probe["rows_in"] is not None:
+            kept = probe["rows_out"] / probe["rows_in"] if probe["rows_in"] else 1.0
+            node.add(f"[cyan]probe[/cyan] S{probe['producer']}.{probe['column']} ({probe['kind']}) on "
+                     f"{probe['target']}.{probe['target_column']}: {probe['rows_in']:,} → {probe['rows_out']:,} "
+                     f"rows ({kept:.1%} kept)")
+    for summary in measured["summaries"]:
+        size = _size(summary["size_bytes"]) if summary["size_bytes"] is not None else "the stage output"
+        fpp = f", false-positive rate ≈ {summary['expected_fpp']:.2%}" if summary["expected_fpp"] is not None else ""
+        node.add(f"[cyan]built[/cyan] {summary['kind']} on {summary['column']}: ~{summary['items']:,} keys, "
+                 f"{size}{fpp}")
 
 
 def explain_dot(info: dict[str, Any]) -> str:
@@ -116,12 +155,16 @@ def result_table(names: tuple[str, ...], rows: list[tuple]) -> Table:
 
 
 def run_summary(record: RunRecord) -> Table:
-    table = Table(title=f"run {record.run_id}: {record.seconds:.2f} s", title_justify="left")
-    for column in ("stage", "operator", "time", "rows written", "bytes written"):
-        table.add_column(column, justify="left" if column in ("stage", "operator") else "right")
+    title = f"run {record.run_id}: {record.seconds:.2f} s · information passing {record.strategy}"
+    table = Table(title=title, title_justify="left")
+    for column in ("stage", "operator", "time", "rows written", "bytes written", "shuffle write", "pruned"):
+        table.add_column(column, justify="left" if column in ("stage", "operator", "pruned") else "right")
     for m in record.stages:
+        pruned = ", ".join(f"{p.target} {p.rows_in:,}→{p.rows_out:,}" for p in m.probes if p.rows_in is not None)
+        built = ", ".join(f"builds {s.kind} {s.column}" for s in m.summaries)
         table.add_row(f"S{m.stage_id}", m.operator, f"{m.seconds:.2f} s", f"{m.rows_written:,}",
-                      _size(m.bytes_written))
+                      _size(m.bytes_written), _size(m.shuffle.shuffle_write_bytes),
+                      "; ".join(x for x in (pruned, built) if x))
     return table
 
 

@@ -7,6 +7,8 @@ repartition join).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
@@ -28,6 +30,8 @@ class StageCompiler:
         self.spark = spark
         self.stage_paths = stage_paths
         self._tables: dict[str, DataFrame] = {}
+        # id of a Scan/StageRead leaf → what to do with its rows first (information passing probes)
+        self.input_hooks: dict[int, Callable[[DataFrame], DataFrame]] = {}
 
     def table(self, entry: TableEntry) -> DataFrame:
         key = entry.qualified_name
@@ -36,6 +40,11 @@ class StageCompiler:
         return self._tables[key]
 
     def compile(self, node: Node) -> DataFrame:
+        df = self._compile(node)
+        hook = self.input_hooks.get(id(node))
+        return hook(df) if hook is not None else df
+
+    def _compile(self, node: Node) -> DataFrame:
         if isinstance(node, Scan):
             source = self.table(node.table)
             df = source.select(*[F.col(_quoted(src)).alias(name) for name, src in node.columns + node.filter_only])

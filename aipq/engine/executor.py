@@ -15,10 +15,14 @@ from pyspark.sql import functions as F
 
 from aipq.config import Settings
 from aipq.engine.compile import StageCompiler
-from aipq.engine.session import sql_conf, stage_sql_conf, user_runtime_conf
-from aipq.errors import BadInputError, ExecutionError
-from aipq.planner.logical import Sort
-from aipq.planner.stages import Stage, StageDag
+from aipq.engine.jvm import ShuffleFigures, job_group_figures
+from aipq.engine.session import read_table, sql_conf, stage_sql_conf, user_runtime_conf
+from aipq.engine.summaries import BuiltSummary, ProbeRecord, SummaryStore
+from aipq.errors import AipqError, BadInputError, ExecutionError
+from aipq.planner.ip import IpPlanner, StageDecisions, SummaryUse
+from aipq.planner.ip_candidates import leaf_sources
+from aipq.planner.logical import Scan, Sort
+from aipq.planner.stages import Stage, StageDag, StageRead
 
 
 @dataclass
@@ -28,6 +32,11 @@ class StageMetrics:
     seconds: float
     rows_written: int
     bytes_written: int
+    shuffle: ShuffleFigures = field(default_factory=ShuffleFigures)
+    summaries: list[BuiltSummary] = field(default_factory=list)
+    probes: list[ProbeRecord] = field(default_factory=list)
+    decisions: StageDecisions | None = None
+    decision_seconds: float = 0.0
 
 
 @dataclass
@@ -39,6 +48,7 @@ class RunRecord:
     result_rows: int
     stages: list[StageMetrics] = field(default_factory=list)
     seconds: float = 0.0
+    strategy: str = "off"
 
 
 class StageListener:
@@ -64,21 +74,56 @@ def new_work_dir(home: Path) -> tuple[str, Path]:
     return run_id, work_dir
 
 
+class _RowCounts:
+    """Upper bounds on a summarized column's distinct values, to size Bloom filters: the rows of the inputs its
+    values come from (earlier stages' outputs as written; base tables from parquet metadata)."""
+
+    def __init__(self, spark, dag: StageDag, written: dict[int, int]):
+        self.spark = spark
+        self.dag = dag
+        self.written = written
+        self.tables: dict[str, int] = {}
+
+    def __call__(self, stage_id: int, column: str) -> int | None:
+        bounds = []
+        for leaf in leaf_sources(self.dag, stage_id, column):
+            if isinstance(leaf, StageRead) and leaf.stage_id in self.written:
+                bounds.append(self.written[leaf.stage_id])
+            elif isinstance(leaf, Scan):
+                bounds.append(self.table_rows(leaf))
+        return min(bounds) if bounds else None
+
+    def table_rows(self, scan: Scan) -> int:
+        key = scan.table.qualified_name
+        if key not in self.tables:
+            self.tables[key] = read_table(self.spark, scan.table).count()
+        return self.tables[key]
+
+
 def run_dag(spark, dag: StageDag, settings: Settings, home: Path,
             listener: StageListener | None = None) -> RunRecord:
     listener = listener or StageListener()
     run_id, work_dir = new_work_dir(home)
     paths = {s.id: str(work_dir / f"stage-{s.id}") for s in dag.stages}
     compiler = StageCompiler(spark, paths)
-    record = RunRecord(run_id, work_dir, Path(paths[dag.final.id]), dag.plan.output_names, 0)
+    store = SummaryStore(spark, work_dir, paths)
+    written: dict[int, int] = {}
+    ip = IpPlanner(dag, settings, _RowCounts(spark, dag, written))
+    record = RunRecord(run_id, work_dir, Path(paths[dag.final.id]), dag.plan.output_names, 0,
+                       strategy=settings.ip)
     started = time.perf_counter()
     conf = {**stage_sql_conf(settings), **user_runtime_conf(spark, settings)}
     with sql_conf(spark, conf):
         for index, stage in enumerate(dag.stages, start=1):
             group = f"aipq-{run_id}-{stage.name}"
             listener.stage_started(stage, index, len(dag.stages), group)
-            metrics = _run_stage(spark, compiler, stage, Path(paths[stage.id]), group,
+            deciding = time.perf_counter()
+            decisions = ip.decide(stage, store.infos())
+            decision_seconds = time.perf_counter() - deciding
+            metrics = _run_stage(spark, compiler, store, stage, decisions, Path(paths[stage.id]), group,
                                  is_final=stage is dag.final)
+            metrics.decision_seconds = decision_seconds
+            written[stage.id] = metrics.rows_written
             record.stages.append(metrics)
             listener.stage_finished(metrics)
     record.seconds = time.perf_counter() - started
@@ -86,23 +131,45 @@ def run_dag(spark, dag: StageDag, settings: Settings, home: Path,
     return record
 
 
-def _run_stage(spark, compiler: StageCompiler, stage: Stage, path: Path, group: str, is_final: bool):
+def _run_stage(spark, compiler: StageCompiler, store: SummaryStore, stage: Stage, decisions: StageDecisions,
+               path: Path, group: str, is_final: bool) -> StageMetrics:
     sc = spark.sparkContext
     sc.setJobGroup(group, f"aipq {stage.name} {stage.operator}", interruptOnCancel=True)
     started = time.perf_counter()
+    probes: list[ProbeRecord] = []
     try:
+        by_input: dict[int, list[SummaryUse]] = {}
+        for use in decisions.uses:
+            if use.target.place == "input" and use.target.node_id is not None:
+                by_input.setdefault(use.target.node_id, []).append(use)
+        compiler.input_hooks = {
+            node_id: (lambda df, uses=uses, n=node_id: store.probe(df, uses, probes, f"{group}-in{n}"))
+            for node_id, uses in by_input.items()}
         df = compiler.compile(stage.plan)
+        compiler.input_hooks = {}
+        output_uses = [u for u in decisions.uses if u.target.place == "output"]
+        if output_uses:  # sibling-to-sibling: prune before writing
+            df = store.probe(df, output_uses, probes, f"{group}-out")
         if is_final and _final_needs_order(stage):
             df = df.coalesce(1)  # one ordered file: reading it back keeps ORDER BY's order
         observation = Observation(f"{group}-rows")
-        df = df.observe(observation, F.count(F.lit(1)).alias("rows"))
+        df = df.observe(observation, F.count(F.lit(1)).alias("rows"), *store.build_columns(df, decisions.builds))
         df.write.mode("errorifexists").parquet(str(path))
         rows = int(observation.get["rows"])
+        seconds = time.perf_counter() - started
+        store.collect(df, decisions.builds, observation)
+        for probe in probes:
+            probe.finish()
+        figures = job_group_figures(spark, group)
+    except AipqError:
+        raise
     except Exception as error:
         raise spark_error(error, f"stage {stage.name} ({stage.operator})") from error
     finally:
+        compiler.input_hooks = {}
         sc.setLocalProperty("spark.jobGroup.id", None)
-    return StageMetrics(stage.id, stage.operator, time.perf_counter() - started, rows, directory_bytes(path))
+    return StageMetrics(stage.id, stage.operator, seconds, rows, directory_bytes(path), figures,
+                        [store.built[b.key] for b in decisions.builds], probes, decisions)
 
 
 def spark_error(error: Exception, where: str) -> Exception:

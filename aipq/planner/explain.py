@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from aipq.config import KNOBS, Settings
+from aipq.planner.ip import IpPlanner, StageDecisions, SummaryBuild, SummaryUse
 from aipq.planner.logical import Aggregate, Join, Limit, Node, Scan, Sort, render
 from aipq.planner.stages import Stage, StageDag, StageRead
 
@@ -70,13 +71,46 @@ def stage_info(dag: StageDag, stage: Stage) -> dict[str, Any]:
     }
 
 
-def explain_dict(dag: StageDag, settings: Settings) -> dict[str, Any]:
+def build_info(build: SummaryBuild) -> dict[str, Any]:
+    return {"stage": build.stage, "column": build.column, "kind": build.kind, "bits": build.bits,
+            "bytes": build.planned_bytes, "sized_for_items": build.expected_items, "reason": build.reason}
+
+
+def use_info(use: SummaryUse) -> dict[str, Any]:
+    return {"summary": f"S{use.producer}.{use.column}", "producer": use.producer, "column": use.column,
+            "target": use.target.label, "target_column": use.target.column, "place": use.target.place,
+            "where": "input, before the shuffle" if use.target.place == "input" else "output, before the write",
+            "relation": use.relation, "reason": use.reason}
+
+
+def decisions_info(decisions: StageDecisions) -> dict[str, Any]:
+    return {
+        "builds": [build_info(b) for b in decisions.builds],
+        "uses": [use_info(u) for u in decisions.uses],
+        "rejected": [{"summary": f"S{r.candidate.producer}.{r.candidate.column}", "target": r.candidate.target.label,
+                      "target_column": r.candidate.target.column, "relation": r.candidate.relation,
+                      "reason": r.reason} for r in decisions.rejected],
+    }
+
+
+def explain_dict(dag: StageDag, settings: Settings,
+                 decisions: list[StageDecisions] | None = None) -> dict[str, Any]:
+    """The DAG as data; with the information passing decisions the strategy would make (planned sizes), or
+    those a run made."""
     values = settings.knob_values()
+    if decisions is None:
+        decisions = IpPlanner(dag, settings).plan_all()
+    by_stage = {d.stage: d for d in decisions}
+    stages = []
+    for stage in dag.stages:
+        info = stage_info(dag, stage)
+        info["information_passing"] = decisions_info(by_stage.get(stage.id, StageDecisions(stage.id)))
+        stages.append(info)
     return {
         "settings": {k.name: {"value": values[k.name], "default": k.default, "doc": k.doc} for k in KNOBS},
         "output_columns": list(dag.plan.output_names),
         "final_stage": dag.final.id,
-        "stages": [stage_info(dag, s) for s in dag.stages],
+        "stages": stages,
         "dataflow_graph": {str(k): v for k, v in dag.dataflow.items()},
         "dependency_graph": {str(k): v for k, v in dag.dependency.items()},
     }

@@ -1,0 +1,116 @@
+"""The one place aipq reaches into Spark's JVM through py4j.
+
+Spark 4.3 has no SQL or Python API for its Bloom filter expressions (``bloom_filter_agg`` and ``might_contain``
+are internal), and PySpark's status tracker has no shuffle byte counts. Everything here is a small function
+over Spark internals that ``tests/test_jvm.py`` exercises directly, so a Spark upgrade that moves them fails
+loudly there rather than silently elsewhere.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pyspark.sql import Column, SparkSession
+from pyspark.sql import functions as F
+
+_CATALYST = "org.apache.spark.sql.catalyst.expressions"
+
+
+def _jvm(spark: SparkSession):
+    return spark.sparkContext._jvm
+
+
+def _to_expression(spark: SparkSession, column: Column):
+    return _jvm(spark).org.apache.spark.sql.classic.ExpressionUtils.expression(column._jc)
+
+
+def _to_column(spark: SparkSession, expression) -> Column:
+    from pyspark.sql.classic.column import Column as ClassicColumn
+
+    return ClassicColumn(_jvm(spark).org.apache.spark.sql.classic.ExpressionUtils.column(expression))
+
+
+def bloom_filter_agg(spark: SparkSession, hashed: Column, expected_items: int, num_bits: int) -> Column:
+    """An aggregate building Spark's Bloom filter (serialized ``org.apache.spark.util.sketch.BloomFilter``)
+    over ``hashed`` (a BIGINT column, e.g. ``xxhash64(key)``); usable inside ``DataFrame.observe``."""
+    # The size arguments must be foldable BIGINTs (an INT literal fails with BLOOM_FILTER_WRONG_TYPE).
+    aggregate = getattr(_jvm(spark), f"{_CATALYST}.aggregate.BloomFilterAggregate")(
+        _to_expression(spark, hashed),
+        _to_expression(spark, F.lit(int(expected_items)).cast("bigint")),
+        _to_expression(spark, F.lit(int(num_bits)).cast("bigint")),
+    )
+    return _to_column(spark, aggregate.toAggregateExpression())
+
+
+def might_contain(spark: SparkSession, filter_bytes: bytes, hashed: Column) -> Column:
+    """TRUE when ``hashed`` may be in the serialized Bloom filter (FALSE only when it certainly is not)."""
+    expression = getattr(_jvm(spark), f"{_CATALYST}.BloomFilterMightContain")(
+        _to_expression(spark, F.lit(bytearray(filter_bytes))), _to_expression(spark, hashed))
+    return _to_column(spark, expression)
+
+
+def observed_value(observation, name: str):
+    """An observed metric left in the JVM (a large key list need not cross into Python)."""
+    row = observation._jo.getRow()
+    return row.get(row.fieldIndex(name))
+
+
+def seq_size(seq) -> int:
+    return int(seq.size())
+
+
+def in_hash_set(spark: SparkSession, values, hashed: Column) -> Column:
+    """TRUE when ``hashed`` is one of ``values`` (a JVM Seq from ``observed_value``): Spark's InSet, a hash set
+    probe per row in the JVM."""
+    expression = getattr(_jvm(spark), f"{_CATALYST}.InSet")(_to_expression(spark, hashed), values.toSet())
+    return _to_column(spark, expression)
+
+
+@dataclass(frozen=True)
+class BloomFilterShape:
+    bits: int
+    expected_fpp: float  # from the share of bits set: the chance a key not put in passes the probe
+
+
+def bloom_filter_shape(spark: SparkSession, filter_bytes: bytes) -> BloomFilterShape:
+    jvm = _jvm(spark)
+    stream = jvm.java.io.ByteArrayInputStream(bytearray(filter_bytes))
+    sketch = jvm.org.apache.spark.util.sketch.BloomFilter.readFrom(stream)
+    return BloomFilterShape(int(sketch.bitSize()), float(sketch.expectedFpp()))
+
+
+@dataclass(frozen=True)
+class ShuffleFigures:
+    shuffle_read_bytes: int = 0
+    shuffle_read_records: int = 0
+    shuffle_write_bytes: int = 0
+    shuffle_write_records: int = 0
+    input_bytes: int = 0
+    input_records: int = 0
+    output_bytes: int = 0
+    output_records: int = 0
+
+
+def job_group_figures(spark: SparkSession, job_group: str) -> ShuffleFigures:
+    """Spark's own I/O metrics summed over the completed stages of a job group (from its status store)."""
+    sc = spark.sparkContext
+    stage_ids: set[int] = set()
+    for job_id in sc.statusTracker().getJobIdsForGroup(job_group):
+        info = sc.statusTracker().getJobInfo(job_id)
+        if info is not None:
+            stage_ids.update(info.stageIds)
+    context = sc._jsc.sc()
+    context.listenerBus().waitUntilEmpty(10_000)  # the status store is fed asynchronously by listener events
+    store = context.statusStore()
+    totals = dict.fromkeys(ShuffleFigures.__dataclass_fields__, 0)
+    for stage_id in stage_ids:
+        stage = store.lastStageAttempt(stage_id)
+        totals["shuffle_read_bytes"] += int(stage.shuffleReadBytes())
+        totals["shuffle_read_records"] += int(stage.shuffleReadRecords())
+        totals["shuffle_write_bytes"] += int(stage.shuffleWriteBytes())
+        totals["shuffle_write_records"] += int(stage.shuffleWriteRecords())
+        totals["input_bytes"] += int(stage.inputBytes())
+        totals["input_records"] += int(stage.inputRecords())
+        totals["output_bytes"] += int(stage.outputBytes())
+        totals["output_records"] += int(stage.outputRecords())
+    return ShuffleFigures(**totals)

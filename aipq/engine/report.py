@@ -1,0 +1,40 @@
+"""A run's measured figures as plain data (for ``--analyze`` and the JSON output)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import Any
+
+from aipq.engine.executor import RunRecord, StageMetrics
+
+
+def stage_measures(metrics: StageMetrics) -> dict[str, Any]:
+    probed = [p for p in metrics.probes if p.rows_in is not None]
+    return {
+        "seconds": round(metrics.seconds, 3),
+        "decision_seconds": round(metrics.decision_seconds, 4),
+        "rows_written": metrics.rows_written,
+        "bytes_written": metrics.bytes_written,
+        "shuffle": asdict(metrics.shuffle),
+        "input_rows_probed": sum(p.rows_in for p in probed if p is _first_on_input(probed, p)),
+        "summaries": [s.metadata() for s in metrics.summaries],
+        "probes": [p.as_dict() for p in metrics.probes],
+    }
+
+
+def _first_on_input(probes, probe):
+    """Chained probes on one input share its row count; count each input once."""
+    for candidate in probes:
+        if (candidate.target, candidate.place) == (probe.target, probe.place):
+            return candidate
+    return probe
+
+
+def run_dict(record: RunRecord) -> dict[str, Any]:
+    return {
+        "run_id": record.run_id,
+        "strategy": record.strategy,
+        "seconds": round(record.seconds, 3),
+        "result_rows": record.result_rows,
+        "stages": {m.stage_id: stage_measures(m) for m in record.stages},
+    }

@@ -1,0 +1,184 @@
+"""Summaries at run time: built in the same pass as a stage's output write (the paper's IP-aware T_r), stored
+with their metadata in the run's work directory, and probed where the IP planner decided (P_m: a stage input
+before the shuffle; or a stage's own output before the write).
+
+Keys are hashed with Spark's xxhash64; integral keys are cast to BIGINT first, because xxhash64 of an INT and
+of the same BIGINT differ and the two sides of a join may have different integral types. A summary is never
+probed with a column of another type family (that could only drop rows wrongly).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+
+from pyspark.sql import Column, DataFrame, Observation
+from pyspark.sql import functions as F
+from pyspark.sql.types import ByteType, DataType, IntegerType, LongType, ShortType
+
+from aipq.engine import jvm
+from aipq.planner.ip import BuiltInfo, SummaryBuild, SummaryUse
+
+_INTEGRAL = (ByteType, ShortType, IntegerType, LongType)
+
+
+def quoted(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"
+
+
+def key_family(data_type: DataType) -> str:
+    return "integral" if isinstance(data_type, _INTEGRAL) else data_type.simpleString()
+
+
+def hashed_key(df: DataFrame, column: str) -> Column:
+    value = F.col(quoted(column))
+    if isinstance(df.schema[column].dataType, _INTEGRAL):
+        value = value.cast("bigint")
+    return F.xxhash64(value)
+
+
+@dataclass
+class BuiltSummary:
+    stage: int
+    column: str
+    kind: str
+    family: str
+    items: int | None = None  # distinct keys put in (estimated with HyperLogLog in the same pass)
+    size_bytes: int | None = None
+    bits: int | None = None
+    expected_items: int | None = None
+    expected_fpp: float | None = None  # Bloom filters: from the share of bits set
+    store_seconds: float = 0.0
+    path: str | None = None
+    payload: object = field(default=None, repr=False)
+
+    def info(self) -> BuiltInfo:
+        return BuiltInfo(self.kind, self.size_bytes, self.items)  # type: ignore[arg-type]
+
+    def metadata(self) -> dict:
+        data = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "payload"}
+        data["hash"] = "xxhash64 (integral keys as BIGINT)" if self.kind != "exact" else None
+        return data
+
+
+@dataclass
+class ProbeRecord:
+    producer: int
+    column: str
+    kind: str
+    target: str
+    place: str
+    target_column: str
+    relation: str
+    reason: str
+    rows_in: int | None = None
+    rows_out: int | None = None
+    skipped: str | None = None
+    observation: object = field(default=None, repr=False, compare=False)
+
+    def finish(self) -> None:
+        if self.observation is not None:
+            before, after = self.observation
+            self.rows_in = int(before.get["rows"])
+            self.rows_out = int(after.get["rows"])
+            self.observation = None
+
+    def as_dict(self) -> dict:
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.name != "observation"}
+
+
+class SummaryStore:
+    """The summaries of one run."""
+
+    def __init__(self, spark, work_dir: Path, stage_paths: dict[int, str]):
+        self.spark = spark
+        self.folder = Path(work_dir) / "summaries"
+        self.stage_paths = stage_paths
+        self.built: dict[tuple[int, str], BuiltSummary] = {}
+
+    def infos(self) -> dict[tuple[int, str], BuiltInfo]:
+        return {key: summary.info() for key, summary in self.built.items()}
+
+    # ---- building (T_r) -----------------------------------------------------------------------------
+    def build_columns(self, df: DataFrame, builds: list[SummaryBuild]) -> list[Column]:
+        """Aggregates observed while ``df`` is written: one summary (and its distinct count) per build."""
+        columns = []
+        for i, build in enumerate(builds):
+            hashed = hashed_key(df, build.column)
+            columns.append(F.approx_count_distinct(hashed).alias(f"ip_items_{i}"))
+            if build.kind == "bloom":
+                expected = build.expected_items or max(build.bits // 10, 1)
+                columns.append(jvm.bloom_filter_agg(self.spark, hashed, expected, build.bits).alias(f"ip_{i}"))
+            elif build.kind == "hash-list":
+                columns.append(F.collect_set(hashed).alias(f"ip_{i}"))
+        return columns
+
+    def collect(self, df: DataFrame, builds: list[SummaryBuild], observation: Observation) -> None:
+        if not builds:
+            return
+        values = observation.get
+        self.folder.mkdir(parents=True, exist_ok=True)
+        for i, build in enumerate(builds):
+            started = time.perf_counter()
+            summary = BuiltSummary(build.stage, build.column, build.kind, key_family(df.schema[build.column].dataType),
+                                   items=int(values[f"ip_items_{i}"]), bits=build.bits,
+                                   expected_items=build.expected_items)
+            base = self.folder / f"S{build.stage}-{build.column}"
+            if build.kind == "bloom":
+                data = bytes(values[f"ip_{i}"] or b"")
+                summary.payload = data
+                summary.size_bytes = len(data)
+                summary.expected_fpp = jvm.bloom_filter_shape(self.spark, data).expected_fpp if data else 0.0
+                base.with_suffix(".bloom").write_bytes(data)
+                summary.path = str(base.with_suffix(".bloom"))
+            elif build.kind == "hash-list":
+                seq = jvm.observed_value(observation, f"ip_{i}")
+                summary.payload = seq
+                summary.items = jvm.seq_size(seq)
+                summary.size_bytes = 8 * summary.items  # 64-bit hash values, as HIP's lists
+            else:
+                summary.payload = self.stage_paths[build.stage]  # the exact keys are the written output
+                summary.path = summary.payload
+            summary.store_seconds = time.perf_counter() - started
+            base.with_suffix(".json").write_text(json.dumps(summary.metadata(), indent=2))
+            self.built[build.key] = summary
+
+    # ---- probing (P_m) ------------------------------------------------------------------------------
+    def probe(self, df: DataFrame, uses: list[SummaryUse], records: list[ProbeRecord], name: str) -> DataFrame:
+        """``df`` without the rows every summary in ``uses`` rules out; rows counted before and after."""
+        applicable = []
+        for use in uses:
+            summary = self.built[use.summary]
+            record = ProbeRecord(use.producer, use.column, summary.kind, use.target.label, use.target.place,
+                                 use.target.column, use.relation, use.reason)
+            records.append(record)
+            family = key_family(df.schema[use.target.column].dataType)
+            if family != summary.family:
+                record.skipped = f"key types differ ({family} vs {summary.family})"
+                continue
+            applicable.append((use, summary, record))
+        if not applicable:
+            return df
+        previous = Observation(f"{name}-in")
+        df = df.observe(previous, F.count(F.lit(1)).alias("rows"))
+        for i, (use, summary, record) in enumerate(applicable):
+            df = self._apply(df, use.target.column, summary)
+            after = Observation(f"{name}-{i}")
+            df = df.observe(after, F.count(F.lit(1)).alias("rows"))
+            record.observation = (previous, after)
+            previous = after
+        return df
+
+    def _apply(self, df: DataFrame, column: str, summary: BuiltSummary) -> DataFrame:
+        if summary.kind == "bloom":
+            return df.filter(jvm.might_contain(self.spark, summary.payload, hashed_key(df, column)))
+        if summary.kind == "hash-list":
+            return df.filter(jvm.in_hash_set(self.spark, summary.payload, hashed_key(df, column)))
+        keys = self.spark.read.parquet(str(summary.payload)).select(
+            F.col(quoted(summary.column)).alias("__aipq_key")).distinct()
+        left, right = F.col(quoted(column)), F.col("__aipq_key")
+        if summary.family == "integral":
+            left, right = left.cast("bigint"), right.cast("bigint")
+        return df.join(F.broadcast(keys), left == right, "left_semi")

@@ -1,0 +1,218 @@
+"""Where information passing is admissible: which stage outputs can summarize a join key, and which rows
+elsewhere in the DAG those summaries may prune without changing the result.
+
+A summary holds the values of column ``s`` in producer stage P's output. It may remove a row r from an input
+X (column x) when every result row derived from r needs x equal to some value of s. That holds when X and P
+meet at an inner or semi join J on a key pair (a, b) such that x reaches a and s reaches b through operators
+that keep the value and only ever drop rows for it:
+
+- filters, sorts, renames, inner joins (through a join key the value also travels to the other input: the
+  transitive passing of the query's key equivalence classes), the left input of semi and anti joins (and a
+  semi join's own key into its right input), aggregates grouped by the column, stage boundaries;
+- never through outer joins (neither side), the right input of an anti join (NOT EXISTS / NOT IN), aggregates
+  not grouped by the column, LIMIT or UNION — there a removed row could change the result.
+
+Pruning inside a stage that feeds several consumers, or at a leaf shared by two paths of one stage, would
+change what the other reader sees, so such places are not targets.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+from sqlglot import exp
+
+from aipq.planner.logical import Aggregate, Filter, Join, Node, Project, Scan, Sort
+from aipq.planner.stages import StageDag, StageRead
+
+Place = Literal["input", "output"]
+Relation = Literal["child-to-parent", "sibling-to-sibling", "transitive"]
+
+
+@dataclass(frozen=True)
+class Target:
+    """A place whose rows a summary can prune: a stage input before the shuffle, or a stage's output before
+    it is written."""
+
+    stage: int
+    place: Place
+    column: str
+    node_id: int | None = None  # the Scan/StageRead leaf in the stage plan, for inputs
+    label: str = ""
+    path: tuple[int, ...] = ()  # the stages the trace entered through their outputs to get here
+    reads: int | None = None  # for a StageRead input: the stage it reads
+
+    @property
+    def key(self) -> tuple:
+        return (self.stage, self.place, self.node_id, self.column)
+
+
+@dataclass(frozen=True)
+class Candidate:
+    producer: int  # the stage whose output column is summarized
+    column: str
+    target: Target
+    relation: Relation
+    join_stage: int  # the stage whose join makes the pruning valid
+    join_keys: tuple[str, str]
+
+    def describe(self) -> str:
+        where = "before the shuffle" if self.target.place == "input" else "before its write"
+        return (f"{self.relation}: S{self.producer}.{self.column} prunes {self.target.label} on "
+                f"{self.target.column} {where} (join in S{self.join_stage} on {self.join_keys[0]} = "
+                f"{self.join_keys[1]})")
+
+
+@dataclass
+class _Trace:
+    targets: list[Target] = field(default_factory=list)
+    producers: list[tuple[int, str]] = field(default_factory=list)
+
+
+class CandidateFinder:
+    def __init__(self, dag: StageDag, descend: bool = True):
+        self.dag = dag
+        self.descend = descend  # follow values into the stages that produced a stage's inputs
+        self.order = {s.id: i for i, s in enumerate(dag.stages)}
+        self.leaf_uses = {s.id: _leaf_uses(s.plan) for s in dag.stages}
+        self.readers: dict[int, int] = {}
+        for stage in dag.stages:
+            for node in _all_nodes(stage.plan):
+                if isinstance(node, StageRead):
+                    self.readers[node.stage_id] = self.readers.get(node.stage_id, 0) + 1
+
+    def single_reader(self, stage_id: int) -> bool:
+        return self.readers.get(stage_id, 0) == 1 and stage_id != self.dag.final.id
+
+    def trace(self, stage_id: int, node: Node, column: str, out: _Trace, seen: set,
+              path: tuple[int, ...] = ()) -> None:
+        key = (stage_id, id(node), column)
+        if key in seen:
+            return
+        seen.add(key)
+        if isinstance(node, Scan):
+            if column in node.output and self.leaf_uses[stage_id].get(id(node), 0) == 1:
+                label = node.table.name if node.alias == node.table.name else f"{node.table.name} {node.alias}"
+                out.targets.append(Target(stage_id, "input", column, id(node), label, path))
+            return
+        if isinstance(node, StageRead):
+            if self.leaf_uses[stage_id].get(id(node), 0) == 1:
+                out.targets.append(Target(stage_id, "input", column, id(node), f"S{node.stage_id}", path,
+                                          reads=node.stage_id))
+            out.producers.append((node.stage_id, column))
+            if self.descend and self.single_reader(node.stage_id):
+                producer = self.dag.stage(node.stage_id)
+                inner = path + (producer.id,)
+                out.targets.append(Target(producer.id, "output", column, None, f"S{producer.id} output", inner))
+                self.trace(producer.id, producer.plan, column, out, seen, inner)
+            return
+        if isinstance(node, (Filter, Sort)):
+            self.trace(stage_id, node.child, column, out, seen, path)
+        elif isinstance(node, Project):
+            source = dict(node.items).get(column)
+            if isinstance(source, exp.Column):
+                self.trace(stage_id, node.child, source.name, out, seen, path)
+        elif isinstance(node, Aggregate):
+            source = dict(node.groups).get(column)
+            if isinstance(source, exp.Column) and source.name == column:
+                self.trace(stage_id, node.child, column, out, seen, path)
+        elif isinstance(node, Join):
+            self.trace_join(stage_id, node, column, out, seen, path)
+        # Limit, Union and anything else: the value's rows cannot be pruned below here.
+
+    def trace_join(self, stage_id: int, join: Join, column: str, out: _Trace, seen: set,
+                   path: tuple[int, ...]) -> None:
+        on_left = column in join.left.output
+        if join.kind in ("inner", "cross"):
+            side, keys, other, other_keys = ((join.left, join.left_keys, join.right, join.right_keys) if on_left
+                                             else (join.right, join.right_keys, join.left, join.left_keys))
+            self.trace(stage_id, side, column, out, seen, path)
+            for key, paired in zip(keys, other_keys):
+                if key == column:
+                    self.trace(stage_id, other, paired, out, seen, path)
+        elif join.kind == "semi" and on_left:
+            self.trace(stage_id, join.left, column, out, seen, path)
+            for key, paired in zip(join.left_keys, join.right_keys):
+                if key == column:
+                    self.trace(stage_id, join.right, paired, out, seen, path)
+        elif join.kind == "anti" and on_left:
+            self.trace(stage_id, join.left, column, out, seen, path)
+        # outer joins: stop
+
+    def candidates(self) -> list[Candidate]:
+        found: dict[tuple, Candidate] = {}
+        for stage in self.dag.stages:
+            for join in _all_nodes(stage.plan):
+                if not isinstance(join, Join) or join.kind not in ("inner", "semi"):
+                    continue
+                for a, b in zip(join.left_keys, join.right_keys):
+                    left, right = _Trace(), _Trace()
+                    self.trace(stage.id, join.left, a, left, set())
+                    self.trace(stage.id, join.right, b, right, set())
+                    for producers, targets in ((right.producers, left.targets), (left.producers, right.targets)):
+                        for producer, column in producers:
+                            usable = [t for t in targets if self.order[t.stage] > self.order[producer]]
+                            for target in _earliest(usable):
+                                relation = self.relation(producer, target, stage.id)
+                                candidate = Candidate(producer, column, target, relation, stage.id, (a, b))
+                                found.setdefault((producer, column, target.key), candidate)
+        return list(found.values())
+
+    def relation(self, producer: int, target: Target, join_stage: int) -> Relation:
+        inputs = self.dag.dependency.get(join_stage, [])
+        if target.place == "input" and target.stage == join_stage and producer in inputs:
+            return "child-to-parent"
+        if producer in inputs and (target.stage in inputs or (target.path and target.path[0] in inputs)):
+            return "sibling-to-sibling"
+        return "transitive"
+
+
+def _earliest(targets: list[Target]) -> list[Target]:
+    """Drop targets that a usable target deeper on the same path makes redundant: pruning a stage's inputs
+    already prunes its output, and pruning its output already prunes its reader's input."""
+    def below(stage_id: int, path: tuple[int, ...]) -> list[Target]:
+        prefix = path + (stage_id,)
+        return [t for t in targets if t.path[:len(prefix)] == prefix]
+
+    kept = []
+    for target in targets:
+        if target.reads is not None:
+            if below(target.reads, target.path):
+                continue
+        elif target.place == "output" and any(t.place == "input" for t in below(target.stage, target.path[:-1])):
+            continue
+        kept.append(target)
+    return kept
+
+
+def _all_nodes(root: Node):
+    """Every node occurrence (a shared leaf once per path)."""
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        yield node
+        stack.extend(node.children)
+
+
+def _leaf_uses(root: Node) -> dict[int, int]:
+    uses: dict[int, int] = {}
+    for node in _all_nodes(root):
+        if not node.children:
+            uses[id(node)] = uses.get(id(node), 0) + 1
+    return uses
+
+
+def find_candidates(dag: StageDag) -> list[Candidate]:
+    return CandidateFinder(dag).candidates()
+
+
+def leaf_sources(dag: StageDag, stage_id: int, column: str) -> list[Node]:
+    """The Scan/StageRead leaves of one stage that an output column's values come from (each one bounds the
+    number of distinct values: they must exist in all of them)."""
+    finder = CandidateFinder(dag, descend=False)
+    stage = dag.stage(stage_id)
+    out = _Trace()
+    finder.trace(stage_id, stage.plan, column, out, set())
+    leaves = {id(n): n for n in _all_nodes(stage.plan) if not n.children}
+    return [leaves[t.node_id] for t in out.targets if t.node_id in leaves]
