@@ -81,9 +81,12 @@ class ProbeRecord:
     def finish(self) -> None:
         if self.observation is not None:
             before, after = self.observation
-            self.rows_in = int(before.get["rows"])
-            self.rows_out = int(after.get["rows"])
             self.observation = None
+            try:
+                self.rows_in = int(before.get["rows"])
+                self.rows_out = int(after.get["rows"])
+            except Exception:  # a subtree Spark proved empty and removed reports nothing: unknown, not fatal
+                self.rows_in = self.rows_out = None
 
     def as_dict(self) -> dict:
         return {f.name: getattr(self, f.name) for f in fields(self) if f.name != "observation"}
@@ -127,8 +130,9 @@ class SummaryStore:
                                    expected_items=build.expected_items)
             base = self.folder / f"S{build.stage}-{build.column}"
             if build.kind == "bloom":
+                # Spark's aggregate gives NULL over no rows: an empty output, whose keys match nothing.
                 data = bytes(values[f"ip_{i}"] or b"")
-                summary.payload = data
+                summary.payload = data or None
                 summary.size_bytes = len(data)
                 summary.expected_fpp = jvm.bloom_filter_shape(self.spark, data).expected_fpp if data else 0.0
                 base.with_suffix(".bloom").write_bytes(data)
@@ -173,6 +177,10 @@ class SummaryStore:
 
     def _apply(self, df: DataFrame, column: str, summary: BuiltSummary) -> DataFrame:
         if summary.kind == "bloom":
+            if summary.payload is None:
+                # Keeps no row. Not a literal FALSE: the optimizer would drop the subtree and with it the
+                # observations that count the probe's rows.
+                return df.filter(F.rand(0) < F.lit(-1.0))
             return df.filter(jvm.might_contain(self.spark, summary.payload, hashed_key(df, column)))
         if summary.kind == "hash-list":
             return df.filter(jvm.in_hash_set(self.spark, summary.payload, hashed_key(df, column)))

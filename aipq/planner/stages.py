@@ -120,9 +120,25 @@ def _contains(root: Node, target: Node) -> bool:
 
 
 class _Cutter:
-    def __init__(self) -> None:
+    def __init__(self, root: Node) -> None:
         self.stages: list[Stage] = []
         self.memo: dict[int, Stage] = {}
+        self.parents: dict[int, int] = {}
+        for node in root.walk():
+            for child in node.children:
+                self.parents[id(child)] = self.parents.get(id(child), 0) + 1
+
+    def unshared_below(self, top: Node, target: Node) -> bool:
+        """Neither ``top`` nor any node under it down to ``target`` has another parent; otherwise the stage is
+        cut at ``target`` itself, once, and every reader applies its own row-wise operators."""
+        node = top
+        if self.parents.get(id(node), 0) > 1:
+            return False
+        while node is not target:
+            node = node.children[0]
+            if self.parents.get(id(node), 0) > 1:
+                return False
+        return True
 
     def stage_for(self, top: Node) -> Stage:
         if id(top) in self.memo:
@@ -148,8 +164,10 @@ class _Cutter:
             if below_reduce:
                 # Row-wise operators right above an earlier reduce operator (e.g. the projection that drops
                 # join keys) run in that operator's stage, so its output is written already trimmed.
+                # A reduce operator with several parents (a CTE read twice) is one stage its readers share;
+                # each reader then applies its own row-wise operators.
                 target = _reduce_below_chain(node)
-                if target is not None and not mergeable(target):
+                if target is not None and not mergeable(target) and self.unshared_below(node, target):
                     child = self.stage_for(node)
                     return StageRead(child.id, node.output)
             if not node.children:
@@ -194,7 +212,7 @@ def _direct_input(parent: Node, child: Node) -> bool:
 
 
 def cut_stages(plan: QueryPlan) -> StageDag:
-    cutter = _Cutter()
+    cutter = _Cutter(plan.root)
     cutter.stage_for(plan.root)
     dag = StageDag(stages=cutter.stages, plan=plan)
     for stage in dag.stages:
