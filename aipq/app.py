@@ -73,11 +73,11 @@ class QueryRun:
 
 
 def execute(planned: PlannedQuery, home: Path, settings: Settings,
-            listener: StageListener | None = None) -> QueryRun:
+            listener: StageListener | None = None, analyze: bool = False) -> QueryRun:
     """Run a planned query; Spark starts here, so bad SQL fails in planning without paying for a JVM."""
     spark = get_session(settings, home)
     try:
-        record = run_dag(spark, planned.dag, settings, home, listener)
+        record = run_dag(spark, planned.dag, settings, home, listener, analyze)
     except BadInputError as error:
         name = getattr(error, "missing_name", None)
         if error.position is None and name:

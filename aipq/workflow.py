@@ -225,12 +225,12 @@ def plan_workflow(source: SqlSource, home: Path, settings: Settings, allow_overw
 
 def run_workflow(workflow: Workflow, home: Path, settings: Settings, allow_overwrite: bool = False,
                  listener: StageListener | None = None,
-                 on_step: Callable[[StepOutcome], None] | None = None) -> WorkflowRun:
+                 on_step: Callable[[StepOutcome], None] | None = None, analyze: bool = False) -> WorkflowRun:
     """Run the steps in order; the last SELECT's rows are the result."""
     if workflow.is_single_query:
         planned = workflow.steps[0].planned
         assert planned is not None
-        return WorkflowRun(execute(planned, home, settings, listener))
+        return WorkflowRun(execute(planned, home, settings, listener, analyze))
     run = WorkflowRun(None)
     planner = _Planner(workflow.source, home, settings, allow_overwrite)
     try:

@@ -33,3 +33,73 @@ def analyzed(aipq, *args: str) -> dict:
     result = aipq("explain", *args, "--analyze", "--format", "json", "--broadcast-threshold", "0")
     assert result.exit_code == 0, result.output
     return json.loads(result.output)
+
+
+def _probes(info: dict) -> list[dict]:
+    return [p for s in info["stages"] for p in s["measured"]["probes"]]
+
+
+def test_analyze_reports_pruning_shuffle_and_summaries_for_every_strategy(aipq):
+    kept = {}
+    for strategy in ("hip", "always", "oracle"):
+        info = analyzed(aipq, "tpch:3", "--ip", strategy)
+        assert info["run"]["strategy"] == strategy
+        probes = _probes(info)
+        lineitem = [p for p in probes if p["target"] == "lineitem"]
+        assert lineitem, f"{strategy}: Q3's orders summary prunes lineitem before the shuffle"
+        probe = lineitem[0]
+        assert probe["place"] == "input" and probe["relation"] == "child-to-parent"
+        assert 0 < probe["rows_out"] < probe["rows_in"]
+        kept[strategy] = probe["rows_out"]
+        for stage in info["stages"]:
+            measured = stage["measured"]
+            assert measured["shuffle"]["shuffle_write_bytes"] >= 0 and measured["rows_written"] >= 0
+            for summary in measured["summaries"]:
+                assert summary["kind"] in ("bloom", "hash-list", "exact") and summary["items"] is not None
+        if strategy == "always":
+            summaries = [s for st in info["stages"] for s in st["measured"]["summaries"]]
+            assert all(s["size_bytes"] > 0 and s["bits"] for s in summaries)
+            assert probe["measured_fpr"] is not None and 0 <= probe["measured_fpr"] < 0.2
+    # Exact key sets keep no more rows than a Bloom filter, which may only admit extra ones.
+    assert kept["oracle"] <= kept["always"] and kept["oracle"] == kept["hip"]
+
+
+def test_pruning_reduces_the_shuffle(aipq):
+    off = analyzed(aipq, "tpch:5", "--ip", "off")
+    always = analyzed(aipq, "tpch:5", "--ip", "always")
+
+    def shuffled(info):
+        return sum(s["measured"]["shuffle"]["shuffle_write_records"] for s in info["stages"])
+
+    assert shuffled(always) < shuffled(off)
+    assert not _probes(off)
+
+
+def test_explain_shows_each_stage_decisions_with_reasons(aipq):
+    result = aipq("explain", "tpch:5", "--ip", "always", "--plan", "bushy", "--broadcast-threshold", "0",
+                  "--format", "json")
+    assert result.exit_code == 0, result.output
+    stages = json.loads(result.output)["stages"]
+    builds = [b for s in stages for b in s["information_passing"]["builds"]]
+    uses = [u for s in stages for u in s["information_passing"]["uses"]]
+    assert builds and all(b["reason"] for b in builds)
+    assert {u["relation"] for u in uses} >= {"child-to-parent", "sibling-to-sibling"}
+    assert all(u["where"] and u["reason"] for u in uses)
+    tree = aipq("explain", "tpch:5", "--ip", "hip", "--broadcast-threshold", "0")
+    assert "builds hash-list summary" in tree.output and "uses S1" in tree.output
+
+
+def test_hip_passes_child_to_parent_only_and_respects_alpha(aipq):
+    info = analyzed(aipq, "tpch:5", "--ip", "hip", "--plan", "bushy")
+    relations = {p["relation"] for p in _probes(info)}
+    assert relations <= {"child-to-parent"}
+    tiny = analyzed(aipq, "tpch:3", "--ip", "hip", "--alpha", "1KB")
+    assert not [p for p in _probes(tiny) if p["target"] == "lineitem"]
+    rejected = [r for s in tiny["stages"] for r in s["information_passing"]["rejected"]]
+    assert any("> α" in r["reason"] for r in rejected)
+
+
+def test_fixed_bloom_size_is_honoured(aipq):
+    info = analyzed(aipq, "tpch:3", "--ip", "always", "--bloom-size", "512KB")
+    summaries = [s for st in info["stages"] for s in st["measured"]["summaries"]]
+    assert summaries and all(s["bits"] == 512 * 1024 * 8 for s in summaries)

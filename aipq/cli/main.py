@@ -162,9 +162,9 @@ def run(ctx, source, inline, settings: Settings, fmt, output, show_rows, keep_wo
 
     if err.is_terminal and not quiet:
         with RichStageProgress(get_session(settings, home), err) as listener:
-            ran = workflow.run_workflow(planned, home, settings, allow_overwrite, listener, report)
+            ran = workflow.run_workflow(planned, home, settings, allow_overwrite, listener, report, analyze)
     else:
-        ran = workflow.run_workflow(planned, home, settings, allow_overwrite, None, report)
+        ran = workflow.run_workflow(planned, home, settings, allow_overwrite, None, report, analyze)
     result = ran.result
     if result is None:
         if output is not None:
@@ -225,7 +225,7 @@ def explain(ctx, source, inline, settings: Settings, fmt, allow_overwrite, analy
         query = planned.steps[0].planned
         assert query is not None
         if analyze:
-            result = app.execute(query, home, settings)
+            result = app.execute(query, home, settings, analyze=True)
             try:
                 info = analyzed_info(result, settings)
             finally:

@@ -22,6 +22,7 @@ from aipq.errors import AipqError, BadInputError, ExecutionError
 from aipq.planner.ip import IpPlanner, StageDecisions, SummaryUse
 from aipq.planner.ip_candidates import leaf_sources
 from aipq.planner.logical import Scan, Sort
+from aipq.planner.physical import path_bytes
 from aipq.planner.stages import Stage, StageDag, StageRead
 
 
@@ -74,6 +75,9 @@ def new_work_dir(home: Path) -> tuple[str, Path]:
     return run_id, work_dir
 
 
+_TABLE_ROWS: dict[tuple[str, int | None], int] = {}  # (path, bytes on disk) → rows, for this process
+
+
 class _RowCounts:
     """Upper bounds on a summarized column's distinct values, to size Bloom filters: the rows of the inputs its
     values come from (earlier stages' outputs as written; base tables from parquet metadata)."""
@@ -82,7 +86,6 @@ class _RowCounts:
         self.spark = spark
         self.dag = dag
         self.written = written
-        self.tables: dict[str, int] = {}
 
     def __call__(self, stage_id: int, column: str) -> int | None:
         bounds = []
@@ -94,14 +97,14 @@ class _RowCounts:
         return min(bounds) if bounds else None
 
     def table_rows(self, scan: Scan) -> int:
-        key = scan.table.qualified_name
-        if key not in self.tables:
-            self.tables[key] = read_table(self.spark, scan.table).count()
-        return self.tables[key]
+        key = (scan.table.path, path_bytes(scan.table.path))
+        if key not in _TABLE_ROWS:
+            _TABLE_ROWS[key] = read_table(self.spark, scan.table).count()
+        return _TABLE_ROWS[key]
 
 
 def run_dag(spark, dag: StageDag, settings: Settings, home: Path,
-            listener: StageListener | None = None) -> RunRecord:
+            listener: StageListener | None = None, analyze: bool = False) -> RunRecord:
     listener = listener or StageListener()
     run_id, work_dir = new_work_dir(home)
     paths = {s.id: str(work_dir / f"stage-{s.id}") for s in dag.stages}
@@ -122,6 +125,11 @@ def run_dag(spark, dag: StageDag, settings: Settings, home: Path,
             decision_seconds = time.perf_counter() - deciding
             metrics = _run_stage(spark, compiler, store, stage, decisions, Path(paths[stage.id]), group,
                                  is_final=stage is dag.final)
+            if analyze:
+                for probe in metrics.probes:
+                    store.measure_false_positives(probe)
+            for probe in metrics.probes:
+                probe.raw = None
             metrics.decision_seconds = decision_seconds
             written[stage.id] = metrics.rows_written
             record.stages.append(metrics)

@@ -44,8 +44,14 @@ def bloom_filter_agg(spark: SparkSession, hashed: Column, expected_items: int, n
 
 def might_contain(spark: SparkSession, filter_bytes: bytes, hashed: Column) -> Column:
     """TRUE when ``hashed`` may be in the serialized Bloom filter (FALSE only when it certainly is not)."""
+    return might_contain_column(spark, F.lit(bytearray(filter_bytes)), hashed)
+
+
+def might_contain_column(spark: SparkSession, bloom_filter: Column, hashed: Column) -> Column:
+    """As ``might_contain`` with the filter given as a constant or a scalar subquery column (e.g.
+    ``DataFrame.scalar()`` over the filter's file), which keeps a large filter out of the query plan."""
     expression = getattr(_jvm(spark), f"{_CATALYST}.BloomFilterMightContain")(
-        _to_expression(spark, F.lit(bytearray(filter_bytes))), _to_expression(spark, hashed))
+        _to_expression(spark, bloom_filter), _to_expression(spark, hashed))
     return _to_column(spark, expression)
 
 

@@ -22,6 +22,7 @@ from aipq.engine import jvm
 from aipq.planner.ip import BuiltInfo, SummaryBuild, SummaryUse
 
 _INTEGRAL = (ByteType, ShortType, IntegerType, LongType)
+LITERAL_FILTER_BYTES = 256 * 1024
 
 
 def quoted(name: str) -> str:
@@ -76,7 +77,9 @@ class ProbeRecord:
     rows_in: int | None = None
     rows_out: int | None = None
     skipped: str | None = None
+    measured_fpr: float | None = None  # with --analyze: share of non-matching rows the summary let through
     observation: object = field(default=None, repr=False, compare=False)
+    raw: object = field(default=None, repr=False, compare=False)  # the input before any probe (for --analyze)
 
     def finish(self) -> None:
         if self.observation is not None:
@@ -89,7 +92,7 @@ class ProbeRecord:
                 self.rows_in = self.rows_out = None
 
     def as_dict(self) -> dict:
-        return {f.name: getattr(self, f.name) for f in fields(self) if f.name != "observation"}
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("observation", "raw")}
 
 
 class SummaryStore:
@@ -165,6 +168,7 @@ class SummaryStore:
             applicable.append((use, summary, record))
         if not applicable:
             return df
+        raw = df
         previous = Observation(f"{name}-in")
         df = df.observe(previous, F.count(F.lit(1)).alias("rows"))
         for i, (use, summary, record) in enumerate(applicable):
@@ -172,8 +176,25 @@ class SummaryStore:
             after = Observation(f"{name}-{i}")
             df = df.observe(after, F.count(F.lit(1)).alias("rows"))
             record.observation = (previous, after)
+            record.raw = raw
             previous = after
         return df
+
+    def measure_false_positives(self, record: ProbeRecord) -> None:
+        """Two extra jobs over the probed input (for --analyze only): rows the summary alone keeps, and rows
+        whose key really is among the producer's keys; the difference over the non-matching rows is the
+        measured false-positive rate."""
+        summary = self.built.get((record.producer, record.column))
+        if record.raw is None or summary is None or summary.kind == "exact":
+            return
+        raw = record.raw
+        total = raw.count()
+        passed = self._apply(raw, record.target_column, summary).count()
+        exact = BuiltSummary(summary.stage, summary.column, "exact", summary.family,
+                             payload=self.stage_paths[summary.stage])
+        matching = self._apply(raw, record.target_column, exact).count()
+        record.measured_fpr = (passed - matching) / (total - matching) if total > matching else 0.0
+        record.raw = None
 
     def _apply(self, df: DataFrame, column: str, summary: BuiltSummary) -> DataFrame:
         if summary.kind == "bloom":
@@ -181,7 +202,13 @@ class SummaryStore:
                 # Keeps no row. Not a literal FALSE: the optimizer would drop the subtree and with it the
                 # observations that count the probe's rows.
                 return df.filter(F.rand(0) < F.lit(-1.0))
-            return df.filter(jvm.might_contain(self.spark, summary.payload, hashed_key(df, column)))
+            if len(summary.payload) <= LITERAL_FILTER_BYTES:
+                return df.filter(jvm.might_contain(self.spark, summary.payload, hashed_key(df, column)))
+            # A large filter is read from its file as a scalar subquery, as Spark's own runtime filters are: a
+            # literal would put megabytes into the query plan that Spark renders for every execution (a
+            # subquery costs one small job instead).
+            bloom = self.spark.read.format("binaryFile").load(summary.path).select("content").scalar()
+            return df.filter(jvm.might_contain_column(self.spark, bloom, hashed_key(df, column)))
         if summary.kind == "hash-list":
             return df.filter(jvm.in_hash_set(self.spark, summary.payload, hashed_key(df, column)))
         keys = self.spark.read.parquet(str(summary.payload)).select(

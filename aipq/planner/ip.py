@@ -29,6 +29,9 @@ from aipq.planner.stages import Stage, StageDag
 SummaryKind = Literal["bloom", "hash-list", "exact"]
 STRATEGIES = ("off", "hip", "always", "oracle")
 MIN_BLOOM_BITS = 1 << 16
+# Auto-sized filters stop here unless --bloom-size says otherwise: the distinct-key bounds available before a
+# stage runs (input row counts) are loose, and Spark's runtime filters use the same 1 MB default.
+AUTO_BLOOM_CAP_BYTES = 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -127,9 +130,11 @@ class Hip(Strategy):
     def usage(self, planner, candidate, built):
         if candidate.relation != "child-to-parent" or built.kind != "hash-list":
             return None
-        if built.size_bytes is not None and built.size_bytes > planner.settings.alpha:
+        if built.size_bytes is None:
+            return "HIP: child-to-parent, if the hash list is ≤ α once built"
+        if built.size_bytes > planner.settings.alpha:
             return None
-        return f"HIP: child-to-parent, hash list of {built.items:,} keys ≤ α"
+        return f"HIP: child-to-parent, hash list of {built.items or 0:,} keys ≤ α"
 
     def rejection(self, planner, candidate, built):
         if candidate.relation != "child-to-parent":
@@ -182,10 +187,11 @@ class IpPlanner:
     def bloom_size(self, stage: int, column: str) -> tuple[int, int | None]:
         if self.settings.bloom_size > 0:
             return self.settings.bloom_size * 8, None
+        cap = min(self.settings.alpha, AUTO_BLOOM_CAP_BYTES)
         expected = self.expected_items(stage, column)
         if expected is None:
-            return min(self.settings.alpha, 1 << 20) * 8, None
-        return bloom_bits(expected, self.settings.bloom_fpp, self.settings.alpha), expected
+            return cap * 8, None
+        return bloom_bits(expected, self.settings.bloom_fpp, cap), expected
 
     def creations(self, stage: Stage) -> list[SummaryBuild]:
         """Algorithm 1: the summaries ``stage`` builds while it writes its output."""

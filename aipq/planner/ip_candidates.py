@@ -67,7 +67,8 @@ class Candidate:
 @dataclass
 class _Trace:
     targets: list[Target] = field(default_factory=list)
-    producers: list[tuple[int, str]] = field(default_factory=list)
+    # (stage, column, path): a stage output the values pass through, and the stages entered to reach it
+    producers: list[tuple[int, str, tuple[int, ...]]] = field(default_factory=list)
 
 
 class CandidateFinder:
@@ -100,7 +101,7 @@ class CandidateFinder:
             if self.leaf_uses[stage_id].get(id(node), 0) == 1:
                 out.targets.append(Target(stage_id, "input", column, id(node), f"S{node.stage_id}", path,
                                           reads=node.stage_id))
-            out.producers.append((node.stage_id, column))
+            out.producers.append((node.stage_id, column, path))
             if self.descend and self.single_reader(node.stage_id):
                 producer = self.dag.stage(node.stage_id)
                 inner = path + (producer.id,)
@@ -151,9 +152,11 @@ class CandidateFinder:
                     self.trace(stage.id, join.left, a, left, set())
                     self.trace(stage.id, join.right, b, right, set())
                     for producers, targets in ((right.producers, left.targets), (left.producers, right.targets)):
-                        for producer, column in producers:
+                        for producer, column, path in producers:
                             usable = [t for t in targets if self.order[t.stage] > self.order[producer]]
                             for target in _earliest(usable):
+                                if _dominated(producer, path, producers, target, self.order):
+                                    continue
                                 relation = self.relation(producer, target, stage.id)
                                 candidate = Candidate(producer, column, target, relation, stage.id, (a, b))
                                 found.setdefault((producer, column, target.key), candidate)
@@ -166,6 +169,13 @@ class CandidateFinder:
         if producer in inputs and (target.stage in inputs or (target.path and target.path[0] in inputs)):
             return "sibling-to-sibling"
         return "transitive"
+
+
+def _dominated(producer: int, path: tuple[int, ...], producers, target: Target, order: dict[int, int]) -> bool:
+    """Another stage on the same path, above this producer and finished before the target, holds a subset
+    of its keys (its rows come from this producer's through inner joins and filters): use that one only."""
+    return any(other in path and order[other] < order[target.stage] for other, _, _ in producers
+               if other != producer)
 
 
 def _earliest(targets: list[Target]) -> list[Target]:
