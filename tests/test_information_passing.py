@@ -103,3 +103,32 @@ def test_fixed_bloom_size_is_honoured(aipq):
     info = analyzed(aipq, "tpch:3", "--ip", "always", "--bloom-size", "512KB")
     summaries = [s for st in info["stages"] for s in st["measured"]["summaries"]]
     assert summaries and all(s["bits"] == 512 * 1024 * 8 for s in summaries)
+
+
+def test_summaries_pass_into_decorrelated_subqueries_below_their_grouping(aipq, tpch):
+    from aipq.config import Settings
+    from aipq.planner.ip_candidates import find_candidates
+    from aipq.planner.pipeline import plan_query
+
+    dag = plan_query(query_text(20), tpch, Settings(broadcast_threshold=0)).dag
+    grouped = {s.id for s in dag.stages if s.operator == "GROUP-BY"}
+    into_subquery = [c for c in find_candidates(dag) if c.target.stage in grouped and c.target.label == "lineitem"]
+    # Q20's correlated SUM over lineitem is grouped by (l_partkey, l_suppkey): partsupp's keys prune it.
+    assert {c.target.column for c in into_subquery} == {"l_partkey", "l_suppkey"}
+
+
+SIBLING_OUTPUT = """
+    with spend as (select o_custkey as k, sum(o_totalprice) as total from orders
+                   where o_orderdate < '1993-01-01' group by o_custkey),
+         named as (select c_custkey + 0 as k, max(c_name) as name from customer group by c_custkey + 0)
+    select name, total from spend join named on spend.k = named.k
+"""
+
+
+def test_a_sibling_prunes_its_own_output_before_writing_it(aipq, duck, tmp_path):
+    info = analyzed(aipq, "--sql", SIBLING_OUTPUT, "--ip", "always")
+    outputs = [p for p in _probes(info) if p["place"] == "output"]
+    assert outputs and outputs[0]["relation"] == "sibling-to-sibling"
+    assert outputs[0]["rows_out"] < outputs[0]["rows_in"]
+    actual = run_to_rows(aipq, tmp_path, "--sql", SIBLING_OUTPUT, "--ip", "always", "--broadcast-threshold", "0")
+    assert_same_rows(actual, oracle_rows(duck, SIBLING_OUTPUT), ordered=False)
