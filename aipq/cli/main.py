@@ -343,6 +343,51 @@ def bench_staging(ctx, scale_factor, queries, repeat, json_path, settings: Setti
         json_path.write_text(json.dumps([r.__dict__ for r in results], indent=2))
 
 
+@bench.command("tpch")
+@click.option("--sf", "scale_factor", type=float, default=1.0, show_default=True)
+@click.option("--queries", default="3,5,9", show_default=True, help="TPC-H query numbers, comma-separated.")
+@click.option("--strategies", default="off,hip,always,oracle,spark", show_default=True,
+              help="Comma-separated: off, hip, always, oracle (aipq strategies) and spark (plain spark.sql).")
+@click.option("--repeat", type=click.IntRange(1), default=3, show_default=True, help="Timed runs per strategy.")
+@click.option("--joins", type=click.Choice(["both", "repartition", "broadcast"]), default="both",
+              show_default=True, help="Repartition joins only (the paper's setting), broadcast allowed, or both.")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Write results.json here.")
+@planning_options
+@click.pass_context
+def bench_tpch(ctx, scale_factor, queries, strategies, repeat, joins, out_dir, settings: Settings):
+    """TPC-H under each information passing strategy and spark.sql: time, shuffle, pruning; rows checked equal."""
+    from aipq.cli.render import strategy_table
+    from aipq.tpch.strategy_bench import SPARK, compare_strategies
+
+    home = _home(ctx)
+    numbers = [int(q) for q in queries.split(",") if q.strip()]
+    chosen = [s.strip() for s in strategies.split(",") if s.strip()]
+    unknown = [s for s in chosen if s not in (*STRATEGIES, SPARK)]
+    if unknown:
+        raise BadInputError(f"unknown strategy {unknown[0]!r}", hint=f"use {', '.join((*STRATEGIES, SPARK))}")
+    err = Console(stderr=True)
+    with err.status(f"preparing TPC-H SF {scale_factor:g}…"):
+        app.generate_tpch(home, settings, scale_factor, "default")
+    broadcast = settings.broadcast_threshold or 10 * MB
+    thresholds = {"both": [0, broadcast], "repartition": [0], "broadcast": [broadcast]}[joins]
+    total = len(numbers) * len(thresholds) * len(chosen) * (repeat + 1)
+    done = [0]
+
+    def tick():
+        done[0] += 1
+        err.print(f"[dim]{done[0]}/{total} runs[/dim]", end="\r")
+
+    results = compare_strategies(home, numbers, chosen, thresholds, repeat, settings, tick)
+    Console().print(strategy_table(results, scale_factor, repeat))
+    if out_dir is not None:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        payload = {"scale_factor": scale_factor, "repeat": repeat, "settings": settings.knob_values(),
+                   "results": [r.as_dict() for r in results]}
+        (out_dir / "results.json").write_text(json.dumps(payload, indent=2, default=str))
+        err.print(f"wrote {out_dir / 'results.json'}")
+
+
 @cli.group()
 def table():
     """Registered tables."""

@@ -179,3 +179,40 @@ def staging_table(results: list[StagingResult], scale_factor: float, repeat: int
         table.add_row(f"Q{r.query}", joins, str(r.stages), f"{statistics.median(r.aipq_seconds):.2f}",
                       f"{statistics.median(r.spark_seconds):.2f}", f"{r.ratio:.2f}×")
     return table
+
+
+def strategy_table(results, scale_factor: float, repeat: int) -> Table:
+    """Median (min–max) time per query and strategy, speedups against off and spark, and shuffled bytes."""
+    from aipq.tpch.strategy_bench import geometric_mean
+
+    table = Table(title=f"TPC-H SF {scale_factor:g}: information passing strategies (median of {repeat})")
+    for column in ("query", "joins", "strategy", "stages", "seconds (min–max)", "vs off", "vs spark",
+                   "shuffle write"):
+        table.add_column(column, justify="left" if column in ("joins", "strategy") else "right")
+    groups: dict[tuple[int, int], dict[str, object]] = {}
+    for r in results:
+        groups.setdefault((r.query, r.broadcast_threshold), {})[r.strategy] = r
+    speedups: dict[tuple[str, str, int], list[float]] = {}
+    for (query, threshold), by_strategy in groups.items():
+        joins = "repartition" if threshold <= 0 else f"broadcast ≤ {_size(threshold)}"
+        for strategy, r in by_strategy.items():
+            seconds = r.median_seconds
+            cells = []
+            for baseline in ("off", "spark"):
+                base = by_strategy.get(baseline)
+                if base is None:
+                    cells.append("")
+                    continue
+                ratio = base.median_seconds / seconds
+                speedups.setdefault((strategy, baseline, threshold), []).append(ratio)
+                cells.append(f"{ratio:.2f}×")
+            times = [m.seconds for m in r.runs]
+            table.add_row(f"Q{query}", joins, strategy, str(r.stages),
+                          f"{seconds:.2f} ({min(times):.2f}–{max(times):.2f})", *cells,
+                          _size(r.shuffle_write_bytes))
+    for (strategy, baseline, threshold), ratios in sorted(speedups.items()):
+        if strategy not in (baseline, "spark"):
+            joins = "repartition" if threshold <= 0 else "broadcast"
+            table.caption = (table.caption or "") + (
+                f"{strategy} vs {baseline} ({joins}): geo-mean {geometric_mean(ratios):.2f}×\n")
+    return table

@@ -1,0 +1,172 @@
+"""TPC-H under each information passing strategy, and under plain ``spark.sql``: ``aipq bench tpch``.
+
+For every query and join setting (repartition joins only — the paper's Hive setting — and broadcast joins
+allowed), each strategy runs once to warm up and then ``repeat`` times, strategies interleaved round by round so
+that machine drift hits all of them alike. Every run's rows are compared with the first strategy's; a
+difference fails the benchmark, naming the query and strategy. ``spark`` hands the whole query to
+``spark.sql`` with Spark's own defaults (AQE, its runtime Bloom filter, dynamic partition pruning).
+"""
+
+from __future__ import annotations
+
+import shutil
+import statistics
+import tempfile
+import time
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import sqlglot
+
+from aipq.catalog import Catalog
+from aipq.config import Settings
+from aipq.engine.executor import RunRecord, remove_work_dir, run_dag
+from aipq.engine.report import run_dict
+from aipq.engine.session import get_session, read_table, sql_conf
+from aipq.errors import ExecutionError
+from aipq.planner.pipeline import plan_query
+from aipq.tpch.queries import query_text
+
+SPARK = "spark"
+
+
+@dataclass
+class Measurement:
+    """One timed run."""
+
+    seconds: float
+    shuffle_write_bytes: int
+    shuffle_write_records: int
+    planning_seconds: float = 0.0
+    decision_seconds: float = 0.0
+    detail: dict | None = None  # aipq: per stage figures, summaries and probes
+
+
+@dataclass
+class StrategyResult:
+    query: int
+    strategy: str
+    broadcast_threshold: int
+    stages: int
+    runs: list[Measurement] = field(default_factory=list)
+
+    @property
+    def median_seconds(self) -> float:
+        return statistics.median(m.seconds for m in self.runs)
+
+    @property
+    def shuffle_write_records(self) -> int:
+        return self.runs[0].shuffle_write_records if self.runs else 0
+
+    @property
+    def shuffle_write_bytes(self) -> int:
+        return self.runs[0].shuffle_write_bytes if self.runs else 0
+
+    def as_dict(self) -> dict:
+        return {
+            "query": self.query, "strategy": self.strategy, "broadcast_threshold": self.broadcast_threshold,
+            "stages": self.stages, "median_seconds": self.median_seconds,
+            "min_seconds": min(m.seconds for m in self.runs), "max_seconds": max(m.seconds for m in self.runs),
+            "shuffle_write_bytes": self.shuffle_write_bytes, "shuffle_write_records": self.shuffle_write_records,
+            "runs": [m.__dict__ for m in self.runs],
+        }
+
+
+def _canonical(rows: list) -> list[tuple]:
+    def normal(value):
+        return round(float(value), 2) if isinstance(value, float) or type(value).__name__ == "Decimal" else value
+
+    return sorted((tuple(normal(v) for v in row) for row in rows), key=repr)
+
+
+class _Runner:
+    def __init__(self, spark, home: Path, catalog: Catalog, scratch: Path):
+        self.spark = spark
+        self.home = home
+        self.catalog = catalog
+        self.scratch = scratch
+
+    def aipq(self, text: str, settings: Settings) -> tuple[Measurement, list]:
+        planning = time.perf_counter()
+        dag = plan_query(text, self.catalog, settings).dag
+        planning_seconds = time.perf_counter() - planning
+        started = time.perf_counter()
+        record: RunRecord = run_dag(self.spark, dag, settings, self.home)
+        seconds = time.perf_counter() - started
+        rows = self.spark.read.parquet(str(record.result_path)).collect()
+        remove_work_dir(record)
+        measurement = Measurement(
+            seconds, sum(m.shuffle.shuffle_write_bytes for m in record.stages),
+            sum(m.shuffle.shuffle_write_records for m in record.stages), planning_seconds,
+            sum(m.decision_seconds for m in record.stages), run_dict(record))
+        return measurement, rows
+
+    def spark_sql(self, text: str, settings: Settings) -> tuple[Measurement, list]:
+        from aipq.engine.jvm import job_group_figures
+
+        sql = sqlglot.transpile(text, read=settings.dialect, write="spark")[0]
+        target = self.scratch / f"spark-{time.monotonic_ns()}"
+        conf = {"spark.sql.autoBroadcastJoinThreshold": str(settings.broadcast_threshold or -1),
+                "spark.sql.adaptive.enabled": "true",
+                "spark.sql.optimizer.runtime.bloomFilter.enabled": "true",
+                "spark.sql.optimizer.dynamicPartitionPruning.enabled": "true"}
+        group = f"aipq-bench-spark-{time.monotonic_ns()}"
+        sc = self.spark.sparkContext
+        sc.setJobGroup(group, "spark.sql baseline")
+        try:
+            with sql_conf(self.spark, conf):
+                started = time.perf_counter()
+                self.spark.sql(sql).write.parquet(str(target))
+                seconds = time.perf_counter() - started
+        finally:
+            sc.setLocalProperty("spark.jobGroup.id", None)
+        figures = job_group_figures(self.spark, group)
+        rows = self.spark.read.parquet(str(target)).collect()
+        shutil.rmtree(target, ignore_errors=True)
+        return Measurement(seconds, figures.shuffle_write_bytes, figures.shuffle_write_records), rows
+
+
+def compare_strategies(home: Path, queries: list[int], strategies: list[str], thresholds: list[int], repeat: int,
+                       base: Settings, progress=None) -> list[StrategyResult]:
+    spark = get_session(base, home)
+    catalog = Catalog(home)
+    for entry in catalog.entries():
+        read_table(spark, entry).createOrReplaceTempView(entry.name)
+    scratch = Path(tempfile.mkdtemp(prefix="aipq-bench-", dir=home))
+    runner = _Runner(spark, home, catalog, scratch)
+    results: list[StrategyResult] = []
+    try:
+        for number in queries:
+            text = query_text(number)
+            for threshold in thresholds:
+                by_strategy = {}
+                for strategy in strategies:
+                    settings = replace(base, broadcast_threshold=threshold, ip=strategy if strategy != SPARK else "off")
+                    stages = len(plan_query(text, catalog, settings).dag.stages)
+                    by_strategy[strategy] = (StrategyResult(number, strategy, threshold, stages), settings)
+                expected = None
+                for round_number in range(repeat + 1):  # round 0 warms up
+                    for strategy, (result, settings) in by_strategy.items():
+                        run = runner.spark_sql if strategy == SPARK else runner.aipq
+                        measurement, rows = run(text, settings)
+                        canonical = _canonical(rows)
+                        if expected is None:
+                            expected = (strategy, canonical)
+                        elif canonical != expected[1]:
+                            raise ExecutionError(
+                                f"TPC-H Q{number}: strategy {strategy!r} returned {len(rows)} row(s) that differ "
+                                f"from strategy {expected[0]!r}'s", hint="this is a bug; please report it")
+                        if round_number > 0:
+                            result.runs.append(measurement)
+                        if progress:
+                            progress()
+                results += [result for result, _ in by_strategy.values()]
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    return results
+
+
+def geometric_mean(values: list[float]) -> float:
+    import math
+
+    return math.exp(sum(math.log(v) for v in values) / len(values)) if values else float("nan")
