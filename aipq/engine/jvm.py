@@ -109,8 +109,13 @@ def job_group_figures(spark: SparkSession, job_group: str) -> ShuffleFigures:
     context.listenerBus().waitUntilEmpty(10_000)  # the status store is fed asynchronously by listener events
     store = context.statusStore()
     totals = dict.fromkeys(ShuffleFigures.__dataclass_fields__, 0)
+    from py4j.protocol import Py4JJavaError
+
     for stage_id in stage_ids:
-        stage = store.lastStageAttempt(stage_id)
+        try:
+            stage = store.lastStageAttempt(stage_id)
+        except Py4JJavaError:  # a skipped stage (its shuffle output reused) never reaches the status store
+            continue
         totals["shuffle_read_bytes"] += int(stage.shuffleReadBytes())
         totals["shuffle_read_records"] += int(stage.shuffleReadRecords())
         totals["shuffle_write_bytes"] += int(stage.shuffleWriteBytes())
