@@ -60,13 +60,19 @@ def _time_aipq(spark, dag, settings: Settings, home: Path) -> float:
     return seconds
 
 
-def compare_staging(home: Path, queries: list[int], thresholds: list[int], repeat: int,
-                    base: Settings, progress=None) -> list[StagingResult]:
+def bench_session(home: Path, base: Settings):
+    """The session with every registered table visible to ``spark.sql``, the catalog, and a scratch folder
+    (the caller removes it)."""
     spark = get_session(base, home)
     catalog = Catalog(home)
     for entry in catalog.entries():
         read_table(spark, entry).createOrReplaceTempView(entry.name)
-    scratch = Path(tempfile.mkdtemp(prefix="aipq-bench-", dir=home))
+    return spark, catalog, Path(tempfile.mkdtemp(prefix="aipq-bench-", dir=home))
+
+
+def compare_staging(home: Path, queries: list[int], thresholds: list[int], repeat: int,
+                    base: Settings, progress=None) -> list[StagingResult]:
+    spark, catalog, scratch = bench_session(home, base)
     results = []
     try:
         for number in queries:

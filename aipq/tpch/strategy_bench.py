@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import shutil
 import statistics
-import tempfile
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -22,9 +21,10 @@ from aipq.catalog import Catalog
 from aipq.config import Settings
 from aipq.engine.executor import RunRecord, remove_work_dir, run_dag
 from aipq.engine.report import run_dict
-from aipq.engine.session import get_session, read_table, sql_conf
+from aipq.engine.session import sql_conf
 from aipq.errors import ExecutionError
 from aipq.planner.pipeline import plan_query
+from aipq.tpch.bench import bench_session
 from aipq.tpch.queries import query_text
 
 SPARK = "spark"
@@ -128,11 +128,7 @@ class _Runner:
 
 def compare_strategies(home: Path, queries: list[int], strategies: list[str], thresholds: list[int], repeat: int,
                        base: Settings, progress=None) -> list[StrategyResult]:
-    spark = get_session(base, home)
-    catalog = Catalog(home)
-    for entry in catalog.entries():
-        read_table(spark, entry).createOrReplaceTempView(entry.name)
-    scratch = Path(tempfile.mkdtemp(prefix="aipq-bench-", dir=home))
+    spark, catalog, scratch = bench_session(home, base)
     runner = _Runner(spark, home, catalog, scratch)
     results: list[StrategyResult] = []
     try:
