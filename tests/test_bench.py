@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import json
 
 from conftest import SF
@@ -26,6 +27,9 @@ def test_bench_tpch_smoke_writes_every_field(aipq, tmp_path):
             assert run["detail"]["stages"] and "planning_seconds" in run and "decision_seconds" in run
             stage = next(iter(run["detail"]["stages"].values()))
             assert {"seconds", "shuffle", "rows_written", "bytes_written", "summaries", "probes"} <= set(stage)
+    rows = list(csv.DictReader((out / "results.csv").open()))
+    assert len(rows) == len(results) and "pruning_efficiency" in rows[0] and "speedup_vs_spark" in rows[0]
+    assert {r["strategy"] for r in data["summary"] if r["pruning_efficiency"] is not None} >= {"always", "oracle"}
     always = next(r for r in results if r["strategy"] == "always" and r["broadcast_threshold"] == 0)
     probes = [p for s in always["runs"][0]["detail"]["stages"].values() for p in s["probes"]]
     assert probes and all(p["rows_out"] <= p["rows_in"] for p in probes if p["rows_in"] is not None)
@@ -34,3 +38,8 @@ def test_bench_tpch_smoke_writes_every_field(aipq, tmp_path):
 def test_bench_rejects_an_unknown_strategy(aipq):
     result = aipq("bench", "tpch", "--sf", str(SF), "--strategies", "off,magic")
     assert result.exit_code == 2 and "unknown strategy 'magic'" in result.output
+
+
+def test_bench_says_adaptive_is_not_available_yet(aipq):
+    result = aipq("bench", "tpch", "--sf", str(SF), "--strategies", "off,adaptive")
+    assert result.exit_code == 2 and "not available yet" in result.output

@@ -183,11 +183,12 @@ def staging_table(results: list[StagingResult], scale_factor: float, repeat: int
 
 def strategy_table(results, scale_factor: float, repeat: int) -> Table:
     """Median (min–max) time per query and strategy, speedups against off and spark, and shuffled bytes."""
-    from aipq.tpch.strategy_bench import geometric_mean
+    from aipq.tpch.strategy_bench import geometric_mean, pruning_efficiency
 
+    efficiency = pruning_efficiency(results)
     table = Table(title=f"TPC-H SF {scale_factor:g}: information passing strategies (median of {repeat})")
     for column in ("query", "joins", "strategy", "stages", "seconds (min–max)", "vs off", "vs spark",
-                   "shuffle write"):
+                   "shuffle write", "pruning eff."):
         table.add_column(column, justify="left" if column in ("joins", "strategy") else "right")
     groups: dict[tuple[int, int], dict[str, object]] = {}
     for r in results:
@@ -207,9 +208,10 @@ def strategy_table(results, scale_factor: float, repeat: int) -> Table:
                 speedups.setdefault((strategy, baseline, threshold), []).append(ratio)
                 cells.append(f"{ratio:.2f}×")
             times = [m.seconds for m in r.runs]
+            eff = efficiency.get((query, threshold, strategy))
             table.add_row(f"Q{query}", joins, strategy, str(r.stages),
                           f"{seconds:.2f} ({min(times):.2f}–{max(times):.2f})", *cells,
-                          _size(r.shuffle_write_bytes))
+                          _size(r.shuffle_write_bytes), "" if eff is None else f"{eff:.0%}")
     for (strategy, baseline, threshold), ratios in sorted(speedups.items()):
         if strategy not in (baseline, "spark"):
             joins = "repartition" if threshold <= 0 else "broadcast"

@@ -211,8 +211,9 @@ class SummaryStore:
             return df.filter(jvm.might_contain_column(self.spark, bloom, hashed_key(df, column)))
         if summary.kind == "hash-list":
             return df.filter(jvm.in_hash_set(self.spark, summary.payload, hashed_key(df, column)))
-        keys = self.spark.read.parquet(str(summary.payload)).select(
-            F.col(quoted(summary.column)).alias("__aipq_key")).distinct()
+        # No distinct(): it would add a shuffle of its own to what the oracle is meant to measure; a broadcast
+        # semi join only asks whether a key exists.
+        keys = self.spark.read.parquet(str(summary.payload)).select(F.col(quoted(summary.column)).alias("__aipq_key"))
         left, right = F.col(quoted(column)), F.col("__aipq_key")
         if summary.family == "integral":
             left, right = left.cast("bigint"), right.cast("bigint")

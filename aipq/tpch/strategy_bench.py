@@ -162,6 +162,47 @@ def compare_strategies(home: Path, queries: list[int], strategies: list[str], th
     return results
 
 
+def pruning_efficiency(results: list[StrategyResult]) -> dict[tuple[int, int, str], float | None]:
+    """Per query, join setting and strategy: (rows shuffled under off − under it) / (under off − under oracle),
+    the share of the prunable rows the strategy pruned (1 = as well as exact key sets)."""
+    by = {(r.query, r.broadcast_threshold, r.strategy): r for r in results}
+    efficiency: dict[tuple[int, int, str], float | None] = {}
+    for (query, threshold, strategy), result in by.items():
+        off, oracle = by.get((query, threshold, "off")), by.get((query, threshold, "oracle"))
+        if off is None or oracle is None or strategy == SPARK:
+            continue
+        prunable = off.shuffle_write_records - oracle.shuffle_write_records
+        pruned = off.shuffle_write_records - result.shuffle_write_records
+        efficiency[(query, threshold, strategy)] = pruned / prunable if prunable > 0 else None
+    return efficiency
+
+
+CSV_COLUMNS = ("query", "joins", "strategy", "stages", "median_seconds", "min_seconds", "max_seconds",
+               "speedup_vs_off", "speedup_vs_spark", "shuffle_write_bytes", "shuffle_write_records",
+               "pruning_efficiency")
+
+
+def csv_rows(results: list[StrategyResult]) -> list[dict]:
+    by = {(r.query, r.broadcast_threshold, r.strategy): r for r in results}
+    efficiency = pruning_efficiency(results)
+    rows = []
+    def speedup(r: StrategyResult, baseline: str) -> float | None:
+        base = by.get((r.query, r.broadcast_threshold, baseline))
+        return round(base.median_seconds / r.median_seconds, 4) if base else None
+
+    for r in results:
+        rows.append({
+            "query": r.query, "joins": "repartition" if r.broadcast_threshold <= 0 else "broadcast",
+            "strategy": r.strategy, "stages": r.stages, "median_seconds": round(r.median_seconds, 4),
+            "min_seconds": round(min(m.seconds for m in r.runs), 4),
+            "max_seconds": round(max(m.seconds for m in r.runs), 4),
+            "speedup_vs_off": speedup(r, "off"), "speedup_vs_spark": speedup(r, SPARK),
+            "shuffle_write_bytes": r.shuffle_write_bytes, "shuffle_write_records": r.shuffle_write_records,
+            "pruning_efficiency": efficiency.get((r.query, r.broadcast_threshold, r.strategy)),
+        })
+    return rows
+
+
 def geometric_mean(values: list[float]) -> float:
     import math
 
