@@ -11,7 +11,7 @@ from aipq.config import Settings
 from aipq.engine.executor import RunRecord, StageListener, remove_work_dir, run_dag
 from aipq.engine.session import SparkCatalogLookup, get_session, read_schema
 from aipq.errors import BadInputError
-from aipq.planner.pipeline import PlannedQuery, plan_query
+from aipq.planner.pipeline import PlannedQuery
 from aipq.planner.resolve import find_word
 from aipq.tpch import generate as tpch_generate
 from aipq.tpch.queries import query_text
@@ -57,9 +57,6 @@ def open_catalog(home: Path, settings: Settings) -> Catalog:
         catalog = catalog.with_fallbacks(SparkCatalogLookup(get_session(settings, home)))
     return catalog
 
-
-def plan(source: SqlSource, home: Path, settings: Settings) -> PlannedQuery:
-    return plan_query(source.text, open_catalog(home, settings), settings, source.name)
 
 
 @dataclass

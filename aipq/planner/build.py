@@ -113,14 +113,16 @@ class Builder:
         return Outer(scope, mode)
 
     def position(self, node: exp.Expression):
-        return node_position(node, self.sql)
+        """Where ``node`` is in the SQL, or failing that the first column or name inside it."""
+        position = node_position(node, self.sql)
+        if position is None:
+            inner = next(iter(node.find_all(exp.Column, exp.Identifier)), None)
+            position = node_position(inner, self.sql) if inner is not None else None
+        return position
 
     # ---- errors -------------------------------------------------------------------------------------
     def unsupported(self, what: str, node: exp.Expression | None = None, hint: str | None = None):
-        position = node_position(node, self.sql) if node is not None else None
-        if position is None and node is not None:
-            inner = next(iter(node.find_all(exp.Column, exp.Identifier)), None)
-            position = node_position(inner, self.sql) if inner is not None else None
+        position = self.position(node) if node is not None else None
         return UnsupportedSqlError(f"unsupported SQL: {what}", position=position, source_name=self.source_name,
                                    hint=hint)
 
@@ -339,14 +341,7 @@ class Builder:
         for agg in expression.find_all(exp.AggFunc):
             if not any(isinstance(a, (exp.Subquery, exp.Exists)) for a in _ancestors(agg)):
                 raise BadInputError(f"aggregate function {agg.sql(dialect='hive')} is not allowed in {clause}",
-                                    position=self.position_of(agg), source_name=self.source_name, hint=hint)
-
-    def position_of(self, node: exp.Expression):
-        position = node_position(node, self.sql)
-        if position is None:
-            inner = next(iter(node.find_all(exp.Column, exp.Identifier)), None)
-            position = node_position(inner, self.sql) if inner is not None else None
-        return position
+                                    position=self.position(agg), source_name=self.source_name, hint=hint)
 
     def reads_outer(self, expression: exp.Expression, scope: dict[str, Relation]) -> bool:
         return any(c.table and c.table.lower() not in scope for c in expression.find_all(exp.Column))
