@@ -83,3 +83,9 @@ def test_output_columns_keep_the_names_as_written(aipq):
                   "from nation group by n_regionkey order by n_regionkey")
     assert result.exit_code == 0, result.output
     assert result.output.splitlines()[0] == "n_regionkey,COUNT(*),MaxName,maxname_2"
+
+
+def test_work_directory_is_removed_after_a_failed_run(aipq, home):
+    result = aipq("run", "--quiet", "--sql", "select r_regionkey, (select n_name from nation) from region")
+    assert result.exit_code == 1
+    assert not any((home / "runs").iterdir())

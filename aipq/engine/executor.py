@@ -116,6 +116,20 @@ def run_dag(spark, dag: StageDag, settings: Settings, home: Path,
                        strategy=settings.ip)
     started = time.perf_counter()
     conf = {**stage_sql_conf(settings), **user_runtime_conf(spark, settings)}
+    try:
+        _run_stages(spark, dag, compiler, store, ip, record, paths, written, conf, listener, analyze)
+    except BaseException:
+        remove_work_dir(record)  # a failed run leaves no half-written stage outputs behind
+        raise
+    record.seconds = time.perf_counter() - started
+    record.result_rows = record.stages[-1].rows_written
+    return record
+
+
+def _run_stages(spark, dag: StageDag, compiler: StageCompiler, store: SummaryStore, ip: IpPlanner,
+                record: RunRecord, paths: dict[int, str], written: dict[int, int], conf: dict[str, str],
+                listener: StageListener, analyze: bool) -> None:
+    run_id = record.run_id
     with sql_conf(spark, conf):
         for index, stage in enumerate(dag.stages, start=1):
             group = f"aipq-{run_id}-{stage.name}"
@@ -134,9 +148,6 @@ def run_dag(spark, dag: StageDag, settings: Settings, home: Path,
             written[stage.id] = metrics.rows_written
             record.stages.append(metrics)
             listener.stage_finished(metrics)
-    record.seconds = time.perf_counter() - started
-    record.result_rows = record.stages[-1].rows_written
-    return record
 
 
 def _run_stage(spark, compiler: StageCompiler, store: SummaryStore, stage: Stage, decisions: StageDecisions,
