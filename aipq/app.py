@@ -8,11 +8,15 @@ from pathlib import Path
 
 from aipq.catalog import FORMATS, Catalog, TableEntry, split_name
 from aipq.config import Settings
-from aipq.engine.executor import RunRecord, StageListener, remove_work_dir, run_dag
+from aipq.engine.executor import RunRecord, StageListener, remove_work_dir, run_dag, table_rows
 from aipq.engine.session import SparkCatalogLookup, get_session, read_schema
+from aipq.engine.statistics import StatisticsCollector
 from aipq.errors import BadInputError
 from aipq.planner.pipeline import PlannedQuery
 from aipq.planner.resolve import find_word
+from aipq.planner.stages import StageDag
+from aipq.stats.planner import plan_statistics
+from aipq.stats.repository import StatsRepository
 from aipq.tpch import generate as tpch_generate
 from aipq.tpch.queries import query_text
 
@@ -69,12 +73,36 @@ class QueryRun:
         remove_work_dir(self.record)
 
 
+def statistics_plan(dag: StageDag, home: Path, settings: Settings) -> list[dict]:
+    """For explain: per input table, the statistics a run would collect and those already known."""
+    if settings.statistics == "off":
+        return []
+    needs = plan_statistics(dag, StatsRepository(home), settings.stats_columns)
+    if settings.statistics == "recollect":
+        for need in needs:
+            need.missing, need.has_table_stats = need.columns, False
+    return [need.as_dict() for need in needs]
+
+
+def statistics_collector(spark, dag: StageDag, home: Path, settings: Settings,
+                         collected_by: str) -> StatisticsCollector | None:
+    """What this run collects in passing (None with statistics off)."""
+    if settings.statistics == "off":
+        return None
+    repository = StatsRepository(home)
+    needs = plan_statistics(dag, repository, settings.stats_columns)
+    return StatisticsCollector(spark, dag, needs, repository, settings.stats_lg_k, collected_by,
+                               recollect=settings.statistics == "recollect",
+                               table_rows=lambda need: table_rows(spark, need.entry))
+
+
 def execute(planned: PlannedQuery, home: Path, settings: Settings,
             listener: StageListener | None = None, analyze: bool = False) -> QueryRun:
     """Run a planned query; Spark starts here, so bad SQL fails in planning without paying for a JVM."""
     spark = get_session(settings, home)
+    collector = statistics_collector(spark, planned.dag, home, settings, planned.source_name or "query")
     try:
-        record = run_dag(spark, planned.dag, settings, home, listener, analyze)
+        record = run_dag(spark, planned.dag, settings, home, listener, analyze, collector)
     except BadInputError as error:
         name = getattr(error, "missing_name", None)
         if error.position is None and name:

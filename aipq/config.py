@@ -44,6 +44,13 @@ KNOBS: tuple[Knob, ...] = (
     Knob("bloom_size", 0, "|F|: Bloom filter size in bytes; 0 = sized per summary from an upper bound on its "
          "distinct keys for the target false-positive rate, capped at alpha."),
     Knob("bloom_fpp", 0.01, "Target false-positive rate of Bloom filters sized per summary."),
+    Knob("statistics", "collect", "Piggybacked statistics: 'collect' (the query's own scans and writes collect "
+         "what the repository lacks for its join and filter columns), 'recollect' (collect them again even if "
+         "known; for measuring the overhead), 'off' (neither collect nor store)."),
+    Knob("stats_lg_k", 12, "HyperLogLog precision: log2 of the sketch's buckets (4–21); the relative standard "
+         "error is 1.04/sqrt(2^lg_k), 1.6 % at 12 (Spark's default)."),
+    Knob("stats_columns", (), "More columns to collect statistics on, as COLUMN, TABLE.COLUMN or DB.TABLE.COLUMN "
+         "(join keys and filter columns are always included)."),
 )
 
 
@@ -60,6 +67,9 @@ class Settings:
     beta: float = 0.0
     bloom_size: int = 0
     bloom_fpp: float = 0.01
+    statistics: str = "collect"
+    stats_lg_k: int = 12
+    stats_columns: tuple[str, ...] = ()
     spark_conf: dict[str, str] = field(default_factory=dict)
     master: str | None = None
 

@@ -18,18 +18,25 @@ def test_bench_tpch_smoke_writes_every_field(aipq, tmp_path):
     assert strategies == {"off", "hip", "always", "oracle", "spark"}
     assert {r["broadcast_threshold"] for r in results} == {0, 10 * 1024 * 1024}
     for r in results:
-        for key in ("query", "stages", "median_seconds", "min_seconds", "max_seconds", "shuffle_write_bytes",
+        for key in ("query", "ratio", "stages", "median_seconds", "min_seconds", "max_seconds", "shuffle_write_bytes",
                     "shuffle_write_records", "runs"):
             assert key in r, key
         run = r["runs"][0]
         assert run["seconds"] > 0
         if r["strategy"] != "spark":
-            assert run["detail"]["stages"] and "planning_seconds" in run and "decision_seconds" in run
+            assert run["detail"]["stages"] and {"planning_seconds", "decision_seconds", "statistics_seconds"} <= set(run)
             stage = next(iter(run["detail"]["stages"].values()))
             assert {"seconds", "shuffle", "rows_written", "bytes_written", "summaries", "probes"} <= set(stage)
     rows = list(csv.DictReader((out / "results.csv").open()))
     assert len(rows) == len(results) and "pruning_efficiency" in rows[0] and "speedup_vs_spark" in rows[0]
     assert {r["strategy"] for r in data["summary"] if r["pruning_efficiency"] is not None} >= {"always", "oracle"}
+    assert {"hip", "always"} <= {h["strategy"] for h in data["headlines"] if h["measure"] == "pruning efficiency"}
+    assert {(h["strategy"], h["baseline"]) for h in data["headlines"] if h["measure"] == "speedup"} >= {
+        ("always", "off"), ("always", "spark"), ("hip", "off"), ("off", "spark")}
+    for plot in ("time.png", "shuffle.png", "pruning.png"):
+        assert (out / plot).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", plot
+    report = (out / "report.md").read_text()
+    assert "Command: `aipq bench tpch --sf" in report and "geo-mean speedup" in report and "![time.png]" in report
     always = next(r for r in results if r["strategy"] == "always" and r["broadcast_threshold"] == 0)
     probes = [p for s in always["runs"][0]["detail"]["stages"].values() for p in s["probes"]]
     assert probes and all(p["rows_out"] <= p["rows_in"] for p in probes if p["rows_in"] is not None)
@@ -43,3 +50,33 @@ def test_bench_rejects_an_unknown_strategy(aipq):
 def test_bench_says_adaptive_is_not_available_yet(aipq):
     result = aipq("bench", "tpch", "--sf", str(SF), "--strategies", "off,adaptive")
     assert result.exit_code == 2 and "not available yet" in result.output
+
+
+def test_bench_synthetic_prunes_by_reference_ratio_and_splices_the_doc(aipq, tmp_path):
+    """Query1's summary prunes TableC down to the matching keys (child-to-parent); Query2's prunes the B ⋈ C
+    sibling's inputs; hip, which passes child-to-parent only, still prunes Query2's last join."""
+    out = tmp_path / "synthetic"
+    result = aipq("bench", "synthetic", "--rows", "4000", "--ratios", "0.01", "--repeat", "1",
+                  "--strategies", "off,hip,always,oracle", "--joins", "repartition", "--out", str(out))
+    assert result.exit_code == 0, result.output
+    data = json.loads((out / "results.json").read_text())
+    by = {(r["query"], r["strategy"]): r for r in data["results"]}
+    assert set(by) == {(q, s) for q in ("query1 @ 0.01", "query2 @ 0.01") for s in ("off", "hip", "always", "oracle")}
+    for query in ("query1 @ 0.01", "query2 @ 0.01"):
+        off = by[(query, "off")]["shuffle_write_records"]
+        assert off - by[(query, "always")]["shuffle_write_records"] >= 0.9 * 4000, query  # ≥ a table's worth
+        assert by[(query, "hip")]["shuffle_write_records"] < off, query
+    assert (out / "time.png").exists() and (out / "final_stage.png").exists()
+
+    doc = tmp_path / "docs" / "benchmarks.md"
+    doc.parent.mkdir()
+    doc.write_text("# Benchmarks\n\nhand-written part\n")
+    from aipq.cli.bench import splice_reports
+
+    (out.parent / "tpch").mkdir()
+    (out.parent / "tpch" / "report.md").write_text("### TPC-H\n\n![time.png](time.png)\n")
+    for _ in range(2):  # replacing the generated section keeps everything else
+        splice_reports(doc, out.parent, ["tpch", "synthetic"])
+    text = doc.read_text()
+    assert text.count("hand-written part") == 1 and text.count("<!-- aipq bench all: begin -->") == 1
+    assert "](../tpch/time.png)" in text and "](../synthetic/final_stage.png)" in text

@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import csv
 import json
-import re
 import sys
 import traceback
-from functools import wraps
 from pathlib import Path
 
 import click
@@ -15,6 +13,8 @@ from rich.console import Console
 
 from aipq import app, workflow
 from aipq.catalog import FORMATS, Catalog
+from aipq.cli.bench import bench
+from aipq.cli.options import home_dir, planning_options
 from aipq.cli.progress import RichStageProgress
 from aipq.cli.render import (
     explain_dot,
@@ -22,15 +22,14 @@ from aipq.cli.render import (
     result_caption,
     result_table,
     run_summary,
-    staging_table,
 )
-from aipq.config import MB, Settings, default_home
+from aipq.cli.stats import stats
+from aipq.config import Settings, default_home
 from aipq.engine.report import run_dict
 from aipq.engine.session import get_session
 from aipq.engine.sink import OUTPUT_FORMATS, head_rows, result_frame, write_output
 from aipq.errors import EXIT_RUNTIME, AipqError, BadInputError
 from aipq.planner.explain import explain_dict
-from aipq.planner.ip import STRATEGIES
 from aipq.tpch.queries import query_text
 
 
@@ -63,14 +62,6 @@ def _debug(ctx: click.Context) -> bool:
     return bool(root.params.get("debug"))
 
 
-def parse_size(text: str) -> int:
-    match = re.fullmatch(r"\s*(-?\d+(?:\.\d+)?)\s*([kmg]?)b?\s*", text.lower())
-    if not match:
-        raise click.BadParameter(f"{text!r} is not a size (examples: 0, 512KB, 10MB, 1GB)")
-    factor = {"": 1, "k": 1024, "m": MB, "g": 1024 * MB}[match.group(2)]
-    return int(float(match.group(1)) * factor)
-
-
 @click.group(cls=AipqGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--warehouse", "--home", "home", type=click.Path(file_okay=False, path_type=Path),
               help="aipq home (catalog, data, statistics, work files). Default: $AIPQ_HOME or ~/.aipq")
@@ -79,51 +70,6 @@ def parse_size(text: str) -> int:
 def cli(ctx: click.Context, home: Path | None, debug: bool) -> None:
     """aipq: run Hive-style SQL on Spark as a staged job DAG with adaptive information passing."""
     ctx.obj = {"home": (home or default_home()).expanduser()}
-
-
-def _home(ctx: click.Context, local: Path | None = None) -> Path:
-    home = (local.expanduser() if local else ctx.obj["home"])
-    home.mkdir(parents=True, exist_ok=True)
-    return home
-
-
-def planning_options(fn):
-    @click.option("--plan", type=click.Choice(["linear", "bushy"]), default="linear", show_default=True,
-                  help="Join tree shape.")
-    @click.option("--broadcast-threshold", default="10MB", show_default=True, metavar="SIZE",
-                  help="Join a base table map-side when its files are at most SIZE; 0 = repartition joins only.")
-    @click.option("--shuffle-partitions", type=click.IntRange(1, 10000), default=8, show_default=True)
-    @click.option("--dialect", default="hive", show_default=True, help="SQL dialect (hive, spark, …).")
-    @click.option("--master", default=None, help="Spark master URL (default local[2]).")
-    @click.option("--conf", "confs", multiple=True, metavar="KEY=VALUE", help="Spark setting (repeatable).")
-    @click.option("--ip", type=click.Choice(STRATEGIES), default="off", show_default=True,
-                  help="Information passing: off (Hive), hip (hash lists, child-to-parent), always (every "
-                       "admissible Bloom filter), oracle (exact key sets on the same edges).")
-    @click.option("--alpha", default="4MB", show_default=True, metavar="SIZE",
-                  help="α: summaries larger than SIZE are not loaded.")
-    @click.option("--beta", type=float, default=0.0, show_default=True,
-                  help="β: least estimated benefit (seconds) to build or use a summary (benefit estimator).")
-    @click.option("--bloom-size", default="auto", show_default=True, metavar="SIZE|auto",
-                  help="|F|: Bloom filter size (e.g. 512KB, 4MB); auto sizes each filter for --bloom-fpp.")
-    @click.option("--bloom-fpp", type=click.FloatRange(1e-9, 0.5), default=0.01, show_default=True,
-                  help="Target false-positive rate of auto-sized Bloom filters.")
-    @wraps(fn)
-    def wrapper(*args, plan, broadcast_threshold, shuffle_partitions, dialect, master, confs, ip, alpha, beta,
-                bloom_size, bloom_fpp, **kwargs):
-        spark_conf = {}
-        for item in confs:
-            if "=" not in item:
-                raise click.BadParameter(f"{item!r} is not KEY=VALUE", param_hint="--conf")
-            key, value = item.split("=", 1)
-            spark_conf[key.strip()] = value.strip()
-        settings = Settings(plan=plan, broadcast_threshold=parse_size(broadcast_threshold),
-                            shuffle_partitions=shuffle_partitions, dialect=dialect, spark_conf=spark_conf,
-                            master=master, ip=ip, alpha=parse_size(alpha), beta=beta,
-                            bloom_size=0 if bloom_size.strip().lower() == "auto" else parse_size(bloom_size),
-                            bloom_fpp=bloom_fpp)
-        return fn(*args, settings=settings, **kwargs)
-
-    return wrapper
 
 
 @cli.command()
@@ -146,7 +92,7 @@ def run(ctx, source, inline, settings: Settings, fmt, output, show_rows, keep_wo
         analyze):
     """Run a query or a workflow of statements (FILE, '-' for stdin, or tpch:N) and show or write the rows of
     its last SELECT."""
-    home = _home(ctx)
+    home = home_dir(ctx)
     sql = app.load_sql(source, inline)
     if fmt == "parquet" and output is None:
         raise BadInputError("--format parquet needs --output PATH")
@@ -217,13 +163,14 @@ def _print_rows(result, fmt: str) -> None:
 def explain(ctx, source, inline, settings: Settings, fmt, allow_overwrite, analyze):
     """Show the stage DAG a query compiles to (for a workflow: each statement's), with the information
     passing decisions of the chosen --ip strategy."""
-    home = _home(ctx)
+    home = home_dir(ctx)
     planned = workflow.plan_workflow(app.load_sql(source, inline), home, settings, allow_overwrite)
     if analyze and not planned.is_single_query:
         raise BadInputError("--analyze works on a single query", hint="explain each statement on its own")
     if planned.is_single_query:
         query = planned.steps[0].planned
         assert query is not None
+        needs = app.statistics_plan(query.dag, home, settings)
         if analyze:
             result = app.execute(query, home, settings, analyze=True)
             try:
@@ -232,6 +179,7 @@ def explain(ctx, source, inline, settings: Settings, fmt, allow_overwrite, analy
                 result.close()
         else:
             info = explain_dict(query.dag, settings)
+        info["statistics"] = needs
         if fmt == "json":
             click.echo(json.dumps(info, indent=2, default=str))
         elif fmt == "dot":
@@ -293,7 +241,7 @@ def tpch():
 @click.pass_context
 def tpch_gen(ctx, scale_factor, home, database, parts, settings: Settings):
     """Generate TPC-H as parquet with tpchgen-cli and register the 8 tables."""
-    home = _home(ctx, home)
+    home = home_dir(ctx, home)
     err = Console(stderr=True)
     with err.status(f"generating TPC-H at SF {scale_factor:g}…"):
         entries = app.generate_tpch(home, settings, scale_factor, database, parts)
@@ -305,95 +253,6 @@ def tpch_gen(ctx, scale_factor, home, database, parts, settings: Settings):
 def tpch_query(number):
     """Print the text of TPC-H query NUMBER."""
     click.echo(query_text(number))
-
-
-@cli.group()
-def bench():
-    """Benchmarks (numbers in docs/benchmarks.md come from these)."""
-
-
-@bench.command("staging")
-@click.option("--sf", "scale_factor", type=float, default=1.0, show_default=True)
-@click.option("--queries", default="3,5,9", show_default=True, help="TPC-H query numbers, comma-separated.")
-@click.option("--repeat", type=click.IntRange(1), default=3, show_default=True, help="Timed runs per setting.")
-@click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="Also write the raw timings here.")
-@planning_options
-@click.pass_context
-def bench_staging(ctx, scale_factor, queries, repeat, json_path, settings: Settings):
-    """aipq's staged run vs plain spark.sql, same session settings, with and without broadcast joins."""
-    from aipq.tpch.bench import compare_staging
-
-    home = _home(ctx)
-    numbers = [int(q) for q in queries.split(",") if q.strip()]
-    err = Console(stderr=True)
-    with err.status(f"preparing TPC-H SF {scale_factor:g}…"):
-        app.generate_tpch(home, settings, scale_factor, "default")
-    thresholds = [0, settings.broadcast_threshold or 10 * MB]
-    total = len(numbers) * len(thresholds) * repeat
-    done = [0]
-
-    def tick():
-        done[0] += 1
-        err.print(f"[dim]{done[0]}/{total} timed pairs[/dim]")
-
-    results = compare_staging(home, numbers, thresholds, repeat, settings, tick)
-    Console().print(staging_table(results, scale_factor, repeat))
-    if json_path:
-        json_path.write_text(json.dumps([r.__dict__ for r in results], indent=2))
-
-
-@bench.command("tpch")
-@click.option("--sf", "scale_factor", type=float, default=1.0, show_default=True)
-@click.option("--queries", default="3,5,9", show_default=True, help="TPC-H query numbers, comma-separated.")
-@click.option("--strategies", default="off,hip,always,oracle,spark", show_default=True,
-              help="Comma-separated: off, hip, always, oracle (aipq strategies) and spark (plain spark.sql).")
-@click.option("--repeat", type=click.IntRange(1), default=3, show_default=True, help="Timed runs per strategy.")
-@click.option("--joins", type=click.Choice(["both", "repartition", "broadcast"]), default="both",
-              show_default=True, help="Repartition joins only (the paper's setting), broadcast allowed, or both.")
-@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
-              help="Write results.json here.")
-@planning_options
-@click.pass_context
-def bench_tpch(ctx, scale_factor, queries, strategies, repeat, joins, out_dir, settings: Settings):
-    """TPC-H under each information passing strategy and spark.sql: time, shuffle, pruning; rows checked equal."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    from aipq.cli.render import strategy_table
-    from aipq.tpch.strategy_bench import CSV_COLUMNS, SPARK, compare_strategies, csv_rows
-
-    home = _home(ctx)
-    numbers = [int(q) for q in queries.split(",") if q.strip()]
-    chosen = [s.strip() for s in strategies.split(",") if s.strip()]
-    if "adaptive" in chosen:
-        raise BadInputError("strategy 'adaptive' is not available yet: it arrives with the benefit estimator",
-                            hint=f"use {', '.join((*STRATEGIES, SPARK))}")
-    unknown = [s for s in chosen if s not in (*STRATEGIES, SPARK)]
-    if unknown:
-        raise BadInputError(f"unknown strategy {unknown[0]!r}", hint=f"use {', '.join((*STRATEGIES, SPARK))}")
-    err = Console(stderr=True)
-    with err.status(f"preparing TPC-H SF {scale_factor:g}…"):
-        app.generate_tpch(home, settings, scale_factor, "default")
-    broadcast = settings.broadcast_threshold or 10 * MB
-    thresholds = {"both": [0, broadcast], "repartition": [0], "broadcast": [broadcast]}[joins]
-    total = len(numbers) * len(thresholds) * len(chosen) * (repeat + 1)
-    with Progress(TextColumn("bench tpch"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=err, transient=True, disable=not err.is_terminal) as progress:
-        task = progress.add_task("runs", total=total)
-        results = compare_strategies(home, numbers, chosen, thresholds, repeat, settings,
-                                     lambda: progress.advance(task))
-    Console().print(strategy_table(results, scale_factor, repeat))
-    if out_dir is not None:
-        out_dir.mkdir(parents=True, exist_ok=True)
-        rows = csv_rows(results)
-        payload = {"scale_factor": scale_factor, "repeat": repeat, "settings": settings.knob_values(),
-                   "summary": rows, "results": [r.as_dict() for r in results]}
-        (out_dir / "results.json").write_text(json.dumps(payload, indent=2, default=str))
-        with (out_dir / "results.csv").open("w", newline="") as handle:
-            writer = csv.DictWriter(handle, fieldnames=CSV_COLUMNS)
-            writer.writeheader()
-            writer.writerows(rows)
-        err.print(f"wrote {out_dir / 'results.json'} and results.csv")
 
 
 @cli.group()
@@ -409,7 +268,7 @@ def table():
 @click.pass_context
 def table_add(ctx, name, path, fmt, settings: Settings):
     """Register data at PATH as table NAME (or DATABASE.NAME)."""
-    entry, replaced = app.add_table(_home(ctx), settings, name, path, fmt)
+    entry, replaced = app.add_table(home_dir(ctx), settings, name, path, fmt)
     verb = "replaced" if replaced else "registered"
     Console(stderr=True).print(f"{verb} {entry.qualified_name} ({len(entry.columns)} columns, {fmt}) → {entry.path}")
 
@@ -419,7 +278,7 @@ def table_add(ctx, name, path, fmt, settings: Settings):
 @click.pass_context
 def table_list(ctx, as_json):
     """List registered tables."""
-    entries = Catalog(_home(ctx)).entries()
+    entries = Catalog(home_dir(ctx)).entries()
     if as_json:
         click.echo(json.dumps([{"database": e.database, "name": e.name, "path": e.path, "format": e.format,
                                 "columns": [list(c) for c in e.columns]} for e in entries], indent=2))
@@ -439,9 +298,13 @@ def table_list(ctx, as_json):
 @click.pass_context
 def table_drop(ctx, name):
     """Forget a registration (the data files stay)."""
-    if not Catalog(_home(ctx)).drop(name):
+    if not Catalog(home_dir(ctx)).drop(name):
         raise BadInputError(f"no registered table {name!r}", hint="see `aipq table list`")
     Console(stderr=True).print(f"dropped {name}")
+
+
+cli.add_command(bench)
+cli.add_command(stats)
 
 
 def main() -> None:

@@ -12,7 +12,7 @@ from aipq.engine.executor import RunRecord
 from aipq.tpch.bench import StagingResult
 
 
-def _size(n: float) -> str:
+def format_size(n: float) -> str:
     for unit in ("B", "KB", "MB", "GB"):
         if abs(n) < 1024 or unit == "GB":
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
@@ -31,7 +31,7 @@ def explain_tree(info: dict[str, Any]) -> Tree:
     stages = {s["id"]: s for s in info["stages"]}
     settings = info["settings"]
     threshold = settings["broadcast_threshold"]["value"]
-    broadcast = f"broadcast ≤ {_size(threshold)}" if threshold > 0 else "repartition joins only"
+    broadcast = f"broadcast ≤ {format_size(threshold)}" if threshold > 0 else "repartition joins only"
     root = Tree(f"[bold]{len(stages)} stage(s)[/bold] · plan {settings['plan']['value']} · {broadcast} · "
                 f"{settings['shuffle_partitions']['value']} shuffle partitions")
     shown: set[int] = set()
@@ -75,13 +75,28 @@ def explain_tree(info: dict[str, Any]) -> Tree:
                 add(node, source["stage"])
 
     add(root, info["final_stage"])
+    _add_statistics(root, info.get("statistics"))
     return root
+
+
+def _add_statistics(root: Tree, needs: list[dict[str, Any]] | None) -> None:
+    """Which statistics the run collects in passing and which the repository already has."""
+    if not needs:
+        return
+    collect = [f"{n['table']}({', '.join(n['collect'])})" if n["collect"] else f"{n['table']}(rows, bytes)"
+               for n in needs if n["collect"] or n["table_statistics"] == "collect"]
+    known = [n["table"] for n in needs if not n["collect"] and n["table_statistics"] == "known"]
+    node = root.add("[blue]statistics[/blue]")
+    if collect:
+        node.add(f"collects in passing: {'; '.join(collect)}")
+    if known:
+        node.add(f"known from earlier queries: {', '.join(known)}")
 
 
 def _add_information_passing(node: Tree, stage: dict[str, Any]) -> None:
     ip = stage.get("information_passing") or {}
     for build in ip.get("builds", []):
-        size = f", {_size(build['bytes'])}" if build["bytes"] else ""
+        size = f", {format_size(build['bytes'])}" if build["bytes"] else ""
         sized = f" for ≤ {build['sized_for_items']:,} keys" if build["sized_for_items"] else ""
         node.add(f"[magenta]builds[/magenta] {build['kind']} summary on {build['column']}{size}{sized} "
                  f"[dim]({build['reason']})[/dim]")
@@ -96,8 +111,9 @@ def _add_information_passing(node: Tree, stage: dict[str, Any]) -> None:
 def _add_measures(node: Tree, measured: dict[str, Any]) -> None:
     shuffle = measured["shuffle"]
     node.add(f"[cyan]measured[/cyan] {measured['seconds']:.2f} s · wrote {measured['rows_written']:,} rows "
-             f"({_size(measured['bytes_written'])}) · shuffle write {_size(shuffle['shuffle_write_bytes'])} "
-             f"({shuffle['shuffle_write_records']:,} rows), read {_size(shuffle['shuffle_read_bytes'])}")
+             f"({format_size(measured['bytes_written'])}) · shuffle write "
+             f"{format_size(shuffle['shuffle_write_bytes'])} "
+             f"({shuffle['shuffle_write_records']:,} rows), read {format_size(shuffle['shuffle_read_bytes'])}")
     for probe in measured["probes"]:
         if probe["skipped"]:
             node.add(f"[cyan]probe[/cyan] S{probe['producer']}.{probe['column']} on {probe['target']}: "
@@ -110,7 +126,7 @@ def _add_measures(node: Tree, measured: dict[str, Any]) -> None:
                      f"{probe['target']}.{probe['target_column']}: {probe['rows_in']:,} → {probe['rows_out']:,} "
                      f"rows ({kept:.1%} kept){fpr}")
     for summary in measured["summaries"]:
-        size = _size(summary["size_bytes"]) if summary["size_bytes"] is not None else "the stage output"
+        size = format_size(summary["size_bytes"]) if summary["size_bytes"] is not None else "the stage output"
         fpp = f", false-positive rate ≈ {summary['expected_fpp']:.2%}" if summary["expected_fpp"] is not None else ""
         node.add(f"[cyan]built[/cyan] {summary['kind']} on {summary['column']}: ~{summary['items']:,} keys, "
                  f"{size}{fpp}")
@@ -165,7 +181,7 @@ def run_summary(record: RunRecord) -> Table:
         pruned = ", ".join(f"{p.target} {p.rows_in:,}→{p.rows_out:,}" for p in m.probes if p.rows_in is not None)
         built = ", ".join(f"builds {s.kind} {s.column}" for s in m.summaries)
         table.add_row(f"S{m.stage_id}", m.operator, f"{m.seconds:.2f} s", f"{m.rows_written:,}",
-                      _size(m.bytes_written), _size(m.shuffle.shuffle_write_bytes),
+                      format_size(m.bytes_written), format_size(m.shuffle.shuffle_write_bytes),
                       "; ".join(x for x in (pruned, built) if x))
     return table
 
@@ -175,46 +191,35 @@ def staging_table(results: list[StagingResult], scale_factor: float, repeat: int
     for column in ("query", "joins", "stages", "aipq s", "spark.sql s", "aipq / spark"):
         table.add_column(column, justify="right")
     for r in results:
-        joins = "repartition only" if r.broadcast_threshold <= 0 else f"broadcast ≤ {_size(r.broadcast_threshold)}"
+        joins = ("repartition only" if r.broadcast_threshold <= 0
+                 else f"broadcast ≤ {format_size(r.broadcast_threshold)}")
         table.add_row(f"Q{r.query}", joins, str(r.stages), f"{statistics.median(r.aipq_seconds):.2f}",
                       f"{statistics.median(r.spark_seconds):.2f}", f"{r.ratio:.2f}×")
     return table
 
 
-def strategy_table(results, scale_factor: float, repeat: int) -> Table:
-    """Median (min–max) time per query and strategy, speedups against off and spark, and shuffled bytes."""
-    from aipq.tpch.strategy_bench import geometric_mean, pruning_efficiency
+def strategy_table(results, title: str) -> Table:
+    """Median (min–max) time per query and strategy, speedups against off and spark, shuffled bytes, pruning
+    efficiency; the report's headline statements as the caption."""
+    from aipq.tpch.strategy_bench import headlines, joins_label, pruning_efficiency, speedup
 
     efficiency = pruning_efficiency(results)
-    table = Table(title=f"TPC-H SF {scale_factor:g}: information passing strategies (median of {repeat})")
+    table = Table(title=title)
     for column in ("query", "joins", "strategy", "stages", "seconds (min–max)", "vs off", "vs spark",
                    "shuffle write", "pruning eff."):
         table.add_column(column, justify="left" if column in ("joins", "strategy") else "right")
-    groups: dict[tuple[int, int], dict[str, object]] = {}
     for r in results:
-        groups.setdefault((r.query, r.broadcast_threshold), {})[r.strategy] = r
-    speedups: dict[tuple[str, str, int], list[float]] = {}
-    for (query, threshold), by_strategy in groups.items():
-        joins = "repartition" if threshold <= 0 else f"broadcast ≤ {_size(threshold)}"
-        for strategy, r in by_strategy.items():
-            seconds = r.median_seconds
-            cells = []
-            for baseline in ("off", "spark"):
-                base = by_strategy.get(baseline)
-                if base is None:
-                    cells.append("")
-                    continue
-                ratio = base.median_seconds / seconds
-                speedups.setdefault((strategy, baseline, threshold), []).append(ratio)
-                cells.append(f"{ratio:.2f}×")
-            times = [m.seconds for m in r.runs]
-            eff = efficiency.get((query, threshold, strategy))
-            table.add_row(f"Q{query}", joins, strategy, str(r.stages),
-                          f"{seconds:.2f} ({min(times):.2f}–{max(times):.2f})", *cells,
-                          _size(r.shuffle_write_bytes), "" if eff is None else f"{eff:.0%}")
-    for (strategy, baseline, threshold), ratios in sorted(speedups.items()):
-        if strategy not in (baseline, "spark"):
-            joins = "repartition" if threshold <= 0 else "broadcast"
-            table.caption = (table.caption or "") + (
-                f"{strategy} vs {baseline} ({joins}): geo-mean {geometric_mean(ratios):.2f}×\n")
+        joins = joins_label(r.broadcast_threshold)
+        if r.broadcast_threshold > 0:
+            joins += f" ≤ {format_size(r.broadcast_threshold)}"
+        cells = []
+        for baseline in ("off", "spark"):
+            ratio = speedup(results, r, baseline)
+            cells.append("" if ratio is None else f"{ratio:.2f}×")
+        times = [m.seconds for m in r.runs]
+        eff = efficiency.get((r.query, r.broadcast_threshold, r.strategy))
+        table.add_row(r.query, joins, r.strategy, str(r.stages),
+                      f"{r.median_seconds:.2f} ({min(times):.2f}–{max(times):.2f})", *cells,
+                      format_size(r.shuffle_write_bytes), "" if eff is None else f"{eff:.0%}")
+    table.caption = "\n".join(line.text() for line in headlines(results))
     return table

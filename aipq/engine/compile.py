@@ -32,6 +32,8 @@ class StageCompiler:
         self._tables: dict[str, DataFrame] = {}
         # id of a Scan/StageRead leaf → what to do with its rows first (information passing probes)
         self.input_hooks: dict[int, Callable[[DataFrame], DataFrame]] = {}
+        # id of a Scan → an observer of the raw table read, before its filters (piggybacked statistics)
+        self.scan_observers: dict[int, Callable[[DataFrame], DataFrame]] = {}
 
     def table(self, entry: TableEntry) -> DataFrame:
         key = entry.qualified_name
@@ -47,6 +49,9 @@ class StageCompiler:
     def _compile(self, node: Node) -> DataFrame:
         if isinstance(node, Scan):
             source = self.table(node.table)
+            observer = self.scan_observers.get(id(node))
+            if observer is not None:
+                source = observer(source)
             df = source.select(*[F.col(_quoted(src)).alias(name) for name, src in node.columns + node.filter_only])
             for condition in node.filters:
                 df = df.filter(F.expr(render(condition)))

@@ -17,6 +17,7 @@ from aipq.config import Settings
 from aipq.engine.compile import StageCompiler
 from aipq.engine.jvm import ShuffleFigures, job_group_figures
 from aipq.engine.session import read_table, sql_conf, stage_sql_conf, user_runtime_conf
+from aipq.engine.statistics import StatisticsCollector
 from aipq.engine.summaries import BuiltSummary, ProbeRecord, SummaryStore
 from aipq.errors import AipqError, BadInputError, ExecutionError
 from aipq.planner.ip import IpPlanner, StageDecisions, SummaryUse
@@ -50,6 +51,8 @@ class RunRecord:
     stages: list[StageMetrics] = field(default_factory=list)
     seconds: float = 0.0
     strategy: str = "off"
+    statistics_seconds: float = 0.0  # storing piggybacked statistics after the stages (the pass itself is shared)
+    statistics_collected: list[str] = field(default_factory=list)  # tables whose statistics this run stored
 
 
 class StageListener:
@@ -97,14 +100,20 @@ class _RowCounts:
         return min(bounds) if bounds else None
 
     def table_rows(self, scan: Scan) -> int:
-        key = (scan.table.path, path_bytes(scan.table.path))
-        if key not in _TABLE_ROWS:
-            _TABLE_ROWS[key] = read_table(self.spark, scan.table).count()
-        return _TABLE_ROWS[key]
+        return table_rows(self.spark, scan.table)
+
+
+def table_rows(spark, entry) -> int:
+    """A table's row count (parquet answers from file footers), cached per process by path and size."""
+    key = (entry.path, path_bytes(entry.path))
+    if key not in _TABLE_ROWS:
+        _TABLE_ROWS[key] = read_table(spark, entry).count()
+    return _TABLE_ROWS[key]
 
 
 def run_dag(spark, dag: StageDag, settings: Settings, home: Path,
-            listener: StageListener | None = None, analyze: bool = False) -> RunRecord:
+            listener: StageListener | None = None, analyze: bool = False,
+            statistics: StatisticsCollector | None = None) -> RunRecord:
     listener = listener or StageListener()
     run_id, work_dir = new_work_dir(home)
     paths = {s.id: str(work_dir / f"stage-{s.id}") for s in dag.stages}
@@ -117,18 +126,21 @@ def run_dag(spark, dag: StageDag, settings: Settings, home: Path,
     started = time.perf_counter()
     conf = {**stage_sql_conf(settings), **user_runtime_conf(spark, settings)}
     try:
-        _run_stages(spark, dag, compiler, store, ip, record, paths, written, conf, listener, analyze)
+        _run_stages(spark, dag, compiler, store, ip, record, paths, written, conf, listener, analyze, statistics)
     except BaseException:
         remove_work_dir(record)  # a failed run leaves no half-written stage outputs behind
         raise
     record.seconds = time.perf_counter() - started
     record.result_rows = record.stages[-1].rows_written
+    if statistics is not None:
+        record.statistics_seconds = statistics.seconds
+        record.statistics_collected = statistics.collected_tables
     return record
 
 
 def _run_stages(spark, dag: StageDag, compiler: StageCompiler, store: SummaryStore, ip: IpPlanner,
                 record: RunRecord, paths: dict[int, str], written: dict[int, int], conf: dict[str, str],
-                listener: StageListener, analyze: bool) -> None:
+                listener: StageListener, analyze: bool, statistics: StatisticsCollector | None) -> None:
     run_id = record.run_id
     with sql_conf(spark, conf):
         for index, stage in enumerate(dag.stages, start=1):
@@ -138,7 +150,7 @@ def _run_stages(spark, dag: StageDag, compiler: StageCompiler, store: SummarySto
             decisions = ip.decide(stage, store.infos())
             decision_seconds = time.perf_counter() - deciding
             metrics = _run_stage(spark, compiler, store, stage, decisions, Path(paths[stage.id]), group,
-                                 is_final=stage is dag.final)
+                                 is_final=stage is dag.final, statistics=statistics)
             if analyze:
                 for probe in metrics.probes:
                     store.measure_false_positives(probe)
@@ -151,7 +163,8 @@ def _run_stages(spark, dag: StageDag, compiler: StageCompiler, store: SummarySto
 
 
 def _run_stage(spark, compiler: StageCompiler, store: SummaryStore, stage: Stage, decisions: StageDecisions,
-               path: Path, group: str, is_final: bool) -> StageMetrics:
+               path: Path, group: str, is_final: bool,
+               statistics: StatisticsCollector | None = None) -> StageMetrics:
     sc = spark.sparkContext
     sc.setJobGroup(group, f"aipq {stage.name} {stage.operator}", interruptOnCancel=True)
     started = time.perf_counter()
@@ -164,19 +177,24 @@ def _run_stage(spark, compiler: StageCompiler, store: SummaryStore, stage: Stage
         compiler.input_hooks = {
             node_id: (lambda df, uses=uses, n=node_id: store.probe(df, uses, probes, f"{group}-in{n}"))
             for node_id, uses in by_input.items()}
+        compiler.scan_observers = statistics.scan_observers(stage) if statistics else {}
         df = compiler.compile(stage.plan)
-        compiler.input_hooks = {}
+        compiler.input_hooks, compiler.scan_observers = {}, {}
         output_uses = [u for u in decisions.uses if u.target.place == "output"]
         if output_uses:  # sibling-to-sibling: prune before writing
             df = store.probe(df, output_uses, probes, f"{group}-out")
         if is_final and _final_needs_order(stage):
             df = df.coalesce(1)  # one ordered file: reading it back keeps ORDER BY's order
         observation = Observation(f"{group}-rows")
-        df = df.observe(observation, F.count(F.lit(1)).alias("rows"), *store.build_columns(df, decisions.builds))
+        key_sketches = statistics.output_metrics(stage, df) if statistics else []
+        df = df.observe(observation, F.count(F.lit(1)).alias("rows"), *store.build_columns(df, decisions.builds),
+                        *key_sketches)
         df.write.mode("errorifexists").parquet(str(path))
         rows = int(observation.get["rows"])
         seconds = time.perf_counter() - started
         store.collect(df, decisions.builds, observation)
+        if statistics is not None:
+            statistics.stage_finished(stage, decisions, observation.get, rows, directory_bytes(path))
         for probe in probes:
             probe.finish()
         figures = job_group_figures(spark, group)
@@ -185,7 +203,7 @@ def _run_stage(spark, compiler: StageCompiler, store: SummaryStore, stage: Stage
     except Exception as error:
         raise spark_error(error, f"stage {stage.name} ({stage.operator})") from error
     finally:
-        compiler.input_hooks = {}
+        compiler.input_hooks, compiler.scan_observers = {}, {}
         sc.setLocalProperty("spark.jobGroup.id", None)
     return StageMetrics(stage.id, stage.operator, seconds, rows, directory_bytes(path), figures,
                         [store.built[b.key] for b in decisions.builds], probes, decisions)

@@ -182,6 +182,7 @@ class IpPlanner:
         self.settings = settings
         self.strategy = _STRATEGIES[settings.ip]()
         self.candidates = find_candidates(dag) if settings.ip != "off" else []
+        self.used: set[tuple[int, str, tuple]] = set()  # (producer, column, target key) of summaries in use
         self.expected_items = expected_items or (lambda stage, column: None)
 
     def bloom_size(self, stage: int, column: str) -> tuple[int, int | None]:
@@ -210,8 +211,13 @@ class IpPlanner:
                                                                                       list[Rejected]]:
         """Algorithm 2: the earlier summaries ``stage`` loads, and where it probes them."""
         uses, rejected = [], []
-        for candidate in self.candidates:
-            if candidate.target.stage != stage.id:
+        mine = [c for c in self.candidates if c.target.stage == stage.id]
+        # inputs first: pruning them makes pruning the same stage's output redundant
+        for candidate in sorted(mine, key=lambda c: c.target.place == "output"):
+            deeper = [key for key in candidate.covered_by if (candidate.producer, candidate.column, key) in self.used]
+            if deeper:
+                rejected.append(Rejected(candidate, "redundant: the same summary already pruned this data "
+                                                    "earlier on its path"))
                 continue
             info = built.get((candidate.producer, candidate.column))
             reason = self.strategy.usage(self, candidate, info) if info is not None else None
@@ -220,6 +226,7 @@ class IpPlanner:
             else:
                 uses.append(SummaryUse(candidate.producer, candidate.column, candidate.target,
                                        candidate.relation, reason))
+                self.used.add((candidate.producer, candidate.column, candidate.target.key))
         return uses, rejected
 
     def decide(self, stage: Stage, built: dict[tuple[int, str], BuiltInfo]) -> StageDecisions:

@@ -56,6 +56,8 @@ class Candidate:
     relation: Relation
     join_stage: int  # the stage whose join makes the pruning valid
     join_keys: tuple[str, str]
+    # deeper targets on the same path: if the summary is used on any of them, this target is already pruned
+    covered_by: tuple[tuple, ...] = ()
 
     def describe(self) -> str:
         where = "before the shuffle" if self.target.place == "input" else "before its write"
@@ -154,11 +156,13 @@ class CandidateFinder:
                     for producers, targets in ((right.producers, left.targets), (left.producers, right.targets)):
                         for producer, column, path in producers:
                             usable = [t for t in targets if self.order[t.stage] > self.order[producer]]
-                            for target in _earliest(usable):
+                            for target in usable:
                                 if _dominated(producer, path, producers, target, self.order):
                                     continue
                                 relation = self.relation(producer, target, stage.id)
-                                candidate = Candidate(producer, column, target, relation, stage.id, (a, b))
+                                covered_by = tuple(t.key for t in _deeper(target, usable))
+                                candidate = Candidate(producer, column, target, relation, stage.id, (a, b),
+                                                      covered_by)
                                 found.setdefault((producer, column, target.key), candidate)
         return list(found.values())
 
@@ -178,22 +182,19 @@ def _dominated(producer: int, path: tuple[int, ...], producers, target: Target, 
                if other != producer)
 
 
-def _earliest(targets: list[Target]) -> list[Target]:
-    """Drop targets that a usable target deeper on the same path makes redundant: pruning a stage's inputs
-    already prunes its output, and pruning its output already prunes its reader's input."""
+def _deeper(target: Target, targets: list[Target]) -> list[Target]:
+    """The targets that make ``target`` redundant when used: pruning a stage's inputs already prunes its output,
+    and pruning its output (or inputs) already prunes its reader's input. A strategy that cannot use them (HIP
+    passes child-to-parent only) still uses ``target``."""
     def below(stage_id: int, path: tuple[int, ...]) -> list[Target]:
         prefix = path + (stage_id,)
         return [t for t in targets if t.path[:len(prefix)] == prefix]
 
-    kept = []
-    for target in targets:
-        if target.reads is not None:
-            if below(target.reads, target.path):
-                continue
-        elif target.place == "output" and any(t.place == "input" for t in below(target.stage, target.path[:-1])):
-            continue
-        kept.append(target)
-    return kept
+    if target.reads is not None:
+        return below(target.reads, target.path)
+    if target.place == "output":
+        return [t for t in below(target.stage, target.path[:-1]) if t.place == "input"]
+    return []
 
 
 def _all_nodes(root: Node):

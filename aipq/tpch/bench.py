@@ -60,14 +60,29 @@ def _time_aipq(spark, dag, settings: Settings, home: Path) -> float:
     return seconds
 
 
+def view_name(database: str, name: str) -> str:
+    """The temporary view a registered table is known by in ``spark.sql`` (views cannot carry a database)."""
+    return name if database in ("", "default") else f"{database}__{name}"
+
+
 def bench_session(home: Path, base: Settings):
-    """The session with every registered table visible to ``spark.sql``, the catalog, and a scratch folder
-    (the caller removes it)."""
+    """The session with every registered table visible to ``spark.sql`` (see ``spark_sql_text``), the catalog,
+    and a scratch folder (the caller removes it)."""
     spark = get_session(base, home)
     catalog = Catalog(home)
     for entry in catalog.entries():
-        read_table(spark, entry).createOrReplaceTempView(entry.name)
+        read_table(spark, entry).createOrReplaceTempView(view_name(entry.database, entry.name))
     return spark, catalog, Path(tempfile.mkdtemp(prefix="aipq-bench-", dir=home))
+
+
+def spark_sql_text(text: str, dialect: str) -> str:
+    """The query in Spark's dialect, reading the bench session's views."""
+    tree = sqlglot.parse_one(text, read=dialect)
+    for table in tree.find_all(sqlglot.exp.Table):
+        if table.db:
+            table.set("this", sqlglot.exp.to_identifier(view_name(table.db, table.name)))
+            table.set("db", None)
+    return tree.sql(dialect="spark")
 
 
 def compare_staging(home: Path, queries: list[int], thresholds: list[int], repeat: int,
@@ -77,7 +92,7 @@ def compare_staging(home: Path, queries: list[int], thresholds: list[int], repea
     try:
         for number in queries:
             text = query_text(number)
-            spark_sql = sqlglot.transpile(text, read="hive", write="spark")[0]
+            spark_sql = spark_sql_text(text, base.dialect)
             for threshold in thresholds:
                 settings = replace(base, broadcast_threshold=threshold)
                 dag = plan_query(text, catalog, settings).dag

@@ -1,4 +1,5 @@
-"""TPC-H under each information passing strategy, and under plain ``spark.sql``: ``aipq bench tpch``.
+"""Queries under each information passing strategy, and under plain ``spark.sql``: ``aipq bench tpch`` and
+``aipq bench synthetic``.
 
 For every query and join setting (repartition joins only — the paper's Hive setting — and broadcast joins
 allowed), each strategy runs once to warm up and then ``repeat`` times, strategies interleaved round by round so
@@ -9,13 +10,12 @@ difference fails the benchmark, naming the query and strategy. ``spark`` hands t
 
 from __future__ import annotations
 
+import math
 import shutil
 import statistics
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-
-import sqlglot
 
 from aipq.catalog import Catalog
 from aipq.config import Settings
@@ -24,10 +24,28 @@ from aipq.engine.report import run_dict
 from aipq.engine.session import sql_conf
 from aipq.errors import ExecutionError
 from aipq.planner.pipeline import plan_query
-from aipq.tpch.bench import bench_session
+from aipq.tpch.bench import bench_session, spark_sql_text
 from aipq.tpch.queries import query_text
 
 SPARK = "spark"
+
+
+@dataclass(frozen=True)
+class BenchQuery:
+    """One query of a benchmark: a label for tables and plots, its SQL, and the synthetic reference ratio."""
+
+    label: str
+    text: str
+    ratio: float | None = None
+
+    @property
+    def name(self) -> str:
+        """The query without its data parameter: ``query1`` for ``query1 @ 0.01``, ``Q3`` for ``Q3``."""
+        return self.label.split(" @ ")[0]
+
+
+def tpch_workload(numbers: list[int]) -> list[BenchQuery]:
+    return [BenchQuery(f"Q{n}", query_text(n)) for n in numbers]
 
 
 @dataclass
@@ -39,15 +57,17 @@ class Measurement:
     shuffle_write_records: int
     planning_seconds: float = 0.0
     decision_seconds: float = 0.0
+    statistics_seconds: float = 0.0  # piggybacked statistics: sketches merged and stored after the stages
     detail: dict | None = None  # aipq: per stage figures, summaries and probes
 
 
 @dataclass
 class StrategyResult:
-    query: int
+    query: str
     strategy: str
     broadcast_threshold: int
     stages: int
+    ratio: float | None = None
     runs: list[Measurement] = field(default_factory=list)
 
     @property
@@ -65,7 +85,7 @@ class StrategyResult:
     def as_dict(self) -> dict:
         return {
             "query": self.query, "strategy": self.strategy, "broadcast_threshold": self.broadcast_threshold,
-            "stages": self.stages, "median_seconds": self.median_seconds,
+            "stages": self.stages, "ratio": self.ratio, "median_seconds": self.median_seconds,
             "min_seconds": min(m.seconds for m in self.runs), "max_seconds": max(m.seconds for m in self.runs),
             "shuffle_write_bytes": self.shuffle_write_bytes, "shuffle_write_records": self.shuffle_write_records,
             "runs": [m.__dict__ for m in self.runs],
@@ -97,14 +117,14 @@ class _Runner:
         remove_work_dir(record)
         measurement = Measurement(
             seconds, sum(m.shuffle.shuffle_write_bytes for m in record.stages),
-            sum(m.shuffle.shuffle_write_records for m in record.stages), planning_seconds,
-            sum(m.decision_seconds for m in record.stages), run_dict(record))
+            sum(m.shuffle.shuffle_write_records for m in record.stages), planning_seconds=planning_seconds,
+            decision_seconds=sum(m.decision_seconds for m in record.stages), detail=run_dict(record))
         return measurement, rows
 
     def spark_sql(self, text: str, settings: Settings) -> tuple[Measurement, list]:
         from aipq.engine.jvm import job_group_figures
 
-        sql = sqlglot.transpile(text, read=settings.dialect, write="spark")[0]
+        sql = spark_sql_text(text, settings.dialect)
         target = self.scratch / f"spark-{time.monotonic_ns()}"
         conf = {"spark.sql.autoBroadcastJoinThreshold": str(settings.broadcast_threshold or -1),
                 "spark.sql.adaptive.enabled": "true",
@@ -126,20 +146,21 @@ class _Runner:
         return Measurement(seconds, figures.shuffle_write_bytes, figures.shuffle_write_records), rows
 
 
-def compare_strategies(home: Path, queries: list[int], strategies: list[str], thresholds: list[int], repeat: int,
-                       base: Settings, progress=None) -> list[StrategyResult]:
+def compare_strategies(home: Path, workload: list[BenchQuery], strategies: list[str], thresholds: list[int],
+                       repeat: int, base: Settings, progress=None) -> list[StrategyResult]:
     spark, catalog, scratch = bench_session(home, base)
     runner = _Runner(spark, home, catalog, scratch)
     results: list[StrategyResult] = []
     try:
-        for number in queries:
-            text = query_text(number)
+        for query in workload:
+            text = query.text
             for threshold in thresholds:
                 by_strategy = {}
                 for strategy in strategies:
                     settings = replace(base, broadcast_threshold=threshold, ip=strategy if strategy != SPARK else "off")
                     stages = len(plan_query(text, catalog, settings).dag.stages)
-                    by_strategy[strategy] = (StrategyResult(number, strategy, threshold, stages), settings)
+                    by_strategy[strategy] = (StrategyResult(query.label, strategy, threshold, stages, query.ratio),
+                                             settings)
                 expected = None
                 for round_number in range(repeat + 1):  # round 0 warms up
                     for strategy, (result, settings) in by_strategy.items():
@@ -150,7 +171,7 @@ def compare_strategies(home: Path, queries: list[int], strategies: list[str], th
                             expected = (strategy, canonical)
                         elif canonical != expected[1]:
                             raise ExecutionError(
-                                f"TPC-H Q{number}: strategy {strategy!r} returned {len(rows)} row(s) that differ "
+                                f"{query.label}: strategy {strategy!r} returned {len(rows)} row(s) that differ "
                                 f"from strategy {expected[0]!r}'s", hint="this is a bug; please report it")
                         if round_number > 0:
                             result.runs.append(measurement)
@@ -162,11 +183,15 @@ def compare_strategies(home: Path, queries: list[int], strategies: list[str], th
     return results
 
 
-def pruning_efficiency(results: list[StrategyResult]) -> dict[tuple[int, int, str], float | None]:
+def joins_label(threshold: int) -> str:
+    return "repartition" if threshold <= 0 else "broadcast"
+
+
+def pruning_efficiency(results: list[StrategyResult]) -> dict[tuple[str, int, str], float | None]:
     """Per query, join setting and strategy: (rows shuffled under off − under it) / (under off − under oracle),
     the share of the prunable rows the strategy pruned (1 = as well as exact key sets)."""
     by = {(r.query, r.broadcast_threshold, r.strategy): r for r in results}
-    efficiency: dict[tuple[int, int, str], float | None] = {}
+    efficiency: dict[tuple[str, int, str], float | None] = {}
     for (query, threshold, strategy), result in by.items():
         off, oracle = by.get((query, threshold, "off")), by.get((query, threshold, "oracle"))
         if off is None or oracle is None or strategy == SPARK:
@@ -177,33 +202,90 @@ def pruning_efficiency(results: list[StrategyResult]) -> dict[tuple[int, int, st
     return efficiency
 
 
-CSV_COLUMNS = ("query", "joins", "strategy", "stages", "median_seconds", "min_seconds", "max_seconds",
+def speedup(results: list[StrategyResult], result: StrategyResult, baseline: str) -> float | None:
+    """How many times faster ``result`` ran than ``baseline`` on the same query and join setting (medians)."""
+    for other in results:
+        if (other.query, other.broadcast_threshold, other.strategy) == (
+                result.query, result.broadcast_threshold, baseline):
+            return other.median_seconds / result.median_seconds
+    return None
+
+
+@dataclass
+class Headline:
+    """One statement of a benchmark report, e.g. "always vs off (repartition): geo-mean 1.12× over 10 queries"."""
+
+    strategy: str
+    baseline: str
+    joins: str
+    measure: str  # "speedup" or "pruning efficiency"
+    value: float
+    queries: int
+
+    def text(self) -> str:
+        if self.measure == "speedup":
+            return (f"{self.strategy} vs {self.baseline} ({self.joins} joins): geo-mean speedup "
+                    f"{self.value:.2f}× over {self.queries} queries")
+        return (f"{self.strategy} ({self.joins} joins): mean pruning efficiency {self.value:.0%} "
+                f"over {self.queries} queries with prunable rows")
+
+
+def headlines(results: list[StrategyResult]) -> list[Headline]:
+    """The report's statements, all from this run: geo-mean speedup of every strategy against ``off`` and
+    ``spark``, and the mean pruning efficiency of every strategy but ``off``, ``oracle`` and ``spark``."""
+    lines: list[Headline] = []
+    strategies = list(dict.fromkeys(r.strategy for r in results))
+    thresholds = sorted({r.broadcast_threshold for r in results})
+    for threshold in thresholds:
+        joins = joins_label(threshold)
+        mine = [r for r in results if r.broadcast_threshold == threshold]
+        for baseline in ("off", SPARK):
+            for strategy in strategies:
+                if strategy == baseline or (strategy, baseline) == (SPARK, "off"):
+                    continue
+                ratios = [x for r in mine if r.strategy == strategy
+                          for x in [speedup(results, r, baseline)] if x is not None]
+                if ratios:
+                    lines.append(Headline(strategy, baseline, joins, "speedup", geometric_mean(ratios), len(ratios)))
+        efficiency = pruning_efficiency(mine)
+        for strategy in strategies:
+            if strategy in ("off", "oracle", SPARK):
+                continue
+            values = [v for (_, _, s), v in efficiency.items() if s == strategy and v is not None]
+            if values:
+                lines.append(Headline(strategy, "oracle", joins, "pruning efficiency",
+                                      sum(values) / len(values), len(values)))
+    return lines
+
+
+CSV_COLUMNS = ("query", "ratio", "joins", "strategy", "stages", "median_seconds", "min_seconds", "max_seconds",
                "speedup_vs_off", "speedup_vs_spark", "shuffle_write_bytes", "shuffle_write_records",
-               "pruning_efficiency")
+               "pruning_efficiency", "planning_seconds", "decision_seconds", "statistics_seconds")
 
 
 def csv_rows(results: list[StrategyResult]) -> list[dict]:
-    by = {(r.query, r.broadcast_threshold, r.strategy): r for r in results}
     efficiency = pruning_efficiency(results)
-    rows = []
-    def speedup(r: StrategyResult, baseline: str) -> float | None:
-        base = by.get((r.query, r.broadcast_threshold, baseline))
-        return round(base.median_seconds / r.median_seconds, 4) if base else None
 
+    def rounded(value: float | None) -> float | None:
+        return None if value is None else round(value, 4)
+
+    rows = []
     for r in results:
         rows.append({
-            "query": r.query, "joins": "repartition" if r.broadcast_threshold <= 0 else "broadcast",
+            "query": r.query, "ratio": r.ratio, "joins": joins_label(r.broadcast_threshold),
             "strategy": r.strategy, "stages": r.stages, "median_seconds": round(r.median_seconds, 4),
             "min_seconds": round(min(m.seconds for m in r.runs), 4),
             "max_seconds": round(max(m.seconds for m in r.runs), 4),
-            "speedup_vs_off": speedup(r, "off"), "speedup_vs_spark": speedup(r, SPARK),
+            "speedup_vs_off": rounded(speedup(results, r, "off")),
+            "speedup_vs_spark": rounded(speedup(results, r, SPARK)),
             "shuffle_write_bytes": r.shuffle_write_bytes, "shuffle_write_records": r.shuffle_write_records,
-            "pruning_efficiency": efficiency.get((r.query, r.broadcast_threshold, r.strategy)),
+            "pruning_efficiency": rounded(efficiency.get((r.query, r.broadcast_threshold, r.strategy))),
+            "planning_seconds": rounded(statistics.median(m.planning_seconds for m in r.runs)),
+            "decision_seconds": rounded(statistics.median(m.decision_seconds for m in r.runs)),
+            "statistics_seconds": rounded(statistics.median(m.statistics_seconds for m in r.runs)),
         })
     return rows
 
 
 def geometric_mean(values: list[float]) -> float:
-    import math
-
     return math.exp(sum(math.log(v) for v in values) / len(values)) if values else float("nan")

@@ -1,0 +1,285 @@
+"""``aipq bench …``: the benchmarks whose numbers docs/benchmarks.md quotes, each rerunnable with one command."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import click
+from click.core import ParameterSource
+from rich.console import Console
+
+from aipq import app
+from aipq.cli.options import home_dir, planning_options
+from aipq.cli.render import staging_table, strategy_table
+from aipq.config import MB, Settings
+from aipq.errors import BadInputError
+from aipq.planner.ip import STRATEGIES
+
+TPCH_JOIN_HEAVY = "2,3,5,7,8,9,10,11,18,21"
+DEFAULT_STRATEGIES = "off,hip,always,oracle,spark"
+DOC_BEGIN, DOC_END = "<!-- aipq bench all: begin -->", "<!-- aipq bench all: end -->"
+
+
+@click.group()
+def bench():
+    """Benchmarks (numbers in docs/benchmarks.md come from these)."""
+
+
+def invocation(ctx: click.Context) -> str:
+    """The command as the user could type it again: the subcommand and every option given explicitly."""
+    words = ["aipq", *ctx.command_path.split()[1:]]
+    for param in ctx.command.params:
+        if not isinstance(param, click.Option) or param.name not in ctx.params:
+            continue
+        if ctx.get_parameter_source(param.name) in (ParameterSource.DEFAULT, None):
+            continue
+        value = ctx.params[param.name]
+        option = max(param.opts, key=len)
+        if param.is_flag:
+            words += [option] if value else []
+        elif isinstance(value, (list, tuple)):
+            for item in value:
+                words += [option, str(item)]
+        else:
+            words += [option, str(value)]
+    return " ".join(words)
+
+
+def _strategies(text: str) -> list[str]:
+    from aipq.tpch.strategy_bench import SPARK
+
+    chosen = [s.strip() for s in text.split(",") if s.strip()]
+    known = (*STRATEGIES, SPARK)
+    if "adaptive" in chosen:
+        raise BadInputError("strategy 'adaptive' is not available yet: it arrives with the benefit estimator",
+                            hint=f"use {', '.join(known)}")
+    unknown = [s for s in chosen if s not in known]
+    if unknown:
+        raise BadInputError(f"unknown strategy {unknown[0]!r}", hint=f"use {', '.join(known)}")
+    if not chosen:
+        raise BadInputError("--strategies is empty", hint=f"use some of {', '.join(known)}")
+    return chosen
+
+
+def _numbers(text: str, option: str, kind=int) -> list:
+    try:
+        values = [kind(part) for part in re.split(r"[,\s]+", text.strip()) if part]
+    except ValueError:
+        raise BadInputError(f"{option} {text!r} is not a comma-separated list of numbers",
+                            hint=f"for example {option} 3,5,9") from None
+    if not values:
+        raise BadInputError(f"{option} is empty")
+    return values
+
+
+def _thresholds(joins: str, settings: Settings) -> list[int]:
+    broadcast = settings.broadcast_threshold or 10 * MB
+    return {"both": [0, broadcast], "repartition": [0], "broadcast": [broadcast]}[joins]
+
+
+def _run_strategies(home: Path, workload, strategies: list[str], thresholds: list[int], repeat: int,
+                    settings: Settings, label: str):
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from aipq.tpch.strategy_bench import compare_strategies
+
+    err = Console(stderr=True)
+    total = len(workload) * len(thresholds) * len(strategies) * (repeat + 1)
+    with Progress(TextColumn(label), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=err, transient=True, disable=not err.is_terminal) as progress:
+        task = progress.add_task("runs", total=total)
+        return compare_strategies(home, workload, strategies, thresholds, repeat, settings,
+                                  lambda: progress.advance(task))
+
+
+def _context(title: str, command: str, settings: Settings, home: Path, **parameters):
+    from aipq.engine.session import get_session
+    from aipq.tpch.bench_report import BenchContext, describe_machine, today
+
+    machine = describe_machine(get_session(settings, home))
+    return BenchContext(title, command, machine, today(), {**parameters, "settings": settings.knob_values()})
+
+
+def _finish(results, context, out_dir: Path | None, synthetic: bool) -> None:
+    from aipq.tpch.bench_report import write_outputs
+
+    Console().print(strategy_table(results, context.title))
+    if out_dir is not None:
+        written = write_outputs(out_dir, context, results, synthetic=synthetic)
+        Console(stderr=True).print(f"wrote {', '.join(p.name for p in written)} to {out_dir}")
+
+
+strategy_options = [
+    click.option("--strategies", default=DEFAULT_STRATEGIES, show_default=True,
+                 help="Comma-separated: off, hip, always, oracle (aipq strategies) and spark (plain spark.sql)."),
+    click.option("--repeat", type=click.IntRange(1), default=3, show_default=True,
+                 help="Timed runs per strategy (after one warm-up run)."),
+    click.option("--joins", type=click.Choice(["both", "repartition", "broadcast"]), default="both",
+                 show_default=True, help="Repartition joins only (the paper's setting), broadcast allowed, or both."),
+    click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+                 help="Write results.json, results.csv, report.md and PNG plots here."),
+]
+
+
+def with_strategy_options(fn):
+    for option in reversed(strategy_options):
+        fn = option(fn)
+    return fn
+
+
+@bench.command("tpch")
+@click.option("--sf", "scale_factor", type=float, default=1.0, show_default=True)
+@click.option("--queries", default="3,5,9", show_default=True,
+              help=f"TPC-H query numbers, comma-separated (the join-heavy set: {TPCH_JOIN_HEAVY}).")
+@with_strategy_options
+@planning_options
+@click.pass_context
+def bench_tpch(ctx, scale_factor, queries, strategies, repeat, joins, out_dir, settings: Settings):
+    """TPC-H under each information passing strategy and spark.sql: time, shuffle, pruning; rows checked equal."""
+    run_tpch_bench(home_dir(ctx), scale_factor, queries, strategies, repeat, joins, out_dir, settings,
+                   invocation(ctx))
+
+
+def run_tpch_bench(home: Path, scale_factor: float, queries: str, strategies: str, repeat: int, joins: str,
+                   out_dir: Path | None, settings: Settings, command: str):
+    from aipq.tpch.strategy_bench import tpch_workload
+
+    numbers = _numbers(queries, "--queries")
+    bad = [n for n in numbers if not 1 <= n <= 22]
+    if bad:
+        raise BadInputError(f"there is no TPC-H query {bad[0]}", hint="query numbers run from 1 to 22")
+    chosen = _strategies(strategies)
+    with Console(stderr=True).status(f"preparing TPC-H SF {scale_factor:g}…"):
+        app.generate_tpch(home, settings, scale_factor, "default")
+    thresholds = _thresholds(joins, settings)
+    results = _run_strategies(home, tpch_workload(numbers), chosen, thresholds, repeat, settings, "bench tpch")
+    context = _context(f"TPC-H SF {scale_factor:g}: information passing strategies (median of {repeat})",
+                       command, settings, home, scale_factor=scale_factor, repeat=repeat)
+    _finish(results, context, out_dir, synthetic=False)
+    return results
+
+
+@bench.command("synthetic")
+@click.option("--ratios", default="0.001,0.01,0.1,0.5", show_default=True,
+              help="TableA reference ratios: the share of its rows whose key is in TableB and TableC.")
+@click.option("--rows", type=click.IntRange(1), default=1_000_000, show_default=True,
+              help="Rows per table (about 200 bytes each).")
+@click.option("--queries", default="query1,query2", show_default=True,
+              help="query1 (A⋈B, then ⋈C: child-to-parent) and/or query2 (A⋈B and B⋈C, then joined: siblings).")
+@with_strategy_options
+@planning_options
+@click.pass_context
+def bench_synthetic(ctx, ratios, rows, queries, strategies, repeat, joins, out_dir, settings: Settings):
+    """The paper's synthetic reference-ratio benchmark (its Figs. 7–8) under each strategy."""
+    run_synthetic_bench(home_dir(ctx), ratios, rows, queries, strategies, repeat, joins, out_dir, settings,
+                        invocation(ctx))
+
+
+def run_synthetic_bench(home: Path, ratios: str, rows: int, queries: str, strategies: str, repeat: int,
+                        joins: str, out_dir: Path | None, settings: Settings, command: str):
+    from aipq.tpch import synthetic
+    from aipq.tpch.strategy_bench import BenchQuery
+
+    values = _numbers(ratios, "--ratios", float)
+    names = [q.strip().lower() for q in queries.split(",") if q.strip()]
+    unknown = [n for n in names if n not in synthetic.QUERIES]
+    if unknown or not names:
+        raise BadInputError(f"unknown synthetic query {(unknown or [''])[0]!r}",
+                            hint=f"use {', '.join(synthetic.QUERIES)}")
+    chosen = _strategies(strategies)
+    with Console(stderr=True).status(f"preparing synthetic tables ({rows:,} rows, ratios {ratios})…"):
+        for ratio in values:
+            synthetic.generate(home, settings, ratio, rows)
+    workload = [BenchQuery(f"{name} @ {ratio:g}", synthetic.query_text(name, ratio), ratio)
+                for name in names for ratio in values]
+    thresholds = _thresholds(joins, settings)
+    results = _run_strategies(home, workload, chosen, thresholds, repeat, settings, "bench synthetic")
+    context = _context(f"Synthetic reference ratios, {rows:,} rows per table (median of {repeat})",
+                       command, settings, home, rows=rows, ratios=values, repeat=repeat)
+    _finish(results, context, out_dir, synthetic=True)
+    return results
+
+
+@bench.command("all")
+@click.option("--sf", "scale_factor", type=float, default=1.0, show_default=True)
+@click.option("--queries", default=TPCH_JOIN_HEAVY, show_default=True, help="TPC-H query numbers.")
+@click.option("--ratios", default="0.001,0.01,0.1,0.5", show_default=True, help="Synthetic reference ratios.")
+@click.option("--rows", type=click.IntRange(1), default=1_000_000, show_default=True,
+              help="Synthetic rows per table.")
+@click.option("--doc", type=click.Path(dir_okay=False, path_type=Path), default=Path("docs/benchmarks.md"),
+              show_default=True, help="Markdown file whose generated section is replaced.")
+@with_strategy_options
+@planning_options
+@click.pass_context
+def bench_all(ctx, scale_factor, queries, ratios, rows, doc, strategies, repeat, joins, out_dir,
+              settings: Settings):
+    """Every benchmark behind docs/benchmarks.md: TPC-H and synthetic, plots next to the document."""
+    home = home_dir(ctx)
+    out_dir = out_dir or doc.parent / "bench"
+    command = invocation(ctx)
+    run_tpch_bench(home, scale_factor, queries, strategies, repeat, joins, out_dir / "tpch", settings, command)
+    run_synthetic_bench(home, ratios, rows, "query1,query2", strategies, repeat, joins, out_dir / "synthetic",
+                        settings, command)
+    splice_reports(doc, out_dir, ["tpch", "synthetic"])
+    Console(stderr=True).print(f"updated {doc}")
+
+
+def splice_reports(doc: Path, out_dir: Path, parts: list[str]) -> None:
+    """Replace the document's generated section (between the markers, appended if missing) with the reports,
+    their image links made relative to the document."""
+    sections = []
+    for part in parts:
+        report = (out_dir / part / "report.md").read_text()
+        relative = _relative(out_dir / part, doc.parent)
+        report = re.sub(r"!\[([^\]]*)\]\(([^)/]+)\)", rf"![\1]({relative}/\2)", report)
+        sections.append(report.strip())
+    generated = "\n".join([DOC_BEGIN, "", *[s + "\n" for s in sections], DOC_END])
+    text = doc.read_text() if doc.exists() else "# Benchmarks\n"
+    if DOC_BEGIN in text and DOC_END in text:
+        before, rest = text.split(DOC_BEGIN, 1)
+        after = rest.split(DOC_END, 1)[1]
+        text = before + generated + after
+    else:
+        text = text.rstrip() + "\n\n" + generated + "\n"
+    partial = doc.with_name(doc.name + ".partial")
+    partial.write_text(text)
+    partial.replace(doc)
+
+
+def _relative(path: Path, start: Path) -> str:
+    import os
+
+    return os.path.relpath(path.resolve(), start.resolve())
+
+
+@bench.command("staging")
+@click.option("--sf", "scale_factor", type=float, default=1.0, show_default=True)
+@click.option("--queries", default="3,5,9", show_default=True, help="TPC-H query numbers, comma-separated.")
+@click.option("--repeat", type=click.IntRange(1), default=3, show_default=True, help="Timed runs per setting.")
+@click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Also write the raw timings here.")
+@planning_options
+@click.pass_context
+def bench_staging(ctx, scale_factor, queries, repeat, json_path, settings: Settings):
+    """aipq's staged run vs plain spark.sql, same session settings, with and without broadcast joins."""
+    from aipq.tpch.bench import compare_staging
+
+    home = home_dir(ctx)
+    numbers = _numbers(queries, "--queries")
+    err = Console(stderr=True)
+    with err.status(f"preparing TPC-H SF {scale_factor:g}…"):
+        app.generate_tpch(home, settings, scale_factor, "default")
+    thresholds = [0, settings.broadcast_threshold or 10 * MB]
+    total = len(numbers) * len(thresholds) * repeat
+    done = [0]
+
+    def tick():
+        done[0] += 1
+        err.print(f"[dim]{done[0]}/{total} timed pairs[/dim]")
+
+    results = compare_staging(home, numbers, thresholds, repeat, settings, tick)
+    Console().print(staging_table(results, scale_factor, repeat))
+    if json_path:
+        json_path.write_text(json.dumps([r.__dict__ for r in results], indent=2))

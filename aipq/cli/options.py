@@ -1,0 +1,73 @@
+"""Options and helpers shared by the command groups."""
+
+from __future__ import annotations
+
+import re
+from functools import wraps
+from pathlib import Path
+
+import click
+
+from aipq.config import MB, Settings
+from aipq.planner.ip import STRATEGIES
+
+
+def parse_size(text: str) -> int:
+    match = re.fullmatch(r"\s*(-?\d+(?:\.\d+)?)\s*([kmg]?)b?\s*", text.lower())
+    if not match:
+        raise click.BadParameter(f"{text!r} is not a size (examples: 0, 512KB, 10MB, 1GB)")
+    factor = {"": 1, "k": 1024, "m": MB, "g": 1024 * MB}[match.group(2)]
+    return int(float(match.group(1)) * factor)
+
+
+def home_dir(ctx: click.Context, local: Path | None = None) -> Path:
+    home = (local.expanduser() if local else ctx.obj["home"])
+    home.mkdir(parents=True, exist_ok=True)
+    return home
+
+
+def planning_options(fn):
+    @click.option("--plan", type=click.Choice(["linear", "bushy"]), default="linear", show_default=True,
+                  help="Join tree shape.")
+    @click.option("--broadcast-threshold", default="10MB", show_default=True, metavar="SIZE",
+                  help="Join a base table map-side when its files are at most SIZE; 0 = repartition joins only.")
+    @click.option("--shuffle-partitions", type=click.IntRange(1, 10000), default=8, show_default=True)
+    @click.option("--dialect", default="hive", show_default=True, help="SQL dialect (hive, spark, …).")
+    @click.option("--master", default=None, help="Spark master URL (default local[2]).")
+    @click.option("--conf", "confs", multiple=True, metavar="KEY=VALUE", help="Spark setting (repeatable).")
+    @click.option("--ip", type=click.Choice(STRATEGIES), default="off", show_default=True,
+                  help="Information passing: off (Hive), hip (hash lists, child-to-parent), always (every "
+                       "admissible Bloom filter), oracle (exact key sets on the same edges).")
+    @click.option("--alpha", default="4MB", show_default=True, metavar="SIZE",
+                  help="α: summaries larger than SIZE are not loaded.")
+    @click.option("--beta", type=float, default=0.0, show_default=True,
+                  help="β: least estimated benefit (seconds) to build or use a summary (benefit estimator).")
+    @click.option("--bloom-size", default="auto", show_default=True, metavar="SIZE|auto",
+                  help="|F|: Bloom filter size (e.g. 512KB, 4MB); auto sizes each filter for --bloom-fpp.")
+    @click.option("--bloom-fpp", type=click.FloatRange(1e-9, 0.5), default=0.01, show_default=True,
+                  help="Target false-positive rate of auto-sized Bloom filters.")
+    @click.option("--statistics", type=click.Choice(["collect", "recollect", "off"]), default="collect",
+                  show_default=True, help="Piggybacked statistics: collect what the repository lacks, collect "
+                                          "again, or neither.")
+    @click.option("--stats-lg-k", type=click.IntRange(4, 21), default=12, show_default=True,
+                  help="HyperLogLog precision (log2 buckets); relative error 1.04/sqrt(2^k).")
+    @click.option("--stats-columns", default="", metavar="COLUMNS",
+                  help="More columns to collect statistics on: COLUMN, TABLE.COLUMN, comma-separated.")
+    @wraps(fn)
+    def wrapper(*args, plan, broadcast_threshold, shuffle_partitions, dialect, master, confs, ip, alpha, beta,
+                bloom_size, bloom_fpp, statistics, stats_lg_k, stats_columns, **kwargs):
+        spark_conf = {}
+        for item in confs:
+            if "=" not in item:
+                raise click.BadParameter(f"{item!r} is not KEY=VALUE", param_hint="--conf")
+            key, value = item.split("=", 1)
+            spark_conf[key.strip()] = value.strip()
+        settings = Settings(plan=plan, broadcast_threshold=parse_size(broadcast_threshold),
+                            shuffle_partitions=shuffle_partitions, dialect=dialect, spark_conf=spark_conf,
+                            master=master, ip=ip, alpha=parse_size(alpha), beta=beta,
+                            bloom_size=0 if bloom_size.strip().lower() == "auto" else parse_size(bloom_size),
+                            bloom_fpp=bloom_fpp, statistics=statistics, stats_lg_k=stats_lg_k,
+                            stats_columns=tuple(c.strip() for c in stats_columns.split(",") if c.strip()))
+        return fn(*args, settings=settings, **kwargs)
+
+    return wrapper

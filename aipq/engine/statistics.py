@@ -1,0 +1,199 @@
+"""The statistics collector (the paper's piggybacked collection, section 3.3): statistics computed by the
+query's own scans and stage-output writes, in the same pass, as ``DataFrame.observe`` metrics that Spark merges
+across tasks (HLL sketches union losslessly), then stored in the repository.
+
+Per table: rows, bytes, files, splits. Per collected column: HLL sketch (lg_k configurable), NDV estimate,
+nulls, average width, min and max. Per stage output: rows, bytes and the NDV of the keys its consumer joins on,
+under a canonical key of the stage's subplan. A table's observation counts only if it saw every row (a LIMIT or
+an empty broadcast side can stop a scan early): its row count must equal the table's.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from pyspark.sql import DataFrame, Observation
+from pyspark.sql import functions as F
+
+from aipq.planner.ip import StageDecisions
+from aipq.planner.stages import Stage, StageDag
+from aipq.stats import sketches
+from aipq.stats.fingerprint import data_files
+from aipq.stats.plan_key import stage_plan_key, tables_under
+from aipq.stats.planner import TableNeed
+from aipq.stats.repository import ColumnStats, StageStats, StatsRepository, TableStats
+
+FIXED_WIDTHS = {"tinyint": 1, "smallint": 2, "int": 4, "bigint": 8, "float": 4, "double": 8, "date": 4,
+                "timestamp": 8, "timestamp_ntz": 8, "boolean": 1}
+INTEGRAL = ("tinyint", "smallint", "int", "bigint")
+
+
+def _quoted(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"
+
+
+def _fixed_width(data_type: str) -> float | None:
+    if data_type in FIXED_WIDTHS:
+        return float(FIXED_WIDTHS[data_type])
+    decimal = re.fullmatch(r"decimal\((\d+),\s*\d+\)", data_type)
+    if decimal:
+        return 8.0 if int(decimal.group(1)) <= 18 else 16.0
+    return None
+
+
+def _sketch_input(column: str, data_type: str) -> str:
+    """What to sketch: integral keys as BIGINT (so INT and BIGINT keys of two tables hash alike), strings as
+    they are, everything else by its string form."""
+    if data_type in INTEGRAL:
+        return f"CAST({_quoted(column)} AS BIGINT)"
+    if data_type == "string":
+        return _quoted(column)
+    return f"CAST({_quoted(column)} AS STRING)"
+
+
+def column_metrics(column: str, data_type: str, lg_k: int, prefix: str) -> list:
+    """Aggregates for one column inside an observation; ``prefix`` keeps names unique."""
+    quoted = _quoted(column)
+    metrics = [
+        F.expr(f"hll_sketch_agg({_sketch_input(column, data_type)}, {lg_k})").alias(f"{prefix}_hll"),
+        F.count(F.col(quoted)).alias(f"{prefix}_present"),
+    ]
+    if _fixed_width(data_type) is None:
+        metrics.append(F.avg(F.expr(f"octet_length(CAST({quoted} AS STRING))")).alias(f"{prefix}_width"))
+    if not data_type.startswith(("array", "map", "struct", "binary")):
+        metrics += [F.min(F.col(quoted)).alias(f"{prefix}_min"), F.max(F.col(quoted)).alias(f"{prefix}_max")]
+    return metrics
+
+
+def _text(value) -> str | None:
+    return None if value is None else str(value)
+
+
+@dataclass
+class _TableObservation:
+    need: TableNeed
+    observation: Observation
+    columns: list[tuple[str, str]]  # (column, type) collected
+
+
+@dataclass
+class _StageObservation:
+    stage: Stage
+    columns: list[str]
+
+
+@dataclass
+class StatisticsCollector:
+    """One run's collection: which scans to observe, and what to store once each stage has run."""
+
+    spark: object
+    dag: StageDag
+    needs: list[TableNeed]
+    repository: StatsRepository
+    lg_k: int = sketches.DEFAULT_LG_K
+    collected_by: str = ""
+    recollect: bool = False
+    table_rows: Callable[[TableNeed], int] | None = None
+    seconds: float = 0.0
+    collected_tables: list[str] = field(default_factory=list)
+    _pending: list[_TableObservation] = field(default_factory=list)
+    _claimed: set[str] = field(default_factory=set)
+    _altered: set[int] = field(default_factory=set)
+
+    def scan_observers(self, stage: Stage) -> dict[int, Callable[[DataFrame], DataFrame]]:
+        """For the first scan of each table that lacks statistics: wrap the raw table read in an observation."""
+        observers = {}
+        scan_ids = {id(n) for n in stage.plan.walk()}
+        for need in self.needs:
+            if need.entry.path in self._claimed or not (need.collect or self.recollect):
+                continue
+            mine = [s for s in need.scans if s in scan_ids]
+            if not mine:
+                continue
+            self._claimed.add(need.entry.path)
+            types = dict(need.entry.columns)
+            wanted = need.columns if self.recollect else need.missing
+            columns = [(c, types.get(c.lower(), "string")) for c in wanted]
+            observers[mine[0]] = lambda df, need=need, columns=columns: self._observe_table(df, need, columns)
+        return observers
+
+    def _observe_table(self, df: DataFrame, need: TableNeed, columns: list[tuple[str, str]]) -> DataFrame:
+        observation = Observation(f"aipq-stats-{len(self._pending)}-{need.entry.name}")
+        metrics = [F.count(F.lit(1)).alias("rows")]
+        for index, (column, data_type) in enumerate(columns):
+            metrics += column_metrics(column, data_type, self.lg_k, f"c{index}")
+        self._pending.append(_TableObservation(need, observation, columns))
+        return df.observe(observation, *metrics)
+
+    def output_metrics(self, stage: Stage, df: DataFrame) -> list:
+        """Sketches of the keys the stage's consumer joins on, observed during its write."""
+        types = {f.name: f.dataType.simpleString() for f in df.schema.fields}
+        return [F.expr(f"hll_sketch_agg({_sketch_input(c, types.get(c, 'string'))}, {self.lg_k})").alias(f"k{i}_hll")
+                for i, c in enumerate(stage.consumer_keys) if c in types]
+
+    def stage_finished(self, stage: Stage, decisions: StageDecisions, observed: dict, rows: int,
+                       bytes_written: int) -> None:
+        """Store the stage's output statistics and whatever table observations completed with it."""
+        started = time.perf_counter()
+        reads = set(self.dag.dependency.get(stage.id, []))
+        if reads & self._altered or any(not (u.relation == "child-to-parent" and u.target.stage == stage.id)
+                                         for u in decisions.uses):
+            # sibling/transitive pruning removed rows the subplan itself would keep: not its true size
+            self._altered.add(stage.id)
+        else:
+            inputs = {t.path: data_files(t.path).fingerprint for t in tables_under(self.dag, stage.id)}
+            columns = {c: round(sketches.estimate(observed[f"k{i}_hll"]), 1)
+                       for i, c in enumerate(stage.consumer_keys) if observed.get(f"k{i}_hll")}
+            self.repository.save_stage(StageStats(
+                stage_plan_key(self.dag, stage.id), f"{stage.name} {stage.operator}", inputs, rows, bytes_written,
+                columns, time.time(), self.collected_by))
+        for pending in list(self._pending):
+            self._pending.remove(pending)
+            self._store_table(pending)
+        self.seconds += time.perf_counter() - started
+
+    def _store_table(self, pending: _TableObservation) -> None:
+        need = pending.need
+        values = pending.observation.get
+        rows = int(values["rows"])
+        if self.table_rows is not None and rows != self.table_rows(need):
+            return  # the scan stopped early (LIMIT, empty broadcast side): not the table's statistics
+        files = data_files(need.entry.path)
+        if files.fingerprint != need.files.fingerprint:
+            return  # the data changed while the query ran
+        now = time.time()
+        known = self.repository.table(need.entry.path, files.fingerprint)
+        stats = TableStats(need.entry.path, need.entry.qualified_name, files.fingerprint, rows, files.bytes,
+                           files.files, files.splits(parallelism=self.spark.sparkContext.defaultParallelism),
+                           now, self.collected_by, dict(known.columns) if known else {})
+        for index, (column, data_type) in enumerate(pending.columns):
+            prefix = f"c{index}"
+            sketch = values.get(f"{prefix}_hll")
+            present = int(values[f"{prefix}_present"])
+            width = _fixed_width(data_type)
+            if width is None:
+                width = float(values.get(f"{prefix}_width") or 0.0)
+            stats.columns[column] = ColumnStats(
+                column, data_type, rows, rows - present, sketches.estimate(sketch) if sketch else 0.0, self.lg_k,
+                round(width, 2), _text(values.get(f"{prefix}_min")), _text(values.get(f"{prefix}_max")),
+                bytes(sketch) if sketch else None, now, self.collected_by)
+        self.repository.save_table(stats)
+        self.collected_tables.append(need.entry.qualified_name)
+
+
+def collect_table(spark, entry, columns: list[str] | None, repository: StatsRepository, lg_k: int,
+                  collected_by: str) -> TableStats | None:
+    """``aipq stats collect``: one explicit pass over a table (like ANALYZE), for the given or all columns."""
+    from aipq.engine.session import read_table
+
+    names = columns or [name for name, _ in entry.columns]
+    need = TableNeed(entry, data_files(entry.path), tuple(names), tuple(names), False)
+    collector = StatisticsCollector(spark, None, [need], repository, lg_k, collected_by)  # type: ignore[arg-type]
+    types = dict(entry.columns)
+    df = collector._observe_table(read_table(spark, entry), need, [(c, types.get(c.lower(), "string")) for c in names])
+    df.write.format("noop").mode("overwrite").save()
+    collector._store_table(collector._pending.pop())
+    return repository.table(entry.path, need.files.fingerprint)

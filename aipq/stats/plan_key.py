@@ -1,0 +1,55 @@
+"""A canonical, data-aware name for a stage's subplan, so that a later query containing the same subplan (the
+batch workloads of the paper) finds the size its output had.
+
+The key covers the stage's operators and expressions and, through stage reads, every stage below it; tables
+appear by data path. It does not cover the data itself: the repository keeps the fingerprints of the tables
+read and ignores the entry once any of them changes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+
+from sqlglot import exp
+
+from aipq.catalog import TableEntry
+from aipq.planner.logical import Node, Scan
+from aipq.planner.stages import StageDag, StageRead
+
+
+def _canonical(node: object, dag: StageDag, memo: dict[int, str]) -> str:
+    if isinstance(node, StageRead):
+        if node.stage_id not in memo:
+            memo[node.stage_id] = _canonical(dag.stage(node.stage_id).plan, dag, memo)
+        return f"Read({memo[node.stage_id]};{','.join(node.columns)})"
+    if isinstance(node, TableEntry):
+        return f"Table({node.path})"
+    if isinstance(node, exp.Expression):
+        return node.sql(dialect="spark", normalize=True)
+    if isinstance(node, (tuple, list)):
+        return "[" + ",".join(_canonical(item, dag, memo) for item in node) + "]"
+    if dataclasses.is_dataclass(node):
+        parts = [f"{f.name}={_canonical(getattr(node, f.name), dag, memo)}" for f in dataclasses.fields(node)
+                 if f.name != "alias"]  # an alias names a table in one query only
+        return f"{type(node).__name__}({';'.join(parts)})"
+    return repr(node)
+
+
+def stage_plan_key(dag: StageDag, stage_id: int) -> str:
+    return hashlib.sha256(_canonical(dag.stage(stage_id).plan, dag, {}).encode()).hexdigest()[:32]
+
+
+def tables_under(dag: StageDag, stage_id: int) -> list[TableEntry]:
+    """The base tables a stage's output derives from, through the stages it reads."""
+    found: dict[str, TableEntry] = {}
+    stack: list[Node] = [dag.stage(stage_id).plan]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, Scan):
+            found.setdefault(node.table.path, node.table)
+        elif isinstance(node, StageRead):
+            stack.append(dag.stage(node.stage_id).plan)
+        else:
+            stack.extend(node.children)
+    return list(found.values())

@@ -1,0 +1,207 @@
+"""What a benchmark leaves in its ``--out`` folder: results.json, results.csv, report.md and PNG plots.
+
+report.md is self-contained Markdown (command, machine, date, tables, headline statements, plot links), so
+``aipq bench all`` can splice it into docs/benchmarks.md unchanged.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import platform
+import statistics
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+from aipq.tpch.strategy_bench import (
+    CSV_COLUMNS,
+    SPARK,
+    StrategyResult,
+    csv_rows,
+    headlines,
+    joins_label,
+    pruning_efficiency,
+)
+
+STRATEGY_COLOURS = {"off": "#7f7f7f", "hip": "#1f77b4", "always": "#ff7f0e", "adaptive": "#2ca02c",
+                    "oracle": "#9467bd", SPARK: "#d62728"}
+
+
+@dataclass
+class BenchContext:
+    """Where and how a benchmark ran, for every report it writes."""
+
+    title: str
+    command: str
+    machine: str
+    date: str
+    parameters: dict
+
+
+def describe_machine(spark) -> str:
+    memory = ""
+    try:
+        with open("/proc/meminfo") as meminfo:
+            kib = int(meminfo.readline().split()[1])
+        memory = f", {kib / 1024 ** 2:.0f} GB RAM"
+    except (OSError, ValueError, IndexError):
+        pass
+    java = spark.sparkContext._jvm.java.lang.System.getProperty("java.version")
+    return (f"{os.cpu_count()} cores{memory}, {platform.system()} {platform.machine()}, "
+            f"Python {platform.python_version()}, Spark {spark.version} ({spark.sparkContext.master}), Java {java}")
+
+
+def today() -> str:
+    return datetime.now(timezone.utc).strftime("%Y-%m-%d")
+
+
+def write_outputs(out_dir: Path, context: BenchContext, results: list[StrategyResult],
+                  synthetic: bool = False) -> list[Path]:
+    """Write every output; returns the files written."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    rows = csv_rows(results)
+    payload = {"title": context.title, "command": context.command, "machine": context.machine,
+               "date": context.date, **context.parameters, "summary": rows,
+               "headlines": [line.__dict__ for line in headlines(results)],
+               "results": [r.as_dict() for r in results]}
+    written = [out_dir / "results.json", out_dir / "results.csv"]
+    written[0].write_text(json.dumps(payload, indent=2, default=str))
+    with written[1].open("w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=CSV_COLUMNS)
+        writer.writeheader()
+        writer.writerows(rows)
+    plots = synthetic_plots(out_dir, results) if synthetic else tpch_plots(out_dir, results)
+    written += plots
+    report = out_dir / "report.md"
+    report.write_text(markdown_report(context, results, [p.name for p in plots]))
+    written.append(report)
+    return written
+
+
+def markdown_report(context: BenchContext, results: list[StrategyResult], plots: list[str],
+                    heading: str = "###") -> str:
+    efficiency = pruning_efficiency(results)
+    rows = {(r["query"], r["joins"], r["strategy"]): r for r in csv_rows(results)}
+    lines = [f"{heading} {context.title}", "",
+             f"Command: `{context.command}`  ", f"Machine: {context.machine}  ", f"Date: {context.date}", "",
+             "| query | joins | strategy | stages | median s (min–max) | vs off | vs spark | shuffle write | "
+             "rows shuffled | pruning eff. |",
+             "|---|---|---|--:|--:|--:|--:|--:|--:|--:|"]
+    for r in results:
+        row = rows[(r.query, joins_label(r.broadcast_threshold), r.strategy)]
+        eff = efficiency.get((r.query, r.broadcast_threshold, r.strategy))
+        vs_off, vs_spark = row["speedup_vs_off"], row["speedup_vs_spark"]
+        lines.append(
+            f"| {r.query} | {row['joins']} | {r.strategy} | {r.stages} | {row['median_seconds']:.2f} "
+            f"({row['min_seconds']:.2f}–{row['max_seconds']:.2f}) | "
+            f"{'' if vs_off is None else f'{vs_off:.2f}×'} | {'' if vs_spark is None else f'{vs_spark:.2f}×'} | "
+            f"{_mb(r.shuffle_write_bytes)} | {r.shuffle_write_records:,} | "
+            f"{'' if eff is None else f'{eff:.0%}'} |")
+    lines += ["", "From this run:", ""]
+    lines += [f"- {line.text()}" for line in headlines(results)]
+    lines += ["", *[f"![{name}]({name})" for name in plots], ""]
+    return "\n".join(lines)
+
+
+def _mb(size: int) -> str:
+    return f"{size / 1024 ** 2:.1f} MB"
+
+
+def _pyplot():
+    import matplotlib
+
+    matplotlib.use("Agg")  # files only: no display on servers and CI
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _by_joins(results: list[StrategyResult]) -> dict[str, list[StrategyResult]]:
+    grouped: dict[str, list[StrategyResult]] = {}
+    for r in results:
+        grouped.setdefault(joins_label(r.broadcast_threshold), []).append(r)
+    return grouped
+
+
+def _grouped_bars(path: Path, results: list[StrategyResult], value, ylabel: str, title: str,
+                  skip: tuple[str, ...] = ()) -> Path:
+    """One panel per join setting; per query a group of bars, one per strategy (the shape of the paper's
+    Fig. 10)."""
+    plt = _pyplot()
+    panels = _by_joins(results)
+    figure, axes = plt.subplots(1, len(panels), figsize=(6.5 * len(panels), 4.2), squeeze=False)
+    for axis, (joins, mine) in zip(axes[0], panels.items()):
+        queries = list(dict.fromkeys(r.query for r in mine))
+        strategies = [s for s in dict.fromkeys(r.strategy for r in mine) if s not in skip]
+        width = 0.8 / max(1, len(strategies))
+        for index, strategy in enumerate(strategies):
+            heights = []
+            for query in queries:
+                found = [value(r) for r in mine if (r.query, r.strategy) == (query, strategy)]
+                heights.append(found[0] if found and found[0] is not None else 0.0)
+            positions = [q + (index - (len(strategies) - 1) / 2) * width for q in range(len(queries))]
+            axis.bar(positions, heights, width, label=strategy, color=STRATEGY_COLOURS.get(strategy))
+        axis.set_xticks(range(len(queries)), queries)
+        axis.set_title(f"{title} — {joins} joins")
+        axis.set_ylabel(ylabel)
+        axis.legend(fontsize="small")
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+    return path
+
+
+def tpch_plots(out_dir: Path, results: list[StrategyResult]) -> list[Path]:
+    efficiency = pruning_efficiency(results)
+    return [
+        _grouped_bars(out_dir / "time.png", results, lambda r: r.median_seconds, "seconds (median)",
+                      "time per query"),
+        _grouped_bars(out_dir / "shuffle.png", results, lambda r: r.shuffle_write_bytes / 1024 ** 2,
+                      "shuffle write (MB)", "shuffled bytes"),
+        _grouped_bars(out_dir / "pruning.png", results,
+                      lambda r: efficiency.get((r.query, r.broadcast_threshold, r.strategy)),
+                      "pruning efficiency (1 = oracle)", "pruning efficiency", skip=("off", SPARK)),
+    ]
+
+
+def final_stage_seconds(result: StrategyResult) -> float | None:
+    """Median time of the query's last stage (the paper's Job2 of Query1, Job3 of Query2)."""
+    times = []
+    for run in result.runs:
+        stages = (run.detail or {}).get("stages") or {}
+        if stages:
+            times.append(stages[max(stages, key=lambda s: int(str(s).lstrip("S") or 0))]["seconds"])
+    return statistics.median(times) if times else None
+
+
+def synthetic_plots(out_dir: Path, results: list[StrategyResult]) -> list[Path]:
+    """Time against the reference ratio, one line per strategy, for the whole query and its last stage (the
+    shape of the paper's Figs. 7–8)."""
+    plt = _pyplot()
+    paths = []
+    for name, value, ylabel in (("time.png", lambda r: r.median_seconds, "seconds, whole query (median)"),
+                                ("final_stage.png", final_stage_seconds, "seconds, last stage (median)")):
+        keys = list(dict.fromkeys((r.query.split(" @ ")[0], joins_label(r.broadcast_threshold)) for r in results))
+        figure, axes = plt.subplots(1, len(keys), figsize=(5.2 * len(keys), 4), squeeze=False)
+        for axis, (query, joins) in zip(axes[0], keys):
+            mine = [r for r in results if r.query.split(" @ ")[0] == query
+                    and joins_label(r.broadcast_threshold) == joins]
+            for strategy in dict.fromkeys(r.strategy for r in mine):
+                points = sorted((r.ratio, value(r)) for r in mine if r.strategy == strategy
+                                and r.ratio is not None and value(r) is not None)
+                if points:
+                    axis.plot([p[0] for p in points], [p[1] for p in points], marker="o", label=strategy,
+                              color=STRATEGY_COLOURS.get(strategy))
+            axis.set_xscale("log")
+            axis.set_xlabel("reference ratio of TableA")
+            axis.set_ylabel(ylabel)
+            axis.set_title(f"{query} — {joins} joins")
+            axis.legend(fontsize="small")
+        figure.tight_layout()
+        path = out_dir / name
+        figure.savefig(path, dpi=110)
+        plt.close(figure)
+        paths.append(path)
+    return paths

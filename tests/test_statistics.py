@@ -1,0 +1,176 @@
+"""Piggybacked statistics and the repository: real runs on fresh TPC-H data, exact counts from DuckDB."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import duckdb
+import pytest
+from conftest import Aipq
+
+from aipq.stats import sketches
+from aipq.stats.repository import StatsRepository
+
+# Every join and filter column of TPC-H Q5, by table
+Q5_COLUMNS = {
+    "default.customer": {"c_custkey", "c_nationkey"},
+    "default.orders": {"o_custkey", "o_orderkey", "o_orderdate"},
+    "default.lineitem": {"l_orderkey", "l_suppkey"},
+    "default.supplier": {"s_suppkey", "s_nationkey"},
+    "default.nation": {"n_nationkey", "n_regionkey"},
+    "default.region": {"r_regionkey", "r_name"},
+}
+
+
+@pytest.fixture()
+def fresh(tmp_path, spark) -> Aipq:
+    """A home of its own with freshly generated SF 0.01 data and no statistics."""
+    runner = Aipq(tmp_path / "home")
+    result = runner("tpch", "gen", "--sf", "0.01")
+    assert result.exit_code == 0, result.output
+    return runner
+
+
+def show(runner: Aipq) -> dict:
+    result = runner("stats", "show", "--json")
+    assert result.exit_code == 0, result.output
+    return json.loads(result.output)
+
+
+def by_table(payload: dict) -> dict[str, dict]:
+    return {t["name"]: t for t in payload["tables"]}
+
+
+def exact_distinct(path: str, column: str) -> int:
+    return duckdb.execute(f"SELECT count(DISTINCT {column}) FROM read_parquet('{path}')").fetchone()[0]
+
+
+def test_q5_collects_its_join_and_filter_columns_once_and_data_changes_invalidate(fresh):
+    assert fresh("run", "tpch:5", "--quiet").exit_code == 0
+    tables = by_table(show(fresh))
+    assert set(tables) == set(Q5_COLUMNS)
+    for name, columns in Q5_COLUMNS.items():
+        table = tables[name]
+        assert table["current"] and table["rows"] == duckdb.execute(
+            f"SELECT count(*) FROM read_parquet('{table['path']}')").fetchone()[0]
+        assert columns <= set(table["columns"]), name
+        assert table["splits"] >= 1 and table["bytes"] == os.path.getsize(table["path"])
+        for column in columns:
+            stats = table["columns"][column]
+            exact = exact_distinct(table["path"], column)
+            assert abs(stats["ndv"] - exact) <= 3 * stats["rse"] * exact, (name, column, stats["ndv"], exact)
+            assert stats["nulls"] == 0 and stats["width"] > 0 and stats["min_value"] is not None
+    first = {name: t["collected_at"] for name, t in tables.items()}
+
+    assert fresh("run", "tpch:5", "--quiet").exit_code == 0  # again: nothing new is collected
+    assert {name: t["collected_at"] for name, t in by_table(show(fresh)).items()} == first
+    explained = fresh("explain", "tpch:5", "--format", "json")
+    needs = json.loads(explained.output)["statistics"]
+    assert needs and all(not n["collect"] and n["table_statistics"] == "known" for n in needs)
+
+    region = Path(tables["default.region"]["path"])
+    os.utime(region, ns=(region.stat().st_atime_ns, region.stat().st_mtime_ns + 10**9))  # "touch"
+    assert not by_table(show(fresh))["default.region"]["current"]
+    needs = {n["table"]: n for n in json.loads(fresh("explain", "tpch:5", "--format", "json").output)["statistics"]}
+    assert set(needs["default.region"]["collect"]) == Q5_COLUMNS["default.region"]
+    assert not needs["default.orders"]["collect"]
+    assert fresh("run", "tpch:5", "--quiet").exit_code == 0
+    after = by_table(show(fresh))
+    assert after["default.region"]["current"] and after["default.region"]["collected_at"] > first["default.region"]
+    assert after["default.orders"]["collected_at"] == first["default.orders"]
+
+
+def test_stage_outputs_are_known_by_their_subplan(fresh):
+    assert fresh("run", "tpch:3", "--quiet", "--broadcast-threshold", "0").exit_code == 0
+    stages = show(fresh)["stages"]
+    assert stages and all(s["rows"] >= 0 and s["bytes"] > 0 for s in stages)
+    keys = {s["plan_key"]: s["rows"] for s in stages}
+    assert fresh("run", "tpch:3", "--quiet", "--broadcast-threshold", "0").exit_code == 0
+    assert {s["plan_key"]: s["rows"] for s in show(fresh)["stages"]} == keys  # same subplans, same keys
+
+
+def test_sibling_pruned_stage_outputs_are_not_recorded_as_their_subplans_size(fresh):
+    assert fresh("run", "tpch:5", "--quiet", "--broadcast-threshold", "0", "--plan", "bushy").exit_code == 0
+    unpruned = {s["plan_key"]: s["rows"] for s in show(fresh)["stages"]}
+    assert fresh("stats", "clear").exit_code == 0
+    assert fresh("run", "tpch:5", "--quiet", "--broadcast-threshold", "0", "--plan", "bushy",
+                 "--ip", "always").exit_code == 0
+    for stage in show(fresh)["stages"]:  # whatever was recorded under pruning has its true, unpruned size
+        assert unpruned.get(stage["plan_key"], stage["rows"]) == stage["rows"], stage["description"]
+
+
+def test_a_scan_stopped_by_limit_is_not_taken_for_the_table(fresh):
+    result = fresh("run", "--sql", "SELECT l_orderkey FROM lineitem WHERE l_quantity > 10 LIMIT 3", "--quiet")
+    assert result.exit_code == 0, result.output
+    lineitem = by_table(show(fresh)).get("default.lineitem")
+    if lineitem is not None:  # stored only if the scan happened to read every row
+        assert lineitem["rows"] == 60175
+
+
+def test_explicit_collect_show_and_clear(fresh):
+    result = fresh("stats", "collect", "nation", "--columns", "n_name,n_regionkey", "--stats-lg-k", "10")
+    assert result.exit_code == 0, result.output
+    nation = by_table(show(fresh))["default.nation"]
+    assert set(nation["columns"]) == {"n_name", "n_regionkey"}
+    assert nation["columns"]["n_name"]["lg_k"] == 10 and nation["columns"]["n_name"]["ndv"] == pytest.approx(25, 0.1)
+    assert nation["columns"]["n_name"]["min_value"] == "ALGERIA"
+    table = fresh("stats", "show", "nation")
+    assert table.exit_code == 0 and "default.nation: 25 rows" in table.output
+    bad = fresh("stats", "collect", "nation", "--columns", "n_nope")
+    assert bad.exit_code == 2 and "no column 'n_nope'" in bad.output
+    assert fresh("stats", "clear", "nation").exit_code == 0
+    assert "default.nation" not in by_table(show(fresh))
+
+
+@pytest.mark.parametrize("content", [b"this is not a database at all" * 100, "foreign"])
+def test_a_corrupt_or_foreign_repository_is_moved_aside_and_rebuilt(fresh, content):
+    path = fresh.home / "stats.db"
+    if content == "foreign":
+        con = sqlite3.connect(path)
+        con.execute("CREATE TABLE customers (id INTEGER)")
+        con.commit()
+        con.close()
+    else:
+        path.write_bytes(content)
+    result = fresh("stats", "show")
+    assert result.exit_code == 0 and "was not usable" in result.output and "moved it to" in result.output
+    assert list(fresh.home.glob("stats.db.unreadable-*"))
+    assert fresh("run", "tpch:6", "--quiet").exit_code == 0
+    assert "default.lineitem" in by_table(show(fresh))
+
+
+def test_sketch_union_and_intersection_from_spark(spark):
+    rows = spark.sql("SELECT hll_sketch_agg(id, 12) AS a FROM range(0, 60000)").first()["a"]
+    other = spark.sql("SELECT hll_sketch_agg(id, 12) AS b FROM range(40000, 100000)").first()["b"]
+    rse = sketches.relative_standard_error(12)
+    assert sketches.estimate(bytes(rows)) == pytest.approx(60000, rel=3 * rse)
+    assert sketches.union_estimate([bytes(rows), bytes(other)]) == pytest.approx(100000, rel=3 * rse)
+    # the intersection's error is that of the three estimates it combines
+    assert sketches.intersection_estimate(bytes(rows), bytes(other)) == pytest.approx(20000, abs=3 * rse * 220000)
+
+
+def test_two_concurrent_runs_share_one_repository(fresh, tmp_path):
+    """Two real aipq processes (two JVMs) recollect statistics into the same repository at once."""
+    aipq = shutil.which("aipq", path=str(Path(sys.executable).parent)) or "aipq"
+    env = {**os.environ, "AIPQ_HOME": str(fresh.home)}
+    command = [aipq, "run", "tpch:5", "--quiet", "--statistics", "recollect", "--broadcast-threshold", "0",
+               "--conf", "spark.ui.enabled=false"]
+    processes = [subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                 for _ in range(2)]
+    outcomes = [p.communicate(timeout=600) for p in processes]
+    for process, (_, err) in zip(processes, outcomes):
+        assert process.returncode == 0, err
+    repository = StatsRepository(fresh.home)
+    tables = {t.name: t for t in repository.tables()}
+    assert set(tables) == set(Q5_COLUMNS)
+    for name, columns in Q5_COLUMNS.items():
+        table = tables[name]
+        assert columns <= set(table.columns)
+        assert all(c.rows == table.rows for c in table.columns.values())  # each column from a whole collection
+        assert table.rows == duckdb.execute(f"SELECT count(*) FROM read_parquet('{table.path}')").fetchone()[0]
