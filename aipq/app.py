@@ -8,9 +8,9 @@ from pathlib import Path
 
 from aipq.catalog import FORMATS, Catalog, TableEntry, split_name
 from aipq.config import Settings
-from aipq.engine.executor import RunRecord, StageListener, remove_work_dir, run_dag, table_rows
+from aipq.engine.executor import RunRecord, StageListener, remove_work_dir, run_dag
 from aipq.engine.session import SparkCatalogLookup, get_session, read_schema
-from aipq.engine.statistics import StatisticsCollector
+from aipq.engine.statistics import collector_for
 from aipq.errors import BadInputError
 from aipq.planner.pipeline import PlannedQuery
 from aipq.planner.resolve import find_word
@@ -84,23 +84,11 @@ def statistics_plan(dag: StageDag, home: Path, settings: Settings) -> list[dict]
     return [need.as_dict() for need in needs]
 
 
-def statistics_collector(spark, dag: StageDag, home: Path, settings: Settings,
-                         collected_by: str) -> StatisticsCollector | None:
-    """What this run collects in passing (None with statistics off)."""
-    if settings.statistics == "off":
-        return None
-    repository = StatsRepository(home)
-    needs = plan_statistics(dag, repository, settings.stats_columns)
-    return StatisticsCollector(spark, dag, needs, repository, settings.stats_lg_k, collected_by,
-                               recollect=settings.statistics == "recollect",
-                               table_rows=lambda need: table_rows(spark, need.entry))
-
-
 def execute(planned: PlannedQuery, home: Path, settings: Settings,
             listener: StageListener | None = None, analyze: bool = False) -> QueryRun:
     """Run a planned query; Spark starts here, so bad SQL fails in planning without paying for a JVM."""
     spark = get_session(settings, home)
-    collector = statistics_collector(spark, planned.dag, home, settings, planned.source_name or "query")
+    collector = collector_for(spark, planned.dag, home, settings, planned.source_name or "query")
     try:
         record = run_dag(spark, planned.dag, settings, home, listener, analyze, collector)
     except BadInputError as error:

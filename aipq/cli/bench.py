@@ -202,6 +202,55 @@ def run_synthetic_bench(home: Path, ratios: str, rows: int, queries: str, strate
     return results
 
 
+@bench.command("stats")
+@click.option("--sf", "scale_factor", type=float, default=1.0, show_default=True)
+@click.option("--queries", default="3,5,9,10", show_default=True, help="TPC-H query numbers.")
+@click.option("--lg-k", "lg_ks", default="8,10,12,14", show_default=True,
+              help="HyperLogLog precisions to compare (4–21).")
+@click.option("--repeat", type=click.IntRange(1), default=3, show_default=True,
+              help="Timed runs per setting (after one warm-up run).")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Write results.json, report.md and statistics.png here.")
+@planning_options
+@click.pass_context
+def bench_stats(ctx, scale_factor, queries, lg_ks, repeat, out_dir, settings: Settings):
+    """Cost of piggybacked statistics per lg_k, and NDV accuracy against exact counts (the paper's Figs. 11–12)."""
+    run_stats_bench(home_dir(ctx), scale_factor, queries, lg_ks, repeat, out_dir, settings, invocation(ctx))
+
+
+def run_stats_bench(home: Path, scale_factor: float, queries: str, lg_ks: str, repeat: int, out_dir: Path | None,
+                    settings: Settings, command: str):
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from aipq.cli.render import stats_overhead_table
+    from aipq.tpch.queries import query_text
+    from aipq.tpch.stats_bench import measure_collection
+
+    numbers = _numbers(queries, "--queries")
+    precisions = _numbers(lg_ks, "--lg-k")
+    bad = [k for k in precisions if not 4 <= k <= 21]
+    if bad:
+        raise BadInputError(f"lg_k {bad[0]} is outside 4–21", hint="for example --lg-k 8,10,12,14")
+    err = Console(stderr=True)
+    with err.status(f"preparing TPC-H SF {scale_factor:g}…"):
+        app.generate_tpch(home, settings, scale_factor, "default")
+    workload = [(f"Q{n}", query_text(n)) for n in numbers]
+    total = len(numbers) * (len(precisions) + 1) * (repeat + 1)
+    with Progress(TextColumn("bench stats"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=err, transient=True, disable=not err.is_terminal) as progress:
+        task = progress.add_task("runs", total=total)
+        overheads, errors = measure_collection(home, workload, precisions, repeat, settings,
+                                               lambda: progress.advance(task))
+    context = _context(f"TPC-H SF {scale_factor:g}: cost and accuracy of piggybacked statistics "
+                       f"(median of {repeat})", command, settings, home, scale_factor=scale_factor, repeat=repeat)
+    Console().print(stats_overhead_table(overheads, errors, context.title))
+    if out_dir is not None:
+        from aipq.tpch.bench_report import write_stats_outputs
+
+        written = write_stats_outputs(out_dir, context, overheads, errors)
+        err.print(f"wrote {', '.join(p.name for p in written)} to {out_dir}")
+
+
 @bench.command("all")
 @click.option("--sf", "scale_factor", type=float, default=1.0, show_default=True)
 @click.option("--queries", default=TPCH_JOIN_HEAVY, show_default=True, help="TPC-H query numbers.")
@@ -215,14 +264,16 @@ def run_synthetic_bench(home: Path, ratios: str, rows: int, queries: str, strate
 @click.pass_context
 def bench_all(ctx, scale_factor, queries, ratios, rows, doc, strategies, repeat, joins, out_dir,
               settings: Settings):
-    """Every benchmark behind docs/benchmarks.md: TPC-H and synthetic, plots next to the document."""
+    """Every benchmark behind docs/benchmarks.md: TPC-H strategies, synthetic ratios and statistics cost, with
+    plots next to the document."""
     home = home_dir(ctx)
     out_dir = out_dir or doc.parent / "bench"
     command = invocation(ctx)
     run_tpch_bench(home, scale_factor, queries, strategies, repeat, joins, out_dir / "tpch", settings, command)
     run_synthetic_bench(home, ratios, rows, "query1,query2", strategies, repeat, joins, out_dir / "synthetic",
                         settings, command)
-    splice_reports(doc, out_dir, ["tpch", "synthetic"])
+    run_stats_bench(home, scale_factor, "3,5,9,10", "8,10,12,14", repeat, out_dir / "stats", settings, command)
+    splice_reports(doc, out_dir, ["tpch", "synthetic", "stats"])
     Console(stderr=True).print(f"updated {doc}")
 
 

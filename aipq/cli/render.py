@@ -223,3 +223,21 @@ def strategy_table(results, title: str) -> Table:
                       format_size(r.shuffle_write_bytes), "" if eff is None else f"{eff:.0%}")
     table.caption = "\n".join(line.text() for line in headlines(results))
     return table
+
+
+def stats_overhead_table(overheads, errors, title: str) -> Table:
+    """Per query and lg_k: time with and without collecting every statistic; mean NDV error per lg_k."""
+    import statistics as stats_module
+
+    from aipq.tpch.stats_bench import overhead_rows
+
+    table = Table(title=title)
+    for column in ("query", "lg_k", "RSE", "off s", "collecting s", "slowdown", "storing s", "mean NDV err"):
+        table.add_column(column, justify="right")
+    mean_error = {k: stats_module.mean(e.error for e in errors if e.lg_k == k) for k in {e.lg_k for e in errors}}
+    for r in overhead_rows(overheads):
+        error = mean_error.get(r["lg_k"])
+        table.add_row(r["query"], str(r["lg_k"]), f"{r['rse']:.1%}", f"{r['off_seconds']:.2f}",
+                      f"{r['median_seconds']:.2f}", f"{r['slowdown']:+.1%}", f"{r['storing_seconds']:.2f}",
+                      "" if error is None else f"{error:.2%}")
+    return table

@@ -50,8 +50,9 @@ class StageCompiler:
         if isinstance(node, Scan):
             source = self.table(node.table)
             observer = self.scan_observers.get(id(node))
-            if observer is not None:
-                source = observer(source)
+            if observer is not None:  # sees only the columns the scan reads (it keeps Spark's column pruning)
+                source = observer(source.select(*dict.fromkeys(_quoted(src) for _, src in node.columns
+                                                               + node.filter_only)))
             df = source.select(*[F.col(_quoted(src)).alias(name) for name, src in node.columns + node.filter_only])
             for condition in node.filters:
                 df = df.filter(F.expr(render(condition)))

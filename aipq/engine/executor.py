@@ -16,14 +16,13 @@ from pyspark.sql import functions as F
 from aipq.config import Settings
 from aipq.engine.compile import StageCompiler
 from aipq.engine.jvm import ShuffleFigures, job_group_figures
-from aipq.engine.session import read_table, sql_conf, stage_sql_conf, user_runtime_conf
+from aipq.engine.session import sql_conf, stage_sql_conf, table_rows, user_runtime_conf
 from aipq.engine.statistics import StatisticsCollector
 from aipq.engine.summaries import BuiltSummary, ProbeRecord, SummaryStore
 from aipq.errors import AipqError, BadInputError, ExecutionError
 from aipq.planner.ip import IpPlanner, StageDecisions, SummaryUse
 from aipq.planner.ip_candidates import leaf_sources
 from aipq.planner.logical import Scan, Sort
-from aipq.planner.physical import path_bytes
 from aipq.planner.stages import Stage, StageDag, StageRead
 
 
@@ -78,8 +77,6 @@ def new_work_dir(home: Path) -> tuple[str, Path]:
     return run_id, work_dir
 
 
-_TABLE_ROWS: dict[tuple[str, int | None], int] = {}  # (path, bytes on disk) → rows, for this process
-
 
 class _RowCounts:
     """Upper bounds on a summarized column's distinct values, to size Bloom filters: the rows of the inputs its
@@ -101,14 +98,6 @@ class _RowCounts:
 
     def table_rows(self, scan: Scan) -> int:
         return table_rows(self.spark, scan.table)
-
-
-def table_rows(spark, entry) -> int:
-    """A table's row count (parquet answers from file footers), cached per process by path and size."""
-    key = (entry.path, path_bytes(entry.path))
-    if key not in _TABLE_ROWS:
-        _TABLE_ROWS[key] = read_table(spark, entry).count()
-    return _TABLE_ROWS[key]
 
 
 def run_dag(spark, dag: StageDag, settings: Settings, home: Path,

@@ -115,6 +115,19 @@ def read_table(spark, entry: TableEntry):
     return reader.options(**options).load(entry.path)
 
 
+_TABLE_ROWS: dict[tuple[str, int | None], int] = {}  # (path, bytes on disk) → rows, for this process
+
+
+def table_rows(spark, entry: TableEntry) -> int:
+    """A table's row count (parquet answers from file footers), cached per process by path and size."""
+    from aipq.planner.physical import path_bytes
+
+    key = (entry.path, path_bytes(entry.path))
+    if key not in _TABLE_ROWS:
+        _TABLE_ROWS[key] = read_table(spark, entry).count()
+    return _TABLE_ROWS[key]
+
+
 def read_schema(spark, path: str, fmt: str, options: dict[str, str] | None = None) -> tuple[tuple[str, str], ...]:
     """Column names and Spark SQL types of data at ``path``."""
     probe = TableEntry("default", "probe", path, fmt, (), tuple((options or {}).items()))

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
+from aipq.stats.sketches import relative_standard_error
 from aipq.tpch.strategy_bench import (
     CSV_COLUMNS,
     SPARK,
@@ -205,3 +206,65 @@ def synthetic_plots(out_dir: Path, results: list[StrategyResult]) -> list[Path]:
         plt.close(figure)
         paths.append(path)
     return paths
+
+
+def write_stats_outputs(out_dir: Path, context: BenchContext, overheads, errors) -> list[Path]:
+    """``aipq bench stats``: results.json, report.md and statistics.png."""
+    from aipq.tpch.stats_bench import overhead_rows
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    rows = overhead_rows(overheads)
+    payload = {"title": context.title, "command": context.command, "machine": context.machine,
+               "date": context.date, **context.parameters, "overhead": rows,
+               "ndv_errors": [e.as_dict() for e in errors],
+               "runs": [o.__dict__ for o in overheads]}
+    (out_dir / "results.json").write_text(json.dumps(payload, indent=2, default=str))
+    plots = _stats_plots(out_dir, rows, errors)
+    lines = [f"### {context.title}", "", f"Command: `{context.command}`  ", f"Machine: {context.machine}  ",
+             f"Date: {context.date}", "",
+             "| query | lg_k | RSE | no statistics, s | collecting all, s | slowdown | of which storing, s |",
+             "|---|--:|--:|--:|--:|--:|--:|"]
+    lines += [f"| {r['query']} | {r['lg_k']} | {r['rse']:.1%} | {r['off_seconds']:.2f} | {r['median_seconds']:.2f} "
+              f"| {r['slowdown']:+.1%} | {r['storing_seconds']:.2f} |" for r in rows]
+    lines += ["", "| lg_k | columns | mean NDV error | max NDV error | RSE |", "|--:|--:|--:|--:|--:|"]
+    for lg_k in sorted({e.lg_k for e in errors}):
+        mine = [e.error for e in errors if e.lg_k == lg_k]
+        lines.append(f"| {lg_k} | {len(mine)} | {statistics.mean(mine):.2%} | {max(mine):.2%} | "
+                     f"{relative_standard_error(lg_k):.2%} |")
+    lines += ["", "From this run:", ""]
+    for lg_k in sorted({r["lg_k"] for r in rows}):
+        mine = [r["slowdown"] for r in rows if r["lg_k"] == lg_k]
+        lines.append(f"- lg_k {lg_k}: mean slowdown {statistics.mean(mine):+.1%} (max {max(mine):+.1%}) "
+                     f"over {len(mine)} queries when every statistic is collected")
+    lines += ["", *[f"![{p.name}]({p.name})" for p in plots], ""]
+    report = out_dir / "report.md"
+    report.write_text("\n".join(lines))
+    return [out_dir / "results.json", *plots, report]
+
+
+def _stats_plots(out_dir: Path, rows: list[dict], errors) -> list[Path]:
+    plt = _pyplot()
+    figure, axes = plt.subplots(1, 2, figsize=(11, 4))
+    for query in dict.fromkeys(r["query"] for r in rows):
+        points = sorted((r["lg_k"], 100 * r["slowdown"]) for r in rows if r["query"] == query)
+        axes[0].plot([p[0] for p in points], [p[1] for p in points], marker="o", label=query)
+    axes[0].axhline(5, color="#999999", linestyle="--", linewidth=1, label="5 % target")
+    axes[0].set_xlabel("lg_k (HLL precision)")
+    axes[0].set_ylabel("slowdown from collection (%)")
+    axes[0].set_title("collection overhead (cf. the paper's Fig. 11)")
+    axes[0].legend(fontsize="small")
+    lg_ks = sorted({e.lg_k for e in errors})
+    axes[1].plot(lg_ks, [100 * statistics.mean(e.error for e in errors if e.lg_k == k) for k in lg_ks],
+                 marker="o", label="mean error")
+    axes[1].plot(lg_ks, [100 * max(e.error for e in errors if e.lg_k == k) for k in lg_ks],
+                 marker="s", label="max error")
+    axes[1].plot(lg_ks, [100 * relative_standard_error(k) for k in lg_ks], linestyle="--", label="RSE")
+    axes[1].set_xlabel("lg_k (HLL precision)")
+    axes[1].set_ylabel("NDV error (%)")
+    axes[1].set_title("distinct-count accuracy (cf. the paper's Fig. 12)")
+    axes[1].legend(fontsize="small")
+    figure.tight_layout()
+    path = out_dir / "statistics.png"
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+    return [path]

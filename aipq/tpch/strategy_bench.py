@@ -22,6 +22,7 @@ from aipq.config import Settings
 from aipq.engine.executor import RunRecord, remove_work_dir, run_dag
 from aipq.engine.report import run_dict
 from aipq.engine.session import sql_conf
+from aipq.engine.statistics import collector_for
 from aipq.errors import ExecutionError
 from aipq.planner.pipeline import plan_query
 from aipq.tpch.bench import bench_session, spark_sql_text
@@ -99,7 +100,7 @@ def _canonical(rows: list) -> list[tuple]:
     return sorted((tuple(normal(v) for v in row) for row in rows), key=repr)
 
 
-class _Runner:
+class QueryRunner:
     def __init__(self, spark, home: Path, catalog: Catalog, scratch: Path):
         self.spark = spark
         self.home = home
@@ -111,14 +112,16 @@ class _Runner:
         dag = plan_query(text, self.catalog, settings).dag
         planning_seconds = time.perf_counter() - planning
         started = time.perf_counter()
-        record: RunRecord = run_dag(self.spark, dag, settings, self.home)
+        collector = collector_for(self.spark, dag, self.home, settings, "aipq bench")
+        record: RunRecord = run_dag(self.spark, dag, settings, self.home, statistics=collector)
         seconds = time.perf_counter() - started
         rows = self.spark.read.parquet(str(record.result_path)).collect()
         remove_work_dir(record)
         measurement = Measurement(
             seconds, sum(m.shuffle.shuffle_write_bytes for m in record.stages),
             sum(m.shuffle.shuffle_write_records for m in record.stages), planning_seconds=planning_seconds,
-            decision_seconds=sum(m.decision_seconds for m in record.stages), detail=run_dict(record))
+            decision_seconds=sum(m.decision_seconds for m in record.stages),
+            statistics_seconds=record.statistics_seconds, detail=run_dict(record))
         return measurement, rows
 
     def spark_sql(self, text: str, settings: Settings) -> tuple[Measurement, list]:
@@ -149,7 +152,7 @@ class _Runner:
 def compare_strategies(home: Path, workload: list[BenchQuery], strategies: list[str], thresholds: list[int],
                        repeat: int, base: Settings, progress=None) -> list[StrategyResult]:
     spark, catalog, scratch = bench_session(home, base)
-    runner = _Runner(spark, home, catalog, scratch)
+    runner = QueryRunner(spark, home, catalog, scratch)
     results: list[StrategyResult] = []
     try:
         for query in workload:

@@ -1,0 +1,108 @@
+"""What piggybacked statistics cost and how accurate they are: ``aipq bench stats`` (the paper's Figs. 11–12).
+
+Per query, each round runs it once with statistics off and once per lg_k with every statistic collected again
+(``recollect``), interleaved; the slowdown is the median collecting time over the median time without. After
+each collecting run, the NDV estimates just stored are compared with exact distinct counts of the same columns.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from aipq.config import Settings
+from aipq.engine.session import read_table
+from aipq.stats.repository import StatsRepository
+from aipq.stats.sketches import relative_standard_error
+from aipq.tpch.bench import bench_session
+from aipq.tpch.strategy_bench import QueryRunner
+
+
+@dataclass
+class CollectionOverhead:
+    query: str
+    lg_k: int | None  # None: statistics off
+    seconds: list[float] = field(default_factory=list)
+    statistics_seconds: list[float] = field(default_factory=list)
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.seconds)
+
+
+@dataclass
+class NdvError:
+    table: str
+    column: str
+    lg_k: int
+    estimate: float
+    exact: int
+
+    @property
+    def error(self) -> float:
+        return abs(self.estimate - self.exact) / self.exact if self.exact else 0.0
+
+    def as_dict(self) -> dict:
+        return {**self.__dict__, "error": round(self.error, 6), "rse": round(relative_standard_error(self.lg_k), 6)}
+
+
+def measure_collection(home: Path, workload: list[tuple[str, str]], lg_ks: list[int], repeat: int,
+                       base: Settings, progress=None) -> tuple[list[CollectionOverhead], list[NdvError]]:
+    spark, catalog, scratch = bench_session(home, base)
+    runner = QueryRunner(spark, home, catalog, scratch)
+    repository = StatsRepository(home)
+    overheads: list[CollectionOverhead] = []
+    estimates: dict[tuple[str, str, int], float] = {}
+    for label, text in workload:
+        settings = {None: replace(base, statistics="off")}
+        settings.update({k: replace(base, statistics="recollect", stats_lg_k=k) for k in lg_ks})
+        mine = {k: CollectionOverhead(label, k) for k in settings}
+        for round_number in range(repeat + 1):  # round 0 warms up
+            for lg_k, chosen in settings.items():
+                measurement, _ = runner.aipq(text, chosen)
+                if round_number > 0:
+                    mine[lg_k].seconds.append(measurement.seconds)
+                    mine[lg_k].statistics_seconds.append(measurement.statistics_seconds)
+                if lg_k is not None:
+                    for table in repository.tables():
+                        for column in table.columns.values():
+                            if column.lg_k == lg_k:
+                                estimates[(table.path, column.column, lg_k)] = column.ndv
+                if progress:
+                    progress()
+        overheads += mine.values()
+    errors = _ndv_errors(spark, catalog, estimates)
+    return overheads, errors
+
+
+def _ndv_errors(spark, catalog, estimates: dict[tuple[str, str, int], float]) -> list[NdvError]:
+    """Exact distinct counts in one pass per table (count(DISTINCT) for each column measured)."""
+    from pyspark.sql import functions as F
+
+    by_path: dict[str, set[str]] = {}
+    for path, column, _ in estimates:
+        by_path.setdefault(path, set()).add(column)
+    entries = {e.path: e for e in catalog.entries()}
+    exact: dict[tuple[str, str], int] = {}
+    for path, columns in by_path.items():
+        entry = entries.get(path)
+        if entry is None:
+            continue
+        ordered = sorted(columns)
+        row = read_table(spark, entry).agg(*[F.countDistinct(F.col(c)).alias(c) for c in ordered]).first()
+        exact.update({(path, c): int(row[c]) for c in ordered})
+    names = {e.path: e.qualified_name for e in catalog.entries()}
+    return sorted((NdvError(names.get(path, path), column, lg_k, estimate, exact[(path, column)])
+                   for (path, column, lg_k), estimate in estimates.items() if (path, column) in exact),
+                  key=lambda e: (e.table, e.column, e.lg_k))
+
+
+def overhead_rows(overheads: list[CollectionOverhead]) -> list[dict]:
+    """Per query and lg_k: median seconds and the slowdown against statistics off."""
+    off = {o.query: o.median for o in overheads if o.lg_k is None}
+    return [{"query": o.query, "lg_k": o.lg_k, "rse": round(relative_standard_error(o.lg_k), 5),
+             "median_seconds": round(o.median, 4), "off_seconds": round(off[o.query], 4),
+             "slowdown": round(o.median / off[o.query] - 1, 4),
+             "storing_seconds": round(statistics.median(o.statistics_seconds), 4)}
+            for o in overheads if o.lg_k is not None]
