@@ -1,0 +1,106 @@
+"""The benefit of one information passing edge, from the model (``cost_model``) and Δ (``delta``).
+
+The paper estimates child-to-parent passing only (eqs 1–17: the parent's sort, shuffle and merge, minus the
+summary's cost). aipq also prices what the paper leaves out:
+
+- pruning a sibling's output before it is written saves that write and the consumer's read of those pages, on
+  top of the consumer's sort, shuffle and merge (the paper argued this qualitatively only);
+- probing costs CPU per probed row (xxhash64 and bit tests); the paper's C_summary has no such term;
+- rows that no shuffle follows (a stage input joined map-side, by broadcast) save no sort, shuffle or merge:
+  there the probe is pure cost, as measured in ../shared/NOTES.md.
+
+All figures are seconds per task, like the paper's.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+from aipq.estimator import cost_model as model
+from aipq.estimator.delta import (
+    bloom_false_positive_rate,
+    candidate_filter_bytes,
+    pruned_pages,
+    surviving_share,
+)
+from aipq.estimator.parameters import PAGE_BYTES, Calibration
+
+
+@dataclass(frozen=True)
+class EdgeInputs:
+    """What the estimate needs to know about one edge, each figure with where it came from."""
+
+    probed_bytes: float  # the probed rows' bytes (the columns the stage reads, after map-side filters)
+    probed_rows: float
+    probed_splits: float  # m
+    probed_distinct: float  # distinct keys among the probed rows
+    summary_distinct: float  # distinct keys in the summary (its items)
+    common_distinct: float  # keys in both
+    shuffle_partitions: int  # r
+    sort_buffer_pages: float  # B
+    nodes: int = 1  # N
+    partials: int = 1  # r'
+    feeds_shuffle: bool = True
+    place: str = "input"  # "input": before the target stage's shuffle; "output": before a stage's write
+    sources: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class EdgeEstimate:
+    benefit: model.Benefit
+    filter_bytes: int
+    false_positive_rate: float
+    survive: float
+    delta_pages: float
+    job: model.JobShape
+    inputs: EdgeInputs
+
+    @property
+    def total(self) -> float:
+        return self.benefit.total
+
+    def as_dict(self) -> dict:
+        return {
+            "B": round(self.total, 6), "B_sort": round(self.benefit.sort, 6),
+            "B_shuffle": round(self.benefit.shuffle, 6), "B_merge": round(self.benefit.merge, 6),
+            "C_summary": round(self.benefit.summary, 6), "other": round(self.benefit.extra, 6),
+            "filter_bytes": self.filter_bytes, "false_positive_rate": round(self.false_positive_rate, 6),
+            "surviving_share": round(self.survive, 6), "delta_pages": round(self.delta_pages, 4),
+            "m": round(self.job.m, 2), "r": self.job.r, "M_pages": round(self.job.pages_per_map, 4),
+            "B_pages": round(self.job.sort_buffer_pages, 1),
+            "inputs": {k: v for k, v in asdict(self.inputs).items() if k != "sources"},
+            "sources": dict(self.inputs.sources),
+        }
+
+
+def job_shape(inputs: EdgeInputs) -> model.JobShape:
+    m = max(inputs.probed_splits, 1.0)
+    return model.JobShape(m=m, r=max(inputs.shuffle_partitions, 1), pages_per_map=inputs.probed_bytes / m / PAGE_BYTES,
+                          sort_buffer_pages=inputs.sort_buffer_pages)
+
+
+def estimate(inputs: EdgeInputs, filter_bytes: int, calibration: Calibration) -> EdgeEstimate:
+    """Eq. (1) for one edge and one filter size, with the terms the paper leaves out in ``extra``."""
+    costs = calibration.costs
+    job = job_shape(inputs)
+    fpp = bloom_false_positive_rate(filter_bytes * 8, inputs.summary_distinct)
+    survive = surviving_share(inputs.probed_distinct, inputs.common_distinct, fpp)
+    delta = pruned_pages(job.pages_per_map, survive)
+    probe_cost = inputs.probed_rows / job.m * calibration.probe_seconds_per_row
+    if inputs.feeds_shuffle:
+        base = model.benefit(job, delta, costs, filter_bytes, inputs.partials, inputs.nodes)
+    else:  # joined map-side: nothing to sort, shuffle or merge
+        base = model.Benefit(0.0, 0.0, 0.0, model.summary_cost(filter_bytes, inputs.partials, inputs.nodes, costs))
+    extra = -probe_cost
+    if inputs.place == "output":  # the write it saves and the consumer's read of those pages
+        extra += delta * (costs.c_write + costs.c_read)
+    result = model.Benefit(base.sort, base.shuffle, base.merge, base.summary, extra)
+    return EdgeEstimate(result, filter_bytes, fpp, survive, delta, job, inputs)
+
+
+def best_estimate(inputs: EdgeInputs, calibration: Calibration, alpha: int, fixed_bytes: int = 0) -> EdgeEstimate:
+    """The filter size (within α) whose estimated benefit is largest, or the user's fixed size."""
+    if fixed_bytes > 0:
+        return estimate(inputs, fixed_bytes, calibration)
+    sizes = candidate_filter_bytes(inputs.summary_distinct, alpha)
+    return max((estimate(inputs, size, calibration) for size in sizes), key=lambda e: (e.total, -e.filter_bytes))

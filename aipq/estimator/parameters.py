@@ -1,0 +1,86 @@
+"""The paper's model parameters on Spark, and the unit costs (defaults, or measured by ``aipq calibrate``).
+
+How the paper's MapReduce terms map onto an aipq stage:
+
+- a *page* is ``PAGE_BYTES`` (1 MiB): the unit C_R, C_W and C_T are measured in;
+- m (map tasks of the parent job) = the splits Spark plans for the probed input: for a base table, from its
+  files (``stats/fingerprint.DataFiles.splits``: Spark's maxSplitBytes packing); for an earlier stage's output,
+  the same over the files it wrote;
+- r (reduce tasks) = the stage's shuffle partitions (``shuffle_partitions``; aipq turns AQE off in stages, so
+  this is exact);
+- M (pages a map task emits) = bytes of the probed input's columns, after its map-side filters, / m / page;
+- B (sort buffer, pages) = the execution memory one task may use: (heap − 300 MB reserved) ×
+  spark.memory.fraction (0.6) / concurrent tasks, / page;
+- N (nodes the summary is copied to) = executors (1 in local mode: the driver's JVM);
+- r' (partial summaries merged) = the producer stage's write tasks (Spark merges the observed Bloom filter
+  aggregates of all tasks);
+- |F| = the summary's bytes; Δ = M × (1 − share of rows that survive the probe), ``estimator/delta.py``.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from aipq.estimator.cost_model import UnitCosts
+
+PAGE_BYTES = 1 << 20
+RESERVED_MEMORY = 300 * (1 << 20)
+CALIBRATION_FILE = "calibration.json"
+
+# Measured on the 2-core, 24 GB machine of docs/benchmarks.md with `aipq calibrate` (2026-11-26), rounded: used
+# until `aipq calibrate` has run on this machine.
+DEFAULT_UNIT_COSTS = UnitCosts(c_read=0.004, c_write=0.012, c_transfer=0.010,
+                               u_read=1.0e-9, u_write=2.0e-9, u_transfer=1.5e-9)
+# Seconds per row to probe a Bloom filter (xxhash64 + bit tests), not in the paper's model.
+DEFAULT_PROBE_SECONDS_PER_ROW = 25e-9
+
+
+@dataclass(frozen=True)
+class Calibration:
+    costs: UnitCosts
+    probe_seconds_per_row: float
+    source: str  # "defaults" or "calibrated on <date>"
+
+    def as_dict(self) -> dict:
+        return {"source": self.source, "probe_seconds_per_row": self.probe_seconds_per_row, **asdict(self.costs)}
+
+
+def load_calibration(home: Path) -> Calibration:
+    """The unit costs ``aipq calibrate`` stored under the home, else the documented defaults."""
+    path = Path(home) / CALIBRATION_FILE
+    try:
+        data = json.loads(path.read_text())
+        costs = UnitCosts(**{k: float(data[k]) for k in UnitCosts.__dataclass_fields__})
+        return Calibration(costs, float(data.get("probe_seconds_per_row", DEFAULT_PROBE_SECONDS_PER_ROW)),
+                           f"calibrated on {data.get('date', '?')}")
+    except (OSError, ValueError, KeyError, TypeError):
+        return Calibration(DEFAULT_UNIT_COSTS, DEFAULT_PROBE_SECONDS_PER_ROW, "defaults")
+
+
+def save_calibration(home: Path, costs: UnitCosts, probe_seconds_per_row: float) -> Path:
+    path = Path(home) / CALIBRATION_FILE
+    partial = path.with_name(path.name + ".partial")
+    partial.write_text(json.dumps({**asdict(costs), "probe_seconds_per_row": probe_seconds_per_row,
+                                   "date": time.strftime("%Y-%m-%d")}, indent=2))
+    partial.replace(path)
+    return path
+
+
+def parse_memory(text: str) -> int:
+    """Spark's memory strings (``1g``, ``512m``, ``2048k``) in bytes."""
+    text = text.strip().lower()
+    units = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+    if text and text[-1] == "b":
+        text = text[:-1]
+    if text and text[-1] in units:
+        return int(float(text[:-1]) * units[text[-1]])
+    return int(text)
+
+
+def sort_buffer_pages(heap_bytes: int, memory_fraction: float, concurrent_tasks: int) -> float:
+    """B: the execution memory one task may use for sorting, in pages."""
+    usable = max(heap_bytes - RESERVED_MEMORY, 0) * memory_fraction / max(concurrent_tasks, 1)
+    return max(usable / PAGE_BYTES, 3.0)

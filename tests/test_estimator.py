@@ -1,0 +1,118 @@
+"""The benefit model, equation by equation, against values computed by hand; Δ; and clear-cut decisions."""
+
+from __future__ import annotations
+
+import pytest
+
+from aipq.estimator import cost_model as model
+from aipq.estimator.benefit import EdgeInputs, best_estimate, estimate
+from aipq.estimator.delta import bloom_false_positive_rate, candidate_filter_bytes, pruned_pages, surviving_share
+from aipq.estimator.parameters import PAGE_BYTES, Calibration, parse_memory, sort_buffer_pages
+
+COSTS = model.UnitCosts(c_read=1, c_write=2, c_transfer=3, u_read=0.1, u_write=0.2, u_transfer=0.3)
+JOB = model.JobShape(m=4, r=2, pages_per_map=100, sort_buffer_pages=10)
+DELTA = 40
+
+
+def test_sort_costs_equations_5_and_6():
+    # M/B = 10, ⌈log_9 10⌉ + 1 = 3 passes; (M−Δ)/B = 6, ⌈log_9 6⌉ + 1 = 2 passes
+    assert model.sort_cost_original(JOB, COSTS) == pytest.approx(100 * 3 * 3)
+    assert model.sort_cost_ip(JOB, DELTA, COSTS) == pytest.approx(60 * 3 * 2)
+    assert model.sort_benefit(JOB, DELTA, COSTS) == pytest.approx(900 - 360)  # eq. (2)
+
+
+def test_sort_fits_in_the_buffer_and_nothing_left():
+    small = model.JobShape(m=1, r=1, pages_per_map=5, sort_buffer_pages=10)
+    assert model.sort_cost_original(small, COSTS) == pytest.approx(5 * 3 * 1)  # one pass in memory
+    assert model.sort_cost_ip(small, 5, COSTS) == 0.0  # everything pruned: nothing to sort
+
+
+def test_shuffle_costs_equations_7_and_8():
+    assert model.shuffle_cost_original(JOB, COSTS) == pytest.approx(100 * 4 / 2 * 3)
+    assert model.shuffle_cost_ip(JOB, DELTA, COSTS) == pytest.approx(60 * 4 / 2 * 3)
+    assert model.shuffle_benefit(JOB, DELTA, COSTS) == pytest.approx(600 - 360)  # eq. (3)
+
+
+def test_merge_costs_equations_9_to_12():
+    # R = M m / r = 200 pages per reducer; ⌈log_9 4⌉ = 1 merge pass
+    assert model.merge_cost_per_reducer(200, JOB, COSTS) == pytest.approx(200 * 3 * 1)  # eq. (9)
+    assert model.merge_cost_per_reducer(200 - DELTA * 4 / 2, JOB, COSTS) == pytest.approx(120 * 3)  # eq. (10)
+    assert model.merge_cost_original(JOB, COSTS) == pytest.approx(600)  # eq. (11)
+    assert model.merge_cost_ip(JOB, DELTA, COSTS) == pytest.approx(360)  # eq. (12)
+    assert model.merge_benefit(JOB, DELTA, COSTS) == pytest.approx(240)  # eq. (4)
+    assert model.merge_cost_original(model.JobShape(1, 2, 100, 10), COSTS) == 0.0  # one map output: no merge
+
+
+def test_summary_costs_equations_13_to_17():
+    size, partials, nodes = 1000, 3, 2
+    assert model.summary_store_cost(size, COSTS) == pytest.approx(0.5 * 1000)  # eq. (14)
+    assert model.summary_merge_cost(size, partials, COSTS) == pytest.approx(0.4 * 1000 * 3 + 0.5 * 1000)  # (15)
+    assert model.summary_copy_cost(size, nodes, COSTS) == pytest.approx(2 * 0.6 * 1000)  # eq. (16)
+    assert model.summary_load_cost(size, COSTS) == pytest.approx(0.1 * 1000)  # eq. (17)
+    assert model.summary_cost(size, partials, nodes, COSTS) == pytest.approx(500 + 1700 + 1200 + 100)  # eq. (13)
+
+
+def test_total_benefit_equation_1():
+    b = model.benefit(JOB, DELTA, COSTS, 1000, 3, 2)
+    assert (b.sort, b.shuffle, b.merge, b.summary) == pytest.approx((540, 240, 240, 3500))
+    assert b.total == pytest.approx(540 + 240 + 240 - 3500)
+
+
+def test_delta_from_key_overlap_and_false_positives():
+    assert bloom_false_positive_rate(8 * 1000 * 10, 1000 * 8) == pytest.approx(0.6185 ** 10)
+    assert bloom_false_positive_rate(0, 10) == 1.0 and bloom_false_positive_rate(100, 0) == 0.0
+    # 1,000 of 100,000 probed keys match; 1 % false positives among the other 99 %
+    assert surviving_share(100_000, 1_000, 0.01) == pytest.approx(0.01 + 0.99 * 0.01)
+    assert pruned_pages(50, 0.25) == pytest.approx(37.5)
+    sizes = candidate_filter_bytes(10_000, 64 * 1024)
+    assert sizes[0] == 1024 and sizes[-1] == 64 * 1024 and 11982 in sizes  # 1 % rule: 9.585 bits per key
+
+
+def test_spark_parameters():
+    assert parse_memory("1g") == 1 << 30 and parse_memory("512m") == 512 << 20 and parse_memory("2048") == 2048
+    assert sort_buffer_pages(1 << 30, 0.6, 2) == pytest.approx((1024 - 300) * 0.6 / 2)
+
+
+CALIBRATION = Calibration(model.UnitCosts(0.004, 0.012, 0.010, 1e-9, 2e-9, 1.5e-9), 25e-9, "test")
+
+
+def edge(common_share: float, **changes) -> EdgeInputs:
+    """A repartition join's large input (600 MB, 6 M rows, 5 splits, 1.5 M distinct keys) probed with a
+    summary whose keys cover ``common_share`` of them."""
+    values = dict(probed_bytes=600 * PAGE_BYTES, probed_rows=6e6, probed_splits=5, probed_distinct=1.5e6,
+                  summary_distinct=1.5e6 * common_share, common_distinct=1.5e6 * common_share,
+                  shuffle_partitions=8, sort_buffer_pages=217)
+    values.update(changes)
+    return EdgeInputs(**values)
+
+
+def test_a_summary_that_prunes_99_percent_is_used():
+    chosen = best_estimate(edge(0.01), CALIBRATION, alpha=4 << 20)
+    assert chosen.total > 0.5 and chosen.survive < 0.03
+    assert chosen.benefit.shuffle > 0 and chosen.benefit.sort > 0
+
+
+def test_a_summary_that_prunes_1_percent_is_skipped():
+    chosen = best_estimate(edge(0.99), CALIBRATION, alpha=4 << 20)
+    assert chosen.total < 0  # the probe and the summary cost more than 1 % fewer rows save
+
+
+def test_nothing_to_gain_where_no_shuffle_follows():
+    mapside = best_estimate(edge(0.01, feeds_shuffle=False), CALIBRATION, alpha=4 << 20)
+    assert mapside.total < 0 and mapside.benefit.shuffle == 0
+
+
+def test_the_filter_size_trades_false_positives_against_its_cost():
+    tiny = estimate(edge(0.01), 1024, CALIBRATION)  # 15,000 keys in 1 KB: most keys pass
+    chosen = best_estimate(edge(0.01), CALIBRATION, alpha=4 << 20)
+    assert tiny.false_positive_rate > 0.7 and chosen.false_positive_rate < 0.05
+    assert chosen.total > tiny.total
+    capped = best_estimate(edge(0.01), CALIBRATION, alpha=2048)
+    assert capped.filter_bytes <= 2048
+
+
+def test_pruning_a_sibling_output_also_saves_its_write_and_read():
+    as_input = estimate(edge(0.05), 64 * 1024, CALIBRATION)
+    as_output = estimate(edge(0.05, place="output"), 64 * 1024, CALIBRATION)
+    saved = as_input.delta_pages * (CALIBRATION.costs.c_write + CALIBRATION.costs.c_read)
+    assert as_output.total == pytest.approx(as_input.total + saved)
