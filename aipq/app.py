@@ -8,10 +8,12 @@ from pathlib import Path
 
 from aipq.catalog import FORMATS, Catalog, TableEntry, split_name
 from aipq.config import Settings
+from aipq.engine.edge_inputs import EdgeEstimator
 from aipq.engine.executor import RunRecord, StageListener, remove_work_dir, run_dag
 from aipq.engine.session import SparkCatalogLookup, get_session, read_schema
 from aipq.engine.statistics import collector_for
 from aipq.errors import BadInputError
+from aipq.estimator.parameters import load_calibration
 from aipq.planner.pipeline import PlannedQuery
 from aipq.planner.resolve import find_word
 from aipq.planner.stages import StageDag
@@ -71,6 +73,14 @@ class QueryRun:
 
     def close(self) -> None:
         remove_work_dir(self.record)
+
+
+def planning_estimator(dag: StageDag, home: Path, settings: Settings) -> EdgeEstimator | None:
+    """For explain without running: strategy ``adaptive``'s estimator over what is known before the run."""
+    if settings.ip != "adaptive":
+        return None
+    repository = StatsRepository(home) if settings.statistics != "off" else None
+    return EdgeEstimator(dag, settings, repository, load_calibration(home))
 
 
 def statistics_plan(dag: StageDag, home: Path, settings: Settings) -> list[dict]:

@@ -36,7 +36,8 @@ KNOBS: tuple[Knob, ...] = (
     Knob("dialect", "hive", "SQL dialect of the input (any sqlglot dialect; 'hive' and 'spark' are tested)."),
     Knob("ip", "off", "Information passing strategy: 'off' (Hive: no summaries), 'hip' (the paper's HIP baseline: "
          "lists of key hashes, child-to-parent, used when under alpha), 'always' (every admissible Bloom filter "
-         "summary built and used, under alpha), 'oracle' (the same edges with exact key sets)."),
+         "summary built and used, under alpha), 'oracle' (the same edges with exact key sets), 'adaptive' (the "
+         "paper's IP: built and used where the benefit estimator's B exceeds beta, sized for the largest B)."),
     Knob("alpha", 4 * MB, "α: a summary larger than this many bytes is not loaded by later stages (the paper's "
          "heap-safety threshold; its experiments used 512 KB and 4 MB)."),
     Knob("beta", 0.0, "β: the least estimated benefit (seconds) for which a summary is built or used; read by the "

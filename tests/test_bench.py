@@ -15,7 +15,7 @@ def test_bench_tpch_smoke_writes_every_field(aipq, tmp_path):
     data = json.loads((out / "results.json").read_text())
     results = data["results"]
     strategies = {r["strategy"] for r in results}
-    assert strategies == {"off", "hip", "always", "oracle", "spark"}
+    assert strategies == {"off", "hip", "always", "adaptive", "oracle", "spark"}
     assert {r["broadcast_threshold"] for r in results} == {0, 10 * 1024 * 1024}
     for r in results:
         for key in ("query", "ratio", "stages", "median_seconds", "min_seconds", "max_seconds", "shuffle_write_bytes",
@@ -46,11 +46,6 @@ def test_bench_tpch_smoke_writes_every_field(aipq, tmp_path):
 def test_bench_rejects_an_unknown_strategy(aipq):
     result = aipq("bench", "tpch", "--sf", str(SF), "--strategies", "off,magic")
     assert result.exit_code == 2 and "unknown strategy 'magic'" in result.output
-
-
-def test_bench_says_adaptive_is_not_available_yet(aipq):
-    result = aipq("bench", "tpch", "--sf", str(SF), "--strategies", "off,adaptive")
-    assert result.exit_code == 2 and "not available yet" in result.output
 
 
 def test_bench_synthetic_prunes_by_reference_ratio_and_splices_the_doc(aipq, tmp_path):

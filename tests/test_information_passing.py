@@ -13,7 +13,7 @@ from aipq.tpch.queries import query_text
 
 
 @pytest.mark.parametrize("plan", ["linear", "bushy"])
-@pytest.mark.parametrize("strategy", ["hip", "always", "oracle"])
+@pytest.mark.parametrize("strategy", ["hip", "always", "oracle", "adaptive"])
 @pytest.mark.parametrize("number", ALL_QUERIES)
 def test_tpch_rows_are_the_same_under_every_strategy(aipq, duck, tmp_path, number, strategy, plan):
     sql = query_text(number)

@@ -49,13 +49,14 @@ UNSAFE_PLACES = {
 
 @pytest.mark.parametrize("broadcast", ["0", "10MB"])
 @pytest.mark.parametrize("plan", ["linear", "bushy"])
-@pytest.mark.parametrize("strategy", ["hip", "always", "oracle"])
+@pytest.mark.parametrize("strategy", ["hip", "always", "oracle", "adaptive"])
 @pytest.mark.parametrize("case", sorted(UNSAFE_PLACES))
 def test_no_strategy_prunes_where_it_would_change_the_answer(aipq, small_tables, tmp_path,  # noqa: F811
                                                              case, strategy, plan, broadcast):
     sql = UNSAFE_PLACES[case]
+    every_edge = ["--beta", "-1000"] if strategy == "adaptive" else []  # the estimator path on every edge
     actual = run_to_rows(aipq, tmp_path, "--sql", sql, "--ip", strategy, "--plan", plan,
-                         "--broadcast-threshold", broadcast)
+                         "--broadcast-threshold", broadcast, *every_edge)
     assert_same_rows(actual, oracle_rows(small_tables, sql), ordered=False)
 
 

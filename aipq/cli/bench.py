@@ -18,7 +18,7 @@ from aipq.errors import BadInputError
 from aipq.planner.ip import STRATEGIES
 
 TPCH_JOIN_HEAVY = "2,3,5,7,8,9,10,11,18,21"
-DEFAULT_STRATEGIES = "off,hip,always,oracle,spark"
+DEFAULT_STRATEGIES = "off,hip,always,adaptive,oracle,spark"
 DOC_BEGIN, DOC_END = "<!-- aipq bench all: begin -->", "<!-- aipq bench all: end -->"
 
 
@@ -52,9 +52,6 @@ def _strategies(text: str) -> list[str]:
 
     chosen = [s.strip() for s in text.split(",") if s.strip()]
     known = (*STRATEGIES, SPARK)
-    if "adaptive" in chosen:
-        raise BadInputError("strategy 'adaptive' is not available yet: it arrives with the benefit estimator",
-                            hint=f"use {', '.join(known)}")
     unknown = [s for s in chosen if s not in known]
     if unknown:
         raise BadInputError(f"unknown strategy {unknown[0]!r}", hint=f"use {', '.join(known)}")
@@ -113,7 +110,8 @@ def _finish(results, context, out_dir: Path | None, synthetic: bool) -> None:
 
 strategy_options = [
     click.option("--strategies", default=DEFAULT_STRATEGIES, show_default=True,
-                 help="Comma-separated: off, hip, always, oracle (aipq strategies) and spark (plain spark.sql)."),
+                 help="Comma-separated: off, hip, always, adaptive, oracle (aipq strategies) and spark (plain "
+                      "spark.sql)."),
     click.option("--repeat", type=click.IntRange(1), default=3, show_default=True,
                  help="Timed runs per strategy (after one warm-up run)."),
     click.option("--joins", type=click.Choice(["both", "repartition", "broadcast"]), default="both",

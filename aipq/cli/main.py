@@ -178,7 +178,7 @@ def explain(ctx, source, inline, settings: Settings, fmt, allow_overwrite, analy
             finally:
                 result.close()
         else:
-            info = explain_dict(query.dag, settings)
+            info = explain_dict(query.dag, settings, estimator=app.planning_estimator(query.dag, home, settings))
         info["statistics"] = needs
         if fmt == "json":
             click.echo(json.dumps(info, indent=2, default=str))

@@ -37,7 +37,8 @@ def planning_options(fn):
     @click.option("--conf", "confs", multiple=True, metavar="KEY=VALUE", help="Spark setting (repeatable).")
     @click.option("--ip", type=click.Choice(STRATEGIES), default="off", show_default=True,
                   help="Information passing: off (Hive), hip (hash lists, child-to-parent), always (every "
-                       "admissible Bloom filter), oracle (exact key sets on the same edges).")
+                       "admissible Bloom filter), oracle (exact key sets on the same edges), adaptive (Bloom "
+                       "filters where the benefit estimator expects them to pay).")
     @click.option("--alpha", default="4MB", show_default=True, metavar="SIZE",
                   help="α: summaries larger than SIZE are not loaded.")
     @click.option("--beta", type=float, default=0.0, show_default=True,

@@ -101,11 +101,27 @@ def _add_information_passing(node: Tree, stage: dict[str, Any]) -> None:
         node.add(f"[magenta]builds[/magenta] {build['kind']} summary on {build['column']}{size}{sized} "
                  f"[dim]({build['reason']})[/dim]")
     for use in ip.get("uses", []):
-        node.add(f"[magenta]uses[/magenta] {use['summary']} on {use['target']}.{use['target_column']}, "
-                 f"{use['where']} [dim]({use['reason']})[/dim]")
+        line = node.add(f"[magenta]uses[/magenta] {use['summary']} on {use['target']}.{use['target_column']}, "
+                        f"{use['where']} [dim]({use['reason']})[/dim]")
+        _add_estimate(line, use.get("estimate"))
     for rejected in ip.get("rejected", []):
-        node.add(f"[dim]skips {rejected['summary']} on {rejected['target']}.{rejected['target_column']}: "
-                 f"{rejected['reason']}[/dim]")
+        line = node.add(f"[dim]skips {rejected['summary']} on {rejected['target']}.{rejected['target_column']}: "
+                        f"{rejected['reason']}[/dim]")
+        _add_estimate(line, rejected.get("estimate"))
+
+
+def _add_estimate(node: Tree, estimate: dict[str, Any] | None) -> None:
+    """The benefit estimate behind an adaptive decision: eq. (1)'s terms, the model's inputs, their sources."""
+    if not estimate:
+        return
+    node.add(f"[dim]B = {estimate['B']:.4f} s = B_sort {estimate['B_sort']:.4f} + B_shuffle "
+             f"{estimate['B_shuffle']:.4f} + B_merge {estimate['B_merge']:.4f} + other {estimate['other']:.4f} "
+             f"− C_summary {estimate['C_summary']:.4f}[/dim]")
+    node.add(f"[dim]Δ {estimate['delta_pages']:.2f} of M {estimate['M_pages']:.2f} pages per map task "
+             f"(keeps {estimate['surviving_share']:.1%}; filter {format_size(estimate['filter_bytes'])}, "
+             f"FPR {estimate['false_positive_rate']:.2%}), m {estimate['m']:g}, r {estimate['r']}, "
+             f"B {estimate['B_pages']:g} pages[/dim]")
+    node.add("[dim]from: " + "; ".join(f"{k}: {v}" for k, v in estimate["sources"].items()) + "[/dim]")
 
 
 def _add_measures(node: Tree, measured: dict[str, Any]) -> None:

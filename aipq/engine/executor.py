@@ -15,11 +15,13 @@ from pyspark.sql import functions as F
 
 from aipq.config import Settings
 from aipq.engine.compile import StageCompiler
+from aipq.engine.edge_inputs import EdgeEstimator, RunState
 from aipq.engine.jvm import ShuffleFigures, job_group_figures
 from aipq.engine.session import sql_conf, stage_sql_conf, table_rows, user_runtime_conf
 from aipq.engine.statistics import StatisticsCollector
 from aipq.engine.summaries import BuiltSummary, ProbeRecord, SummaryStore
 from aipq.errors import AipqError, BadInputError, ExecutionError
+from aipq.estimator.parameters import load_calibration
 from aipq.planner.ip import IpPlanner, StageDecisions, SummaryUse
 from aipq.planner.ip_candidates import leaf_sources
 from aipq.planner.logical import Scan, Sort
@@ -100,6 +102,16 @@ class _RowCounts:
         return table_rows(self.spark, scan.table)
 
 
+def adaptive_estimator(spark, dag: StageDag, settings: Settings, home: Path, written: dict[int, int],
+                       paths: dict[int, str], statistics: StatisticsCollector | None) -> EdgeEstimator | None:
+    """The benefit estimator of strategy ``adaptive``, reading this run's state as it grows."""
+    if settings.ip != "adaptive":
+        return None
+    repository = statistics.repository if statistics is not None else None
+    state = RunState(written, paths, statistics.output_sketches if statistics is not None else {})
+    return EdgeEstimator(dag, settings, repository, load_calibration(home), state, spark)
+
+
 def run_dag(spark, dag: StageDag, settings: Settings, home: Path,
             listener: StageListener | None = None, analyze: bool = False,
             statistics: StatisticsCollector | None = None) -> RunRecord:
@@ -109,7 +121,8 @@ def run_dag(spark, dag: StageDag, settings: Settings, home: Path,
     compiler = StageCompiler(spark, paths)
     store = SummaryStore(spark, work_dir, paths)
     written: dict[int, int] = {}
-    ip = IpPlanner(dag, settings, _RowCounts(spark, dag, written))
+    ip = IpPlanner(dag, settings, _RowCounts(spark, dag, written),
+                   adaptive_estimator(spark, dag, settings, home, written, paths, statistics))
     record = RunRecord(run_id, work_dir, Path(paths[dag.final.id]), dag.plan.output_names, 0,
                        strategy=settings.ip)
     started = time.perf_counter()

@@ -32,7 +32,6 @@ from aipq.stats.repository import ColumnStats, StageStats, StatsRepository, Tabl
 
 FIXED_WIDTHS = {"tinyint": 1, "smallint": 2, "int": 4, "bigint": 8, "float": 4, "double": 8, "date": 4,
                 "timestamp": 8, "timestamp_ntz": 8, "boolean": 1}
-INTEGRAL = ("tinyint", "smallint", "int", "bigint")
 
 
 def _quoted(name: str) -> str:
@@ -48,22 +47,11 @@ def _fixed_width(data_type: str) -> float | None:
     return None
 
 
-def _sketch_input(column: str, data_type: str) -> str:
-    """What to sketch: integral keys as BIGINT (so INT and BIGINT keys of two tables hash alike), strings as
-    they are, everything else by its 64-bit hash (formatting a date as a string per row cost a third of a
-    TPC-H scan; hashing costs a tenth of that, and equal values of one type still hash equal)."""
-    if data_type in INTEGRAL:
-        return f"CAST({_quoted(column)} AS BIGINT)"
-    if data_type == "string":
-        return _quoted(column)
-    return f"xxhash64({_quoted(column)})"
-
-
 def column_metrics(column: str, data_type: str, lg_k: int, prefix: str) -> list:
     """Aggregates for one column inside an observation; ``prefix`` keeps names unique."""
     quoted = _quoted(column)
     metrics = [
-        F.expr(f"hll_sketch_agg({_sketch_input(column, data_type)}, {lg_k})").alias(f"{prefix}_hll"),
+        F.expr(f"hll_sketch_agg({sketches.sketch_input_sql(column, data_type)}, {lg_k})").alias(f"{prefix}_hll"),
         F.count(F.col(quoted)).alias(f"{prefix}_present"),
     ]
     if _fixed_width(data_type) is None:
@@ -112,6 +100,7 @@ class StatisticsCollector:
     table_rows: Callable[[TableNeed], int] | None = None
     seconds: float = 0.0
     collected_tables: list[str] = field(default_factory=list)
+    output_sketches: dict[tuple[int, str], bytes] = field(default_factory=dict)  # (stage, key) → HLL, this run
     _pending: list[_TableObservation] = field(default_factory=list)
     _claimed: set[str] = field(default_factory=set)
     _altered: set[int] = field(default_factory=set)
@@ -149,13 +138,16 @@ class StatisticsCollector:
     def output_metrics(self, stage: Stage, df: DataFrame) -> list:
         """Sketches of the keys the stage's consumer joins on, observed during its write."""
         types = {f.name: f.dataType.simpleString() for f in df.schema.fields}
-        return [F.expr(f"hll_sketch_agg({_sketch_input(c, types.get(c, 'string'))}, {self.lg_k})").alias(f"k{i}_hll")
+        return [F.expr(f"hll_sketch_agg({sketches.sketch_input_sql(c, types[c])}, {self.lg_k})").alias(f"k{i}_hll")
                 for i, c in enumerate(stage.consumer_keys) if c in types]
 
     def stage_finished(self, stage: Stage, decisions: StageDecisions, observed: dict, rows: int,
                        bytes_written: int) -> None:
         """Store the stage's output statistics and whatever table observations completed with it."""
         started = time.perf_counter()
+        for i, column in enumerate(stage.consumer_keys):
+            if observed.get(f"k{i}_hll"):
+                self.output_sketches[(stage.id, column)] = bytes(observed[f"k{i}_hll"])
         reads = set(self.dag.dependency.get(stage.id, []))
         if reads & self._altered or any(not (u.relation == "child-to-parent" and u.target.stage == stage.id)
                                          for u in decisions.uses):
@@ -163,8 +155,8 @@ class StatisticsCollector:
             self._altered.add(stage.id)
         else:
             inputs = {t.path: data_files(t.path).fingerprint for t in tables_under(self.dag, stage.id)}
-            columns = {c: round(sketches.estimate(observed[f"k{i}_hll"]), 1)
-                       for i, c in enumerate(stage.consumer_keys) if observed.get(f"k{i}_hll")}
+            columns = {c: round(sketches.estimate(self.output_sketches[(stage.id, c)]), 1)
+                       for c in stage.consumer_keys if (stage.id, c) in self.output_sketches}
             self.repository.save_stage(StageStats(
                 stage_plan_key(self.dag, stage.id), f"{stage.name} {stage.operator}", inputs, rows, bytes_written,
                 columns, time.time(), self.collected_by))

@@ -20,9 +20,12 @@ from pyspark.sql.types import ByteType, DataType, IntegerType, LongType, ShortTy
 
 from aipq.engine import jvm
 from aipq.planner.ip import BuiltInfo, SummaryBuild, SummaryUse
+from aipq.stats import sketches
+from aipq.stats.sketches import sketch_input_sql
 
 _INTEGRAL = (ByteType, ShortType, IntegerType, LongType)
 LITERAL_FILTER_BYTES = 256 * 1024
+SKETCH_LG_K = 12
 
 
 def quoted(name: str) -> str:
@@ -54,12 +57,13 @@ class BuiltSummary:
     store_seconds: float = 0.0
     path: str | None = None
     payload: object = field(default=None, repr=False)
+    sketch: bytes | None = field(default=None, repr=False)  # HLL of the keys (statistics' hashing)
 
     def info(self) -> BuiltInfo:
-        return BuiltInfo(self.kind, self.size_bytes, self.items)  # type: ignore[arg-type]
+        return BuiltInfo(self.kind, self.size_bytes, self.items, self.sketch)  # type: ignore[arg-type]
 
     def metadata(self) -> dict:
-        data = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "payload"}
+        data = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("payload", "sketch")}
         data["hash"] = "xxhash64 (integral keys as BIGINT)" if self.kind != "exact" else None
         return data
 
@@ -113,7 +117,11 @@ class SummaryStore:
         columns = []
         for i, build in enumerate(builds):
             hashed = hashed_key(df, build.column)
-            columns.append(F.approx_count_distinct(hashed).alias(f"ip_items_{i}"))
+            # a mergeable sketch of the keys, like the statistics' ones, so the estimator can intersect it with
+            # the probed input's key sketch
+            data_type = df.schema[build.column].dataType.simpleString()
+            columns.append(F.expr(f"hll_sketch_agg({sketch_input_sql(build.column, data_type)}, {SKETCH_LG_K})")
+                           .alias(f"ip_items_{i}"))
             if build.kind == "bloom":
                 expected = build.expected_items or max(build.bits // 10, 1)
                 columns.append(jvm.bloom_filter_agg(self.spark, hashed, expected, build.bits).alias(f"ip_{i}"))
@@ -128,9 +136,11 @@ class SummaryStore:
         self.folder.mkdir(parents=True, exist_ok=True)
         for i, build in enumerate(builds):
             started = time.perf_counter()
+            key_sketch = bytes(values[f"ip_items_{i}"] or b"")
+            items = round(sketches.estimate(key_sketch)) if key_sketch else 0
             summary = BuiltSummary(build.stage, build.column, build.kind, key_family(df.schema[build.column].dataType),
-                                   items=int(values[f"ip_items_{i}"]), bits=build.bits,
-                                   expected_items=build.expected_items)
+                                   items=items, bits=build.bits, expected_items=build.expected_items,
+                                   sketch=key_sketch or None)
             base = self.folder / f"S{build.stage}-{build.column}"
             if build.kind == "bloom":
                 # Spark's aggregate gives NULL over no rows: an empty output, whose keys match nothing.

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from aipq.config import KNOBS, Settings
-from aipq.planner.ip import IpPlanner, StageDecisions, SummaryBuild, SummaryUse
+from aipq.planner.ip import EdgeEstimator, IpPlanner, StageDecisions, SummaryBuild, SummaryUse
 from aipq.planner.logical import Aggregate, Join, Limit, Node, Scan, Sort, render
 from aipq.planner.stages import Stage, StageDag, StageRead
 
@@ -73,14 +73,15 @@ def stage_info(dag: StageDag, stage: Stage) -> dict[str, Any]:
 
 def build_info(build: SummaryBuild) -> dict[str, Any]:
     return {"stage": build.stage, "column": build.column, "kind": build.kind, "bits": build.bits,
-            "bytes": build.planned_bytes, "sized_for_items": build.expected_items, "reason": build.reason}
+            "bytes": build.planned_bytes, "sized_for_items": build.expected_items, "reason": build.reason,
+            "estimate": build.estimate}
 
 
 def use_info(use: SummaryUse) -> dict[str, Any]:
     return {"summary": f"S{use.producer}.{use.column}", "producer": use.producer, "column": use.column,
             "target": use.target.label, "target_column": use.target.column, "place": use.target.place,
             "where": "input, before the shuffle" if use.target.place == "input" else "output, before the write",
-            "relation": use.relation, "reason": use.reason}
+            "relation": use.relation, "reason": use.reason, "estimate": use.estimate}
 
 
 def decisions_info(decisions: StageDecisions) -> dict[str, Any]:
@@ -89,17 +90,17 @@ def decisions_info(decisions: StageDecisions) -> dict[str, Any]:
         "uses": [use_info(u) for u in decisions.uses],
         "rejected": [{"summary": f"S{r.candidate.producer}.{r.candidate.column}", "target": r.candidate.target.label,
                       "target_column": r.candidate.target.column, "relation": r.candidate.relation,
-                      "reason": r.reason} for r in decisions.rejected],
+                      "reason": r.reason, "estimate": r.estimate} for r in decisions.rejected],
     }
 
 
-def explain_dict(dag: StageDag, settings: Settings,
-                 decisions: list[StageDecisions] | None = None) -> dict[str, Any]:
-    """The DAG as data; with the information passing decisions the strategy would make (planned sizes), or
-    those a run made."""
+def explain_dict(dag: StageDag, settings: Settings, decisions: list[StageDecisions] | None = None,
+                 estimator: EdgeEstimator | None = None) -> dict[str, Any]:
+    """The DAG as data; with the information passing decisions the strategy would make (planned sizes, and
+    for ``adaptive`` the estimates from what is known before the run), or those a run made."""
     values = settings.knob_values()
     if decisions is None:
-        decisions = IpPlanner(dag, settings).plan_all()
+        decisions = IpPlanner(dag, settings, estimator=estimator).plan_all()
     by_stage = {d.stage: d for d in decisions}
     stages = []
     for stage in dag.stages:

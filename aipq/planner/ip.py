@@ -12,7 +12,11 @@ The admissible edges come from ``planner/ip_candidates.py``; a strategy chooses 
   (child-to-parent, sibling-to-sibling, transitive) when it is at most α.
 - ``oracle``: the same edges as ``always`` with exact key sets, so the false-positive cost can be measured.
 
-The benefit estimator (strategy ``adaptive``) plugs in as another ``Strategy`` with the same two decisions.
+- ``adaptive``: the paper's IP with its benefit check — a summary is built when some edge it serves may pay
+  (Algorithm 1: B > β with the best case for the key overlap, since the producer has not run), and used when
+  the estimate from what is known once it is built (its actual keys and their sketch, the sizes of the stages
+  that ran, the repository's statistics) still clears β and it is at most α (Algorithm 2). The estimate
+  itself comes from an ``EdgeEstimator`` (``engine/edge_inputs.py`` over ``estimator/``).
 """
 
 from __future__ import annotations
@@ -20,14 +24,14 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, Protocol
 
 from aipq.config import Settings
 from aipq.planner.ip_candidates import Candidate, Target, find_candidates
 from aipq.planner.stages import Stage, StageDag
 
 SummaryKind = Literal["bloom", "hash-list", "exact"]
-STRATEGIES = ("off", "hip", "always", "oracle")
+STRATEGIES = ("off", "hip", "always", "oracle", "adaptive")
 MIN_BLOOM_BITS = 1 << 16
 # Auto-sized filters stop here unless --bloom-size says otherwise: the distinct-key bounds available before a
 # stage runs (input row counts) are loose, and Spark's runtime filters use the same 1 MB default.
@@ -44,6 +48,7 @@ class SummaryBuild:
     bits: int | None  # Bloom filters: the filter's size in bits
     expected_items: int | None  # what the size was chosen for (None: fixed size or not a Bloom filter)
     reason: str
+    estimate: dict | None = None  # adaptive: the benefit estimate of the best edge it serves
 
     @property
     def key(self) -> tuple[int, str]:
@@ -63,6 +68,7 @@ class SummaryUse:
     target: Target
     relation: str
     reason: str
+    estimate: dict | None = None  # adaptive: B and its parts, and where each input came from
 
     @property
     def summary(self) -> tuple[int, str]:
@@ -73,6 +79,7 @@ class SummaryUse:
 class Rejected:
     candidate: Candidate
     reason: str
+    estimate: dict | None = None
 
 
 @dataclass
@@ -90,6 +97,7 @@ class BuiltInfo:
     kind: SummaryKind
     size_bytes: int | None
     items: int | None
+    sketch: bytes | None = None  # HLL sketch of its keys, for the benefit estimator
 
 
 def bloom_bits(expected_items: int, fpp: float, cap_bytes: int) -> int:
@@ -100,9 +108,32 @@ def bloom_bits(expected_items: int, fpp: float, cap_bytes: int) -> int:
     return (bits + 63) // 64 * 64
 
 
+class Estimate(Protocol):
+    """What the planner reads of a benefit estimate (``estimator.benefit.EdgeEstimate``)."""
+
+    @property
+    def total(self) -> float: ...
+
+    @property
+    def filter_bytes(self) -> int: ...
+
+    def as_dict(self) -> dict: ...
+
+
+class EdgeEstimator(Protocol):
+    def __call__(self, candidate: Candidate, built: BuiltInfo | None) -> Estimate | None:
+        """The benefit of ``candidate``: before its summary exists (``built`` None: the best case the known
+        sizes allow) or once it does."""
+        ...
+
+
 class Strategy:
     name = "off"
     kind: SummaryKind = "bloom"
+
+    def filter_bits(self, planner: IpPlanner, stage: Stage, column: str) -> int | None:
+        """The Bloom filter size this strategy chose for a summary (None: the planner's sizing rule)."""
+        return None
 
     def creation(self, planner: IpPlanner, stage: Stage) -> list[tuple[str, str]]:
         """(column, reason) for each summary ``stage`` should build."""
@@ -170,12 +201,53 @@ class Oracle(Always):
         return f"{candidate.relation}, exact key set (the edges 'always' uses)"
 
 
-_STRATEGIES: dict[str, type[Strategy]] = {"off": Strategy, "hip": Hip, "always": Always, "oracle": Oracle}
+class Adaptive(Strategy):
+    """Algorithms 1–2 with the benefit check B > β (eq. 1 and the terms aipq adds, ``estimator/benefit.py``)."""
+
+    name = "adaptive"
+
+    def creation(self, planner, stage):
+        chosen = []
+        for column in sorted({c.column for c in planner.candidates if c.producer == stage.id}):
+            best = planner.best_edge(stage.id, column)
+            if best is not None and best.total > planner.settings.beta:
+                chosen.append((column, f"may pay: best-case B = {best.total:.3f} s > β = "
+                                       f"{planner.settings.beta:g} s for a {best.filter_bytes:,} B filter"))
+        return chosen
+
+    def filter_bits(self, planner, stage, column):
+        if planner.settings.bloom_size > 0:
+            return None
+        best = planner.best_edge(stage.id, column)
+        return None if best is None else max(best.filter_bytes * 8, 64)
+
+    def usage(self, planner, candidate, built):
+        if built.size_bytes is not None and built.size_bytes > planner.settings.alpha:
+            return None
+        estimate = planner.estimate(candidate, built)
+        if estimate is None or estimate.total <= planner.settings.beta:
+            return None
+        return f"{candidate.relation}, B = {estimate.total:.3f} s > β = {planner.settings.beta:g} s"
+
+    def rejection(self, planner, candidate, built):
+        if built is None:
+            return "summary not built (no edge it serves was estimated to pay)"
+        if built.size_bytes is not None and built.size_bytes > planner.settings.alpha:
+            return f"summary {built.size_bytes:,} B > α"
+        estimate = planner.estimate(candidate, built)
+        if estimate is None:
+            return "no estimate"
+        return f"B = {estimate.total:.3f} s ≤ β = {planner.settings.beta:g} s"
+
+
+_STRATEGIES: dict[str, type[Strategy]] = {"off": Strategy, "hip": Hip, "always": Always, "oracle": Oracle,
+                                          "adaptive": Adaptive}
 
 
 class IpPlanner:
     def __init__(self, dag: StageDag, settings: Settings,
-                 expected_items: Callable[[int, str], int | None] | None = None):
+                 expected_items: Callable[[int, str], int | None] | None = None,
+                 estimator: EdgeEstimator | None = None):
         if settings.ip not in _STRATEGIES:
             raise ValueError(f"unknown information passing strategy {settings.ip!r}")
         self.dag = dag
@@ -184,6 +256,23 @@ class IpPlanner:
         self.candidates = find_candidates(dag) if settings.ip != "off" else []
         self.used: set[tuple[int, str, tuple]] = set()  # (producer, column, target key) of summaries in use
         self.expected_items = expected_items or (lambda stage, column: None)
+        self.estimator = estimator
+        self._estimates: dict[tuple, Estimate | None] = {}
+
+    def estimate(self, candidate: Candidate, built: BuiltInfo | None) -> Estimate | None:
+        """The estimator's figure for an edge, once per edge and state of its summary."""
+        if self.estimator is None:
+            return None
+        key = (candidate.producer, candidate.column, candidate.target.key, built)
+        if key not in self._estimates:
+            self._estimates[key] = self.estimator(candidate, built)
+        return self._estimates[key]
+
+    def best_edge(self, producer: int, column: str) -> Estimate | None:
+        """The most beneficial edge a summary of ``producer.column`` would serve, before it is built."""
+        estimates = [e for c in self.candidates if (c.producer, c.column) == (producer, column)
+                     for e in [self.estimate(c, None)] if e is not None]
+        return max(estimates, key=lambda e: e.total, default=None)
 
     def bloom_size(self, stage: int, column: str) -> tuple[int, int | None]:
         if self.settings.bloom_size > 0:
@@ -200,9 +289,14 @@ class IpPlanner:
         for column, reason in self.strategy.creation(self, stage):
             if self.strategy.kind == "bloom":
                 bits, expected = self.bloom_size(stage.id, column)
+                chosen = self.strategy.filter_bits(self, stage, column)
+                if chosen is not None:
+                    bits = chosen
                 if bits // 8 > self.settings.alpha:
                     continue  # no later stage could load it
-                builds.append(SummaryBuild(stage.id, column, "bloom", bits, expected, reason))
+                best = self.best_edge(stage.id, column) if self.estimator else None
+                builds.append(SummaryBuild(stage.id, column, "bloom", bits, expected, reason,
+                                           best.as_dict() if best is not None else None))
             else:
                 builds.append(SummaryBuild(stage.id, column, self.strategy.kind, None, None, reason))
         return builds
@@ -221,11 +315,13 @@ class IpPlanner:
                 continue
             info = built.get((candidate.producer, candidate.column))
             reason = self.strategy.usage(self, candidate, info) if info is not None else None
+            estimate = self.estimate(candidate, info) if self.estimator else None
+            figures = estimate.as_dict() if estimate is not None else None
             if reason is None:
-                rejected.append(Rejected(candidate, self.strategy.rejection(self, candidate, info)))
+                rejected.append(Rejected(candidate, self.strategy.rejection(self, candidate, info), figures))
             else:
                 uses.append(SummaryUse(candidate.producer, candidate.column, candidate.target,
-                                       candidate.relation, reason))
+                                       candidate.relation, reason, figures))
                 self.used.add((candidate.producer, candidate.column, candidate.target.key))
         return uses, rejected
 

@@ -1,0 +1,244 @@
+"""The benefit estimator's inputs for one edge, from what is known when the decision is made (the paper's cost
+estimator): sizes of stages that already ran in this run, the statistics repository for base tables and for
+stage subplans seen before, the summaries' own key sketches, and documented defaults for the rest.
+
+Every figure records its source (``measured``, ``repository``, ``files``, ``default``), and explain shows them.
+Defaults, when nothing better is known:
+
+- rows per base table: the parquet footers' count (Spark reads only metadata); row width: 8 bytes per
+  fixed-width column, 24 per string column without a measured width;
+- map-side filters keep every row (an upper bound: pruning can only look less useful than it is);
+- key overlap without both sketches: the containment assumption of query optimizers — the smaller key set lies
+  inside the larger; before the summary exists (Algorithm 1): no key in common, the best case, so that a
+  summary is built whenever it could pay, and Algorithm 2 decides with the real figures.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from aipq.config import Settings
+from aipq.engine.session import table_rows
+from aipq.estimator.benefit import EdgeEstimate, EdgeInputs, best_estimate
+from aipq.estimator.parameters import Calibration, parse_memory, sort_buffer_pages
+from aipq.planner.ip import BuiltInfo
+from aipq.planner.ip_candidates import Candidate, leaf_sources
+from aipq.planner.logical import Join, Node, Scan
+from aipq.planner.stages import Stage, StageDag, StageRead
+from aipq.stats import sketches
+from aipq.stats.fingerprint import data_files
+from aipq.stats.plan_key import stage_plan_key
+from aipq.stats.repository import StatsRepository
+
+STRING_WIDTH = 24.0
+FIXED_WIDTH = 8.0
+
+
+@dataclass
+class KeySet:
+    """What is known of the keys on one side of an edge."""
+
+    distinct: float
+    sketch: bytes | None = None
+    source: str = "default"
+
+
+@dataclass
+class ProbedInput:
+    rows: float
+    bytes: float
+    splits: float
+    keys: KeySet
+    feeds_shuffle: bool
+    source: str
+
+
+@dataclass
+class RunState:
+    """What the executor knows so far in a run."""
+
+    rows_written: dict[int, int] = field(default_factory=dict)
+    stage_paths: dict[int, str] = field(default_factory=dict)
+    output_sketches: dict[tuple[int, str], bytes] = field(default_factory=dict)
+
+
+def _path_to(root: Node, leaf_id: int) -> list[tuple[Node, int]] | None:
+    """(node, index of the child taken) from ``root`` down to the leaf."""
+    if id(root) == leaf_id:
+        return []
+    for index, child in enumerate(root.children):
+        below = _path_to(child, leaf_id)
+        if below is not None:
+            return [(root, index), *below]
+    return None
+
+
+def feeds_shuffle(stage: Stage, leaf_id: int | None) -> bool:
+    """Whether a stage input's rows are shuffled in this stage: it has a reduce operator above the input, and
+    the input is not the broadcast side of a map-side join on the way (that side is sent whole, not shuffled)."""
+    if stage.reduce_node is None or leaf_id is None:
+        return False
+    path = _path_to(stage.reduce_node, leaf_id)
+    if path is None:
+        return False
+    return not any(isinstance(node, Join) and node.physical == "broadcast"
+                   and (node.broadcast_side == "left") == (index == 0) for node, index in path)
+
+
+class EdgeEstimator:
+    """The planner's ``EdgeEstimator`` for one run (or for explain, before anything ran)."""
+
+    def __init__(self, dag: StageDag, settings: Settings, repository: StatsRepository | None,
+                 calibration: Calibration, state: RunState | None = None, spark=None):
+        self.dag = dag
+        self.settings = settings
+        self.repository = repository
+        self.calibration = calibration
+        self.state = state or RunState()
+        self.spark = spark
+        self.sort_buffer = self._sort_buffer_pages()
+        self._tables: dict[str, object] = {}
+
+    def __call__(self, candidate: Candidate, built: BuiltInfo | None) -> EdgeEstimate | None:
+        probed = self.probed_input(candidate)
+        if probed is None or probed.rows <= 0:
+            return None
+        summary = self.summary_keys(candidate, built)
+        if built is None:
+            common, overlap = 0.0, "best case before it is built: no key in common"
+        elif summary.sketch is not None and probed.keys.sketch is not None:
+            common = sketches.intersection_estimate(summary.sketch, probed.keys.sketch)
+            overlap = "HLL intersection of both sketches"
+        else:
+            common = min(summary.distinct, probed.keys.distinct)
+            overlap = "containment assumption"
+        inputs = EdgeInputs(
+            probed_bytes=probed.bytes, probed_rows=probed.rows, probed_splits=probed.splits,
+            probed_distinct=max(probed.keys.distinct, 1.0), summary_distinct=max(summary.distinct, 1.0),
+            common_distinct=common, shuffle_partitions=self.settings.shuffle_partitions,
+            sort_buffer_pages=self.sort_buffer, nodes=1, partials=self.settings.shuffle_partitions,
+            feeds_shuffle=probed.feeds_shuffle, place=candidate.target.place,
+            sources={"probed size": probed.source, "probed keys": probed.keys.source,
+                     "summary keys": summary.source, "overlap": overlap,
+                     "unit costs": self.calibration.source})
+        fixed = built.size_bytes if built is not None and built.size_bytes else self.settings.bloom_size
+        return best_estimate(inputs, self.calibration, self.settings.alpha, fixed)
+
+    # ---- the summary's side ---------------------------------------------------------------------------
+    def summary_keys(self, candidate: Candidate, built: BuiltInfo | None) -> KeySet:
+        if built is not None and built.items is not None:
+            return KeySet(float(built.items), built.sketch, "measured: the summary's own keys")
+        known = self._stage_stats(candidate.producer)
+        if known is not None and candidate.column in known.columns:
+            return KeySet(known.columns[candidate.column], None, "repository: same subplan in an earlier query")
+        bound = self._distinct_bound(candidate.producer, candidate.column)
+        return KeySet(bound[0], None, bound[1])
+
+    def _distinct_bound(self, stage_id: int, column: str) -> tuple[float, str]:
+        """At most as many distinct keys as any input the column's values come from has rows."""
+        bounds = []
+        for leaf in leaf_sources(self.dag, stage_id, column):
+            if isinstance(leaf, StageRead) and leaf.stage_id in self.state.rows_written:
+                bounds.append((float(self.state.rows_written[leaf.stage_id]), "measured: rows of its input stage"))
+            elif isinstance(leaf, Scan):
+                rows, source = self._table_rows(leaf)
+                if rows is not None:
+                    bounds.append((rows, f"{source}: rows of its input table"))
+        return min(bounds, default=(1e6, "default"))
+
+    def _stage_stats(self, stage_id: int):
+        if self.repository is None:
+            return None
+        return self.repository.stage(stage_plan_key(self.dag, stage_id), lambda p: data_files(p).fingerprint)
+
+    # ---- the probed side ------------------------------------------------------------------------------
+    def probed_input(self, candidate: Candidate) -> ProbedInput | None:
+        target = candidate.target
+        stage = self.dag.stage(target.stage)
+        if target.place == "output":
+            return self._stage_output(stage, target.column, shuffled=True)
+        leaf = next((n for n in stage.plan.walk() if id(n) == target.node_id), None)
+        shuffled = feeds_shuffle(stage, target.node_id)
+        if isinstance(leaf, Scan):
+            return self._scan(leaf, target.column, shuffled)
+        if isinstance(leaf, StageRead):
+            return self._stage_output(self.dag.stage(leaf.stage_id), target.column, shuffled)
+        return None
+
+    def _scan(self, scan: Scan, column: str, shuffled: bool) -> ProbedInput | None:
+        entry = scan.table
+        source_column = dict(scan.columns + scan.filter_only).get(column)
+        files = data_files(entry.path)
+        stats = self._table_stats(entry.path, files.fingerprint)
+        rows, source = self._table_rows(scan)
+        if rows is None:
+            return None
+        widths = []
+        for _, name in scan.columns + scan.filter_only:
+            known = stats.columns.get(name) if stats else None
+            widths.append(known.width if known else self._type_width(dict(entry.columns).get(name, "string")))
+        keys = KeySet(rows, None, "default: every row a distinct key")
+        if stats and source_column in stats.columns:
+            column_stats = stats.columns[source_column]
+            keys = KeySet(column_stats.ndv, column_stats.sketch, "repository: the column's HLL sketch")
+        splits = stats.splits if stats else files.splits(parallelism=self._parallelism())
+        return ProbedInput(rows, rows * sum(widths), max(splits, 1), keys, shuffled, source)
+
+    def _stage_output(self, stage: Stage, column: str, shuffled: bool) -> ProbedInput | None:
+        written = self.state.rows_written.get(stage.id)
+        path = self.state.stage_paths.get(stage.id)
+        if written is not None and path:
+            files = data_files(path)
+            rows, source = float(written), "measured: the stage's output"
+            sketch = self.state.output_sketches.get((stage.id, column))
+            keys = (KeySet(sketches.estimate(sketch), sketch, "measured: the stage output's key sketch")
+                    if sketch else KeySet(rows, None, "default: every row a distinct key"))
+            width = FIXED_WIDTH * max(len(stage.output_columns), 1)
+            return ProbedInput(rows, rows * width, max(files.splits(parallelism=self._parallelism()), 1), keys,
+                               shuffled, source)
+        known = self._stage_stats(stage.id)
+        if known is not None:
+            distinct = known.columns.get(column, float(known.rows))
+            return ProbedInput(float(known.rows), FIXED_WIDTH * max(len(stage.output_columns), 1) * known.rows,
+                               max(1.0, known.bytes / (128 << 20)), KeySet(distinct, None, "repository"),
+                               shuffled, "repository: same subplan in an earlier query")
+        rows, source = self._distinct_bound(stage.id, column)
+        return ProbedInput(rows, rows * FIXED_WIDTH * max(len(stage.output_columns), 1), 1.0,
+                           KeySet(rows, None, "default: every row a distinct key"), shuffled, source)
+
+    # ---- helpers -------------------------------------------------------------------------------------------
+    def _table_stats(self, path: str, fingerprint: str):
+        if self.repository is None or not fingerprint:
+            return None
+        if path not in self._tables:
+            self._tables[path] = self.repository.table(path, fingerprint)
+        return self._tables[path]
+
+    def _table_rows(self, scan: Scan) -> tuple[float | None, str]:
+        files = data_files(scan.table.path)
+        stats = self._table_stats(scan.table.path, files.fingerprint)
+        if stats is not None:
+            return float(stats.rows), "repository"
+        if self.spark is not None:
+            return float(table_rows(self.spark, scan.table)), "files: parquet footers"
+        if files.bytes:  # explain, before Spark starts: parquet holds about half a row's in-memory width
+            width = sum(self._type_width(t) for _, t in scan.table.columns) or FIXED_WIDTH
+            return files.bytes * 2 / width, "files: estimated from their size"
+        return None, "unknown"
+
+    @staticmethod
+    def _type_width(data_type: str) -> float:
+        return STRING_WIDTH if data_type in ("string", "binary") else FIXED_WIDTH
+
+    def _parallelism(self) -> int:
+        return self.spark.sparkContext.defaultParallelism if self.spark is not None else 2
+
+    def _sort_buffer_pages(self) -> float:
+        conf = dict(self.settings.spark_conf)
+        if self.spark is not None:
+            get = self.spark.sparkContext.getConf().get
+            memory = get("spark.driver.memory", conf.get("spark.driver.memory", "1g"))
+            fraction = float(get("spark.memory.fraction", "0.6"))
+        else:
+            memory, fraction = conf.get("spark.driver.memory", "1g"), float(conf.get("spark.memory.fraction", 0.6))
+        return sort_buffer_pages(parse_memory(memory), fraction, self._parallelism())

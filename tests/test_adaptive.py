@@ -1,0 +1,66 @@
+"""Strategy ``adaptive`` end to end: decisions on clear cases of the paper's synthetic data, estimates shown by
+explain for every candidate edge, and the same rows as ``off``."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from conftest import assert_same_rows, oracle_rows
+
+from aipq.config import Settings
+from aipq.tpch import synthetic
+
+ROWS = 100_000
+
+
+@pytest.fixture(scope="module")
+def ratios(home, spark):
+    for ratio in (0.01, 0.99):
+        synthetic.generate(home, Settings(), ratio, ROWS)
+
+
+def tablec_decisions(info: dict) -> list[tuple[str, dict]]:
+    """(decision, estimate) of every edge into Query1's last join's scan of tablec."""
+    found = []
+    for stage in info["stages"]:
+        ip = stage["information_passing"]
+        for kind in ("uses", "rejected"):
+            found += [(kind, edge) for edge in ip[kind] if edge["target"].endswith("tablec c")]
+    return found
+
+
+@pytest.mark.parametrize("ratio, expected", [(0.01, "uses"), (0.99, "rejected")])
+def test_a_summary_that_prunes_99_percent_is_used_and_one_that_prunes_1_percent_is_not(aipq, ratios, ratio,
+                                                                                        expected):
+    sql = synthetic.query_text("query1", ratio)
+    result = aipq("explain", "--sql", sql, "--ip", "adaptive", "--broadcast-threshold", "0", "--analyze",
+                  "--format", "json")
+    assert result.exit_code == 0, result.output
+    decisions = tablec_decisions(json.loads(result.output))
+    assert decisions and all(kind == expected for kind, _ in decisions), decisions
+    estimate = decisions[0][1]["estimate"]
+    assert {"B", "B_sort", "B_shuffle", "B_merge", "C_summary", "sources"} <= set(estimate)
+    assert (estimate["B"] > 0) == (expected == "uses")
+    assert estimate["sources"]["summary keys"].startswith("measured")
+
+
+def test_explain_estimates_every_candidate_edge_before_the_run(aipq):
+    result = aipq("explain", "tpch:5", "--ip", "adaptive", "--broadcast-threshold", "0", "--format", "json")
+    info = json.loads(result.output)
+    edges = [e for s in info["stages"] for kind in ("uses", "rejected") for e in s["information_passing"][kind]]
+    assert edges and all(e["estimate"] is not None for e in edges if "redundant" not in e["reason"])
+    tree = aipq("explain", "tpch:5", "--ip", "adaptive", "--broadcast-threshold", "0")
+    assert "B_shuffle" in tree.output and "C_summary" in tree.output and "unit costs: defaults" in tree.output
+
+
+def test_adaptive_with_every_edge_allowed_gives_the_same_rows(aipq, duck, tmp_path):
+    """β far below zero lets the estimator's whole path run on every edge (sizes, sketches, Δ) on Q9."""
+    from test_tpch_results import run_to_rows
+
+    from aipq.tpch.queries import query_text
+
+    sql = query_text(9)
+    actual = run_to_rows(aipq, tmp_path, "tpch:9", "--ip", "adaptive", "--beta", "-1000", "--plan", "bushy",
+                         "--broadcast-threshold", "0")
+    assert_same_rows(actual, oracle_rows(duck, sql), ordered=True)
