@@ -64,3 +64,28 @@ def test_adaptive_with_every_edge_allowed_gives_the_same_rows(aipq, duck, tmp_pa
     actual = run_to_rows(aipq, tmp_path, "tpch:9", "--ip", "adaptive", "--beta", "-1000", "--plan", "bushy",
                          "--broadcast-threshold", "0")
     assert_same_rows(actual, oracle_rows(duck, sql), ordered=True)
+
+
+def test_calibrate_stores_unit_costs_that_explain_then_uses(tmp_path, spark):
+    from conftest import Aipq
+
+    runner = Aipq(tmp_path / "home")
+    assert runner("tpch", "gen", "--sf", "0.01").exit_code == 0
+    result = runner("calibrate", "--mb", "4", "--runs", "1")
+    assert result.exit_code == 0, result.output
+    stored = json.loads((tmp_path / "home" / "calibration.json").read_text())
+    assert all(stored[k] > 0 for k in ("c_read", "c_write", "c_transfer", "u_read", "u_write", "u_transfer"))
+    tree = runner("explain", "tpch:5", "--ip", "adaptive", "--broadcast-threshold", "0")
+    assert "unit costs: calibrated on" in tree.output
+
+
+def test_bench_decisions_reports_accuracy(aipq, tmp_path):
+    out = tmp_path / "decisions"
+    result = aipq("bench", "decisions", "--sf", "0.01", "--queries", "3", "--repeat", "1",
+                  "--broadcast-threshold", "0", "--out", str(out))
+    assert result.exit_code == 0, result.output
+    data = json.loads((out / "results.json").read_text())
+    assert data["edges"] and 0 <= data["accuracy"] <= 1
+    edge = data["edges"][0]
+    assert {"estimated_benefit", "decision", "seconds_with", "seconds_without", "measured_benefit"} <= set(edge)
+    assert "decision accuracy over" in (out / "report.md").read_text()

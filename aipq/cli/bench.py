@@ -249,6 +249,61 @@ def run_stats_bench(home: Path, scale_factor: float, queries: str, lg_ks: str, r
         err.print(f"wrote {', '.join(p.name for p in written)} to {out_dir}")
 
 
+@bench.command("decisions")
+@click.option("--sf", "scale_factor", type=float, default=1.0, show_default=True)
+@click.option("--queries", default=TPCH_JOIN_HEAVY, show_default=True, help="TPC-H query numbers.")
+@click.option("--repeat", type=click.IntRange(1), default=3, show_default=True,
+              help="Timed runs per edge and without (after one warm-up round).")
+@click.option("--tolerance", type=click.FloatRange(0, 1), default=0.03, show_default=True,
+              help="Time differences within this share of the query's time count as noise.")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Write results.json and report.md here.")
+@planning_options
+@click.pass_context
+def bench_decisions(ctx, scale_factor, queries, repeat, tolerance, out_dir, settings: Settings):
+    """Decision accuracy: each candidate edge run alone against no passing, compared with adaptive's decision."""
+    run_decision_bench(home_dir(ctx), scale_factor, queries, repeat, tolerance, out_dir, settings,
+                       invocation(ctx))
+
+
+def run_decision_bench(home: Path, scale_factor: float, queries: str, repeat: int, tolerance: float,
+                       out_dir: Path | None, settings: Settings, command: str):
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.table import Table
+
+    from aipq.tpch.decision_bench import accuracy, measure_decisions
+    from aipq.tpch.queries import query_text
+
+    numbers = _numbers(queries, "--queries")
+    err = Console(stderr=True)
+    with err.status(f"preparing TPC-H SF {scale_factor:g}…"):
+        app.generate_tpch(home, settings, scale_factor, "default")
+    workload = [(f"Q{n}", query_text(n)) for n in numbers]
+    with Progress(TextColumn("bench decisions"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=err, transient=True, disable=not err.is_terminal) as progress:
+        task = progress.add_task("rounds", total=len(workload) * (repeat + 1))
+        edges = measure_decisions(home, workload, repeat, settings, lambda: progress.advance(task))
+    strict, tolerant = accuracy(edges, tolerance)
+    title = f"TPC-H SF {scale_factor:g}: benefit estimator decisions (median of {repeat})"
+    table = Table(title=title, caption=f"accuracy {strict:.0%} by sign, {tolerant:.0%} within noise "
+                                       f"({tolerance:.0%}) over {len(edges)} edges")
+    for column in ("query", "summary", "target", "est. B s", "decision", "measured s", "right"):
+        table.add_column(column)
+    for e in edges:
+        row = e.as_dict(tolerance)
+        table.add_row(row["query"], row["summary"], row["target"], f"{row['estimated_benefit']:.4f}",
+                      row["decision"], f"{row['measured_benefit']:+.3f}",
+                      "yes" if row["right"] else ("noise" if row["neutral"] else "no"))
+    Console().print(table)
+    if out_dir is not None:
+        from aipq.tpch.bench_report import write_decision_outputs
+
+        context = _context(title, command, settings, home, scale_factor=scale_factor, repeat=repeat)
+        written = write_decision_outputs(out_dir, context, edges, tolerance)
+        err.print(f"wrote {', '.join(p.name for p in written)} to {out_dir}")
+    return edges
+
+
 @bench.command("all")
 @click.option("--sf", "scale_factor", type=float, default=1.0, show_default=True)
 @click.option("--queries", default=TPCH_JOIN_HEAVY, show_default=True, help="TPC-H query numbers.")
@@ -271,7 +326,11 @@ def bench_all(ctx, scale_factor, queries, ratios, rows, doc, strategies, repeat,
     run_synthetic_bench(home, ratios, rows, "query1,query2", strategies, repeat, joins, out_dir / "synthetic",
                         settings, command)
     run_stats_bench(home, scale_factor, "3,5,9,10", "8,10,12,14", repeat, out_dir / "stats", settings, command)
-    splice_reports(doc, out_dir, ["tpch", "synthetic", "stats"])
+    parts = ["tpch", "synthetic", "stats"]
+    if "adaptive" in strategies:
+        run_decision_bench(home, scale_factor, queries, repeat, 0.03, out_dir / "decisions", settings, command)
+        parts.append("decisions")
+    splice_reports(doc, out_dir, parts)
     Console(stderr=True).print(f"updated {doc}")
 
 

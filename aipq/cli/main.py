@@ -303,6 +303,36 @@ def table_drop(ctx, name):
     Console(stderr=True).print(f"dropped {name}")
 
 
+@cli.command()
+@click.option("--mb", "megabytes", type=click.IntRange(4, 4096), default=64, show_default=True,
+              help="Size of the measured data (larger: steadier figures, longer).")
+@click.option("--runs", type=click.IntRange(1, 20), default=3, show_default=True, help="Timed runs per figure.")
+@planning_options
+@click.pass_context
+def calibrate(ctx, megabytes, runs, settings: Settings):
+    """Measure the benefit model's unit costs on this machine and keep them for strategy adaptive."""
+    from rich.table import Table
+
+    from aipq.engine.calibrate import measure
+    from aipq.estimator.parameters import DEFAULT_PROBE_SECONDS_PER_ROW, DEFAULT_UNIT_COSTS, save_calibration
+
+    home = home_dir(ctx)
+    err = Console(stderr=True)
+    with err.status(f"measuring read, write, shuffle, byte and probe costs on {megabytes} MB…"):
+        costs, probe = measure(get_session(settings, home), megabytes, runs)
+    path = save_calibration(home, costs, probe)
+    table = Table(title="unit costs (seconds)")
+    for column in ("cost", "measured", "default"):
+        table.add_column(column, justify="right" if column != "cost" else "left")
+    names = {"c_read": "C_R per page", "c_write": "C_W per page", "c_transfer": "C_T per page",
+             "u_read": "U_R per byte", "u_write": "U_W per byte", "u_transfer": "U_T per byte"}
+    for field_name, label in names.items():
+        table.add_row(label, f"{getattr(costs, field_name):.3g}", f"{getattr(DEFAULT_UNIT_COSTS, field_name):.3g}")
+    table.add_row("probe per row", f"{probe:.3g}", f"{DEFAULT_PROBE_SECONDS_PER_ROW:.3g}")
+    Console().print(table)
+    err.print(f"saved to {path}; strategy adaptive uses these from now on")
+
+
 cli.add_command(bench)
 cli.add_command(stats)
 

@@ -22,7 +22,7 @@ from aipq.engine.statistics import StatisticsCollector
 from aipq.engine.summaries import BuiltSummary, ProbeRecord, SummaryStore
 from aipq.errors import AipqError, BadInputError, ExecutionError
 from aipq.estimator.parameters import load_calibration
-from aipq.planner.ip import IpPlanner, StageDecisions, SummaryUse
+from aipq.planner.ip import IpPlanner, StageDecisions, Strategy, SummaryUse
 from aipq.planner.ip_candidates import leaf_sources
 from aipq.planner.logical import Scan, Sort
 from aipq.planner.stages import Stage, StageDag, StageRead
@@ -114,7 +114,7 @@ def adaptive_estimator(spark, dag: StageDag, settings: Settings, home: Path, wri
 
 def run_dag(spark, dag: StageDag, settings: Settings, home: Path,
             listener: StageListener | None = None, analyze: bool = False,
-            statistics: StatisticsCollector | None = None) -> RunRecord:
+            statistics: StatisticsCollector | None = None, ip_strategy: Strategy | None = None) -> RunRecord:
     listener = listener or StageListener()
     run_id, work_dir = new_work_dir(home)
     paths = {s.id: str(work_dir / f"stage-{s.id}") for s in dag.stages}
@@ -122,7 +122,7 @@ def run_dag(spark, dag: StageDag, settings: Settings, home: Path,
     store = SummaryStore(spark, work_dir, paths)
     written: dict[int, int] = {}
     ip = IpPlanner(dag, settings, _RowCounts(spark, dag, written),
-                   adaptive_estimator(spark, dag, settings, home, written, paths, statistics))
+                   adaptive_estimator(spark, dag, settings, home, written, paths, statistics), ip_strategy)
     record = RunRecord(run_id, work_dir, Path(paths[dag.final.id]), dag.plan.output_names, 0,
                        strategy=settings.ip)
     started = time.perf_counter()

@@ -240,6 +240,31 @@ class Adaptive(Strategy):
         return f"B = {estimate.total:.3f} s ≤ β = {planner.settings.beta:g} s"
 
 
+class SingleEdge(Always):
+    """One edge and nothing else, with a given filter size: what measuring one decision needs."""
+
+    name = "single-edge"
+
+    def __init__(self, producer: int, column: str, target_key: tuple, filter_bytes: int | None = None):
+        self.edge = (producer, column, target_key)
+        self.filter_bytes = filter_bytes
+
+    def creation(self, planner, stage):
+        producer, column, _ = self.edge
+        return [(column, "the edge being measured")] if stage.id == producer else []
+
+    def filter_bits(self, planner, stage, column):
+        return self.filter_bytes * 8 if self.filter_bytes else None
+
+    def usage(self, planner, candidate, built):
+        if (candidate.producer, candidate.column, candidate.target.key) != self.edge:
+            return None
+        return "the edge being measured"
+
+    def rejection(self, planner, candidate, built):
+        return "not the edge being measured"
+
+
 _STRATEGIES: dict[str, type[Strategy]] = {"off": Strategy, "hip": Hip, "always": Always, "oracle": Oracle,
                                           "adaptive": Adaptive}
 
@@ -247,13 +272,13 @@ _STRATEGIES: dict[str, type[Strategy]] = {"off": Strategy, "hip": Hip, "always":
 class IpPlanner:
     def __init__(self, dag: StageDag, settings: Settings,
                  expected_items: Callable[[int, str], int | None] | None = None,
-                 estimator: EdgeEstimator | None = None):
-        if settings.ip not in _STRATEGIES:
+                 estimator: EdgeEstimator | None = None, strategy: Strategy | None = None):
+        if strategy is None and settings.ip not in _STRATEGIES:
             raise ValueError(f"unknown information passing strategy {settings.ip!r}")
         self.dag = dag
         self.settings = settings
-        self.strategy = _STRATEGIES[settings.ip]()
-        self.candidates = find_candidates(dag) if settings.ip != "off" else []
+        self.strategy = strategy or _STRATEGIES[settings.ip]()
+        self.candidates = find_candidates(dag) if self.strategy.name != "off" else []
         self.used: set[tuple[int, str, tuple]] = set()  # (producer, column, target key) of summaries in use
         self.expected_items = expected_items or (lambda stage, column: None)
         self.estimator = estimator

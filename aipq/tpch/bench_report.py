@@ -268,3 +268,33 @@ def _stats_plots(out_dir: Path, rows: list[dict], errors) -> list[Path]:
     figure.savefig(path, dpi=110)
     plt.close(figure)
     return [path]
+
+
+def write_decision_outputs(out_dir: Path, context: BenchContext, edges, tolerance: float) -> list[Path]:
+    """``aipq bench decisions``: results.json and report.md."""
+    from aipq.tpch.decision_bench import accuracy
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    strict, tolerant = accuracy(edges, tolerance)
+    payload = {"title": context.title, "command": context.command, "machine": context.machine,
+               "date": context.date, **context.parameters, "tolerance": tolerance,
+               "accuracy": strict, "accuracy_within_noise": tolerant,
+               "edges": [e.as_dict(tolerance) for e in edges]}
+    (out_dir / "results.json").write_text(json.dumps(payload, indent=2, default=str))
+    lines = [f"### {context.title}", "", f"Command: `{context.command}`  ", f"Machine: {context.machine}  ",
+             f"Date: {context.date}", "",
+             "| query | summary | target | relation | estimated B, s | decision | s without | s with | "
+             "measured benefit, s | right |", "|---|---|---|---|--:|---|--:|--:|--:|---|"]
+    for e in edges:
+        row = e.as_dict(tolerance)
+        mark = "yes" if row["right"] else ("noise" if row["neutral"] else "no")
+        lines.append(f"| {row['query']} | {row['summary']} | {row['target']} | {row['relation']} | "
+                     f"{row['estimated_benefit']:.4f} | {row['decision']} | {row['seconds_without']:.2f} | "
+                     f"{row['seconds_with']:.2f} | {row['measured_benefit']:+.3f} | {mark} |")
+    lines += ["", "From this run:", "",
+              f"- decision accuracy over {len(edges)} candidate edges: {strict:.0%} by the sign of the measured "
+              f"benefit; {tolerant:.0%} counting differences within {tolerance:.0%} of the query's time as noise",
+              ""]
+    report = out_dir / "report.md"
+    report.write_text("\n".join(lines))
+    return [out_dir / "results.json", report]

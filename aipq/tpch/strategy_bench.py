@@ -24,6 +24,7 @@ from aipq.engine.report import run_dict
 from aipq.engine.session import sql_conf
 from aipq.engine.statistics import collector_for
 from aipq.errors import ExecutionError
+from aipq.planner.ip import Strategy
 from aipq.planner.pipeline import plan_query
 from aipq.tpch.bench import bench_session, spark_sql_text
 from aipq.tpch.queries import query_text
@@ -106,14 +107,16 @@ class QueryRunner:
         self.home = home
         self.catalog = catalog
         self.scratch = scratch
+        self.last_record: RunRecord | None = None
 
-    def aipq(self, text: str, settings: Settings) -> tuple[Measurement, list]:
+    def aipq(self, text: str, settings: Settings, strategy: Strategy | None = None) -> tuple[Measurement, list]:
         planning = time.perf_counter()
         dag = plan_query(text, self.catalog, settings).dag
         planning_seconds = time.perf_counter() - planning
         started = time.perf_counter()
         collector = collector_for(self.spark, dag, self.home, settings, "aipq bench")
-        record: RunRecord = run_dag(self.spark, dag, settings, self.home, statistics=collector)
+        record: RunRecord = run_dag(self.spark, dag, settings, self.home, statistics=collector, ip_strategy=strategy)
+        self.last_record = record
         seconds = time.perf_counter() - started
         rows = self.spark.read.parquet(str(record.result_path)).collect()
         remove_work_dir(record)

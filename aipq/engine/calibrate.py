@@ -1,0 +1,100 @@
+"""``aipq calibrate``: the unit costs of the benefit model measured on this machine with small Spark and
+file-system micro-benchmarks.
+
+Pages are counted the way the estimator counts them (rows × the estimator's row width, ``PAGE_BYTES`` each),
+so that the measured seconds per page apply to its page counts:
+
+- C_R: reading a parquet table through Spark (scan, decode, rows), per page;
+- C_W: writing it as parquet, beyond producing the rows, per page;
+- C_T: shuffling it (hash repartition: map-side write, fetch, reduce-side read), beyond producing it, per page;
+- U_R, U_W: reading and writing a file's bytes (page cache, as Hive's local summary files), per byte;
+- U_T: copying a file's bytes (what moving a summary to another node costs locally), per byte;
+- probe: probing a Bloom filter (xxhash64 + bit tests) per row, beyond reading it; per task, so ×parallelism.
+
+Each figure is the median of a few runs after a warm-up.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import statistics
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from aipq.estimator.cost_model import UnitCosts
+from aipq.estimator.parameters import PAGE_BYTES
+
+ROW_WIDTH = 8 + 8 + 24 + 24  # two BIGINT and two string columns, as the estimator sizes rows
+
+
+def _median_seconds(action: Callable[[], object], runs: int) -> float:
+    action()  # warm-up
+    times = []
+    for _ in range(runs):
+        started = time.perf_counter()
+        action()
+        times.append(time.perf_counter() - started)
+    return statistics.median(times)
+
+
+def _bytes_costs(folder: Path, size: int, runs: int) -> tuple[float, float, float]:
+    data = os.urandom(1 << 20) * (size >> 20)
+    source, copy = folder / "bytes.bin", folder / "copy.bin"
+
+    def write():
+        with open(source, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+
+    def read():
+        with open(source, "rb") as handle:
+            while handle.read(1 << 22):
+                pass
+
+    write_seconds = _median_seconds(write, runs)
+    read_seconds = _median_seconds(read, runs)
+    copy_seconds = _median_seconds(lambda: shutil.copyfile(source, copy), runs)
+    return read_seconds / len(data), write_seconds / len(data), copy_seconds / len(data)
+
+
+def measure(spark, megabytes: int = 64, runs: int = 3) -> tuple[UnitCosts, float]:
+    """Unit costs and the probe cost per row, from about ``megabytes`` of rows."""
+    from pyspark.sql import functions as F
+
+    from aipq.engine import jvm
+
+    rows = max(megabytes * PAGE_BYTES // ROW_WIDTH, 10_000)
+    pages = rows * ROW_WIDTH / PAGE_BYTES
+    folder = Path(tempfile.mkdtemp(prefix="aipq-calibrate-"))
+    try:
+        generated = spark.range(0, rows, numPartitions=2).selectExpr(
+            "id", "id * 7 AS k", "sha2(CAST(id AS STRING), 256) AS a", "sha2(CAST(id + 1 AS STRING), 256) AS b")
+        table = str(folder / "table")
+        generated.write.parquet(table)
+        noop = _median_seconds(lambda: generated.write.format("noop").mode("overwrite").save(), runs)
+        target = str(folder / "written")
+        write = _median_seconds(lambda: generated.write.mode("overwrite").parquet(target), runs)
+        read_back = spark.read.parquet(table)
+        read = _median_seconds(lambda: read_back.write.format("noop").mode("overwrite").save(), runs)
+        shuffled = _median_seconds(
+            lambda: generated.repartition(8, "k").write.format("noop").mode("overwrite").save(), runs)
+        # a filter of 1 % of the keys, probed with every row, against a plain filter keeping the same rows
+        hashed = F.xxhash64(F.col("k"))
+        kept = read_back.filter("id % 100 = 0")
+        bloom = kept.agg(jvm.bloom_filter_agg(spark, hashed, rows // 100 + 1, rows // 10 + 64).alias("f")).first()["f"]
+        probe_frame = read_back.filter(jvm.might_contain(spark, bytes(bloom), hashed))
+        probed = _median_seconds(lambda: probe_frame.write.format("noop").mode("overwrite").save(), runs)
+        plain = _median_seconds(lambda: kept.write.format("noop").mode("overwrite").save(), runs)
+        u_read, u_write, u_transfer = _bytes_costs(folder, 32 << 20, runs)
+        parallelism = spark.sparkContext.defaultParallelism
+        costs = UnitCosts(
+            c_read=max(read / pages, 1e-6), c_write=max((write - noop) / pages, 1e-6),
+            c_transfer=max((shuffled - noop) / pages, 1e-6),
+            u_read=u_read, u_write=u_write, u_transfer=u_transfer)
+        probe = max((probed - plain) / rows * parallelism, 1e-10)
+        return costs, probe
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
