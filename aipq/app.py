@@ -17,6 +17,8 @@ from aipq.estimator.parameters import load_calibration
 from aipq.planner.pipeline import PlannedQuery
 from aipq.planner.resolve import find_word
 from aipq.planner.stages import StageDag
+from aipq.stats.fingerprint import data_files
+from aipq.stats.plan_key import stage_plan_key
 from aipq.stats.planner import plan_statistics
 from aipq.stats.repository import StatsRepository
 from aipq.tpch import generate as tpch_generate
@@ -81,6 +83,19 @@ def planning_estimator(dag: StageDag, home: Path, settings: Settings) -> EdgeEst
         return None
     repository = StatsRepository(home) if settings.statistics != "off" else None
     return EdgeEstimator(dag, settings, repository, load_calibration(home))
+
+
+def known_stage_sizes(dag: StageDag, home: Path, settings: Settings) -> dict[int, dict]:
+    """Per stage, the output size an earlier query with the same subplan recorded (explain shows it)."""
+    if settings.statistics == "off":
+        return {}
+    repository = StatsRepository(home)
+    known = {}
+    for stage in dag.stages:
+        found = repository.stage(stage_plan_key(dag, stage.id), lambda path: data_files(path).fingerprint)
+        if found is not None:
+            known[stage.id] = {"rows": found.rows, "bytes": found.bytes, "collected_by": found.collected_by}
+    return known
 
 
 def statistics_plan(dag: StageDag, home: Path, settings: Settings) -> list[dict]:

@@ -93,6 +93,9 @@ def test_stage_outputs_are_known_by_their_subplan(fresh):
     keys = {s["plan_key"]: s["rows"] for s in stages}
     assert fresh("run", "tpch:3", "--quiet", "--broadcast-threshold", "0").exit_code == 0
     assert {s["plan_key"]: s["rows"] for s in show(fresh)["stages"]} == keys  # same subplans, same keys
+    explained = json.loads(fresh("explain", "tpch:3", "--broadcast-threshold", "0", "--format", "json").output)
+    known = [s["known_output"] for s in explained["stages"]]
+    assert all(k is not None for k in known) and {k["rows"] for k in known} <= set(keys.values())
 
 
 def test_sibling_pruned_stage_outputs_are_not_recorded_as_their_subplans_size(fresh):

@@ -171,6 +171,7 @@ def explain(ctx, source, inline, settings: Settings, fmt, allow_overwrite, analy
         query = planned.steps[0].planned
         assert query is not None
         needs = app.statistics_plan(query.dag, home, settings)
+        known = app.known_stage_sizes(query.dag, home, settings)
         if analyze:
             result = app.execute(query, home, settings, analyze=True)
             try:
@@ -180,6 +181,8 @@ def explain(ctx, source, inline, settings: Settings, fmt, allow_overwrite, analy
         else:
             info = explain_dict(query.dag, settings, estimator=app.planning_estimator(query.dag, home, settings))
         info["statistics"] = needs
+        for stage in info["stages"]:
+            stage["known_output"] = known.get(stage["id"])
         if fmt == "json":
             click.echo(json.dumps(info, indent=2, default=str))
         elif fmt == "dot":

@@ -63,6 +63,10 @@ def explain_tree(info: dict[str, Any]) -> Tree:
                 alias = f" as {source['alias']}" if source["alias"] != source["table"].split(".")[-1] else ""
                 node.add(f"scan {source['table']}{alias} [dim]({', '.join(source['columns'])})[/dim]{filters}")
         node.add(f"output: [green]{', '.join(stage['output_columns'])}[/green]")
+        if stage.get("known_output"):
+            known = stage["known_output"]
+            node.add(f"[blue]known size[/blue] {known['rows']:,} rows, {format_size(known['bytes'])} "
+                     f"[dim](same subplan in {known['collected_by']})[/dim]")
         _add_information_passing(node, stage)
         if "measured" in stage:
             _add_measures(node, stage["measured"])
