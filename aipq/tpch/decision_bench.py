@@ -11,6 +11,7 @@ separately (``neutral``) and right either way in the tolerant accuracy.
 
 from __future__ import annotations
 
+import shutil
 import statistics
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -78,7 +79,14 @@ def _edges(label: str, record) -> list[EdgeDecision]:
 def measure_decisions(home: Path, workload: list[tuple[str, str]], repeat: int, base: Settings,
                       progress=None) -> list[EdgeDecision]:
     spark, catalog, scratch = bench_session(home, base)
-    runner = QueryRunner(spark, home, catalog, scratch)
+    try:
+        return _measure(QueryRunner(spark, home, catalog, scratch), workload, repeat, base, progress)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _measure(runner: QueryRunner, workload: list[tuple[str, str]], repeat: int, base: Settings,
+             progress) -> list[EdgeDecision]:
     # the measured runs carry no estimator (its own work would bias the comparison with off)
     adaptive, off, single = replace(base, ip="adaptive"), replace(base, ip="off"), replace(base, ip="always")
     found: list[EdgeDecision] = []

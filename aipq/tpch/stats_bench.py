@@ -7,6 +7,7 @@ each collecting run, the NDV estimates just stored are compared with exact disti
 
 from __future__ import annotations
 
+import shutil
 import statistics
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -50,8 +51,16 @@ class NdvError:
 def measure_collection(home: Path, workload: list[tuple[str, str]], lg_ks: list[int], repeat: int,
                        base: Settings, progress=None) -> tuple[list[CollectionOverhead], list[NdvError]]:
     spark, catalog, scratch = bench_session(home, base)
-    runner = QueryRunner(spark, home, catalog, scratch)
-    repository = StatsRepository(home)
+    try:
+        return _measure(spark, catalog, QueryRunner(spark, home, catalog, scratch), StatsRepository(home), workload,
+                        lg_ks, repeat, base, progress)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _measure(spark, catalog, runner: QueryRunner, repository: StatsRepository, workload: list[tuple[str, str]],
+             lg_ks: list[int], repeat: int, base: Settings,
+             progress) -> tuple[list[CollectionOverhead], list[NdvError]]:
     overheads: list[CollectionOverhead] = []
     estimates: dict[tuple[str, str, int], float] = {}
     for label, text in workload:
