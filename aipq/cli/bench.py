@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import click
@@ -76,19 +78,24 @@ def _thresholds(joins: str, settings: Settings) -> list[int]:
     return {"both": [0, broadcast], "repartition": [0], "broadcast": [broadcast]}[joins]
 
 
-def _run_strategies(home: Path, workload, strategies: list[str], thresholds: list[int], repeat: int,
-                    settings: Settings, label: str):
+@contextmanager
+def progress_bar(label: str, total: int) -> Iterator[Callable[[], None]]:
+    """A progress bar over a whole benchmark on a terminal (nothing otherwise); yields the step function."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from aipq.tpch.strategy_bench import compare_strategies
-
     err = Console(stderr=True)
-    total = len(workload) * len(thresholds) * len(strategies) * (repeat + 1)
     with Progress(TextColumn(label), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=err, transient=True, disable=not err.is_terminal) as progress:
         task = progress.add_task("runs", total=total)
-        return compare_strategies(home, workload, strategies, thresholds, repeat, settings,
-                                  lambda: progress.advance(task))
+        yield lambda: progress.advance(task)
+
+
+def _run_strategies(home: Path, workload, strategies: list[str], thresholds: list[int], repeat: int,
+                    settings: Settings, label: str):
+    from aipq.tpch.strategy_bench import compare_strategies
+
+    with progress_bar(label, len(workload) * len(thresholds) * len(strategies) * (repeat + 1)) as step:
+        return compare_strategies(home, workload, strategies, thresholds, repeat, settings, step)
 
 
 def _context(title: str, command: str, settings: Settings, home: Path, **parameters):
@@ -218,8 +225,6 @@ def bench_stats(ctx, scale_factor, queries, lg_ks, repeat, out_dir, settings: Se
 
 def run_stats_bench(home: Path, scale_factor: float, queries: str, lg_ks: str, repeat: int, out_dir: Path | None,
                     settings: Settings, command: str):
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
     from aipq.cli.render import stats_overhead_table
     from aipq.tpch.queries import query_text
     from aipq.tpch.stats_bench import measure_collection
@@ -233,12 +238,8 @@ def run_stats_bench(home: Path, scale_factor: float, queries: str, lg_ks: str, r
     with err.status(f"preparing TPC-H SF {scale_factor:g}…"):
         app.generate_tpch(home, settings, scale_factor, "default")
     workload = [(f"Q{n}", query_text(n)) for n in numbers]
-    total = len(numbers) * (len(precisions) + 1) * (repeat + 1)
-    with Progress(TextColumn("bench stats"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=err, transient=True, disable=not err.is_terminal) as progress:
-        task = progress.add_task("runs", total=total)
-        overheads, errors = measure_collection(home, workload, precisions, repeat, settings,
-                                               lambda: progress.advance(task))
+    with progress_bar("bench stats", len(numbers) * (len(precisions) + 1) * (repeat + 1)) as step:
+        overheads, errors = measure_collection(home, workload, precisions, repeat, settings, step)
     context = _context(f"TPC-H SF {scale_factor:g}: cost and accuracy of piggybacked statistics "
                        f"(median of {repeat})", command, settings, home, scale_factor=scale_factor, repeat=repeat)
     Console().print(stats_overhead_table(overheads, errors, context.title))
@@ -268,7 +269,6 @@ def bench_decisions(ctx, scale_factor, queries, repeat, tolerance, out_dir, sett
 
 def run_decision_bench(home: Path, scale_factor: float, queries: str, repeat: int, tolerance: float,
                        out_dir: Path | None, settings: Settings, command: str):
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
     from rich.table import Table
 
     from aipq.tpch.decision_bench import accuracy, measure_decisions
@@ -279,10 +279,8 @@ def run_decision_bench(home: Path, scale_factor: float, queries: str, repeat: in
     with err.status(f"preparing TPC-H SF {scale_factor:g}…"):
         app.generate_tpch(home, settings, scale_factor, "default")
     workload = [(f"Q{n}", query_text(n)) for n in numbers]
-    with Progress(TextColumn("bench decisions"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=err, transient=True, disable=not err.is_terminal) as progress:
-        task = progress.add_task("rounds", total=len(workload) * (repeat + 1))
-        edges = measure_decisions(home, workload, repeat, settings, lambda: progress.advance(task))
+    with progress_bar("bench decisions", len(workload) * (repeat + 1)) as step:
+        edges = measure_decisions(home, workload, repeat, settings, step)
     strict, tolerant = accuracy(edges, tolerance)
     title = f"TPC-H SF {scale_factor:g}: benefit estimator decisions (median of {repeat})"
     table = Table(title=title, caption=f"accuracy {strict:.0%} by sign, {tolerant:.0%} within noise "

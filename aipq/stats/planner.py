@@ -40,17 +40,6 @@ class TableNeed:
                 if self.collect else [], "table_statistics": "known" if self.has_table_stats else "collect"}
 
 
-def _walk(root: Node):
-    seen, stack = set(), [root]
-    while stack:
-        node = stack.pop()
-        if id(node) in seen:
-            continue
-        seen.add(id(node))
-        yield node
-        stack.extend(node.children)
-
-
 def _names(expression: exp.Expression | None) -> set[str]:
     return {c.name for c in expression.find_all(exp.Column)} if expression is not None else set()
 
@@ -60,7 +49,7 @@ def interesting_names(root: Node) -> set[str]:
     renames to the names the scans give them."""
     names: set[str] = set()
     renames: list[tuple[str, set[str]]] = []
-    for node in _walk(root):
+    for node in root.walk():
         if isinstance(node, Join):
             names |= set(node.left_keys) | set(node.right_keys) | _names(node.residual)
         elif isinstance(node, Filter):
@@ -89,7 +78,7 @@ def plan_statistics(dag: StageDag, repository: StatsRepository | None,
     extra = {c.lower() for c in extra_columns}
     needs: dict[str, TableNeed] = {}
     wanted: dict[str, set[str]] = {}
-    for node in _walk(dag.plan.root):
+    for node in dag.plan.root.walk():
         if not isinstance(node, Scan):
             continue
         entry = node.table
