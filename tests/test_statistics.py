@@ -177,3 +177,17 @@ def test_two_concurrent_runs_share_one_repository(fresh, tmp_path):
         assert columns <= set(table.columns)
         assert all(c.rows == table.rows for c in table.columns.values())  # each column from a whole collection
         assert table.rows == duckdb.execute(f"SELECT count(*) FROM read_parquet('{table.path}')").fetchone()[0]
+
+
+def test_bench_stats_reports_overhead_and_ndv_error(aipq, tmp_path):
+    out = tmp_path / "stats"
+    result = aipq("bench", "stats", "--sf", "0.01", "--queries", "3", "--lg-k", "10", "--repeat", "1",
+                  "--out", str(out))
+    assert result.exit_code == 0, result.output
+    data = json.loads((out / "results.json").read_text())
+    assert [row["lg_k"] for row in data["overhead"]] == [10]
+    assert {"slowdown", "off_seconds", "median_seconds", "storing_seconds"} <= set(data["overhead"][0])
+    errors = data["ndv_errors"]
+    assert errors and all(e["lg_k"] == 10 and e["exact"] > 0 for e in errors)
+    assert all(e["error"] <= 5 * e["rse"] for e in errors)  # well inside what lg_k 10 promises
+    assert (out / "statistics.png").read_bytes()[:4] == b"\x89PNG" and "slowdown" in (out / "report.md").read_text()
