@@ -30,12 +30,12 @@ PAGE_BYTES = 1 << 20
 RESERVED_MEMORY = 300 * (1 << 20)
 CALIBRATION_FILE = "calibration.json"
 
-# Measured on the 2-core, 24 GB machine of docs/benchmarks.md with `aipq calibrate` (2026-11-26), rounded: used
-# until `aipq calibrate` has run on this machine.
-DEFAULT_UNIT_COSTS = UnitCosts(c_read=0.004, c_write=0.012, c_transfer=0.010,
-                               u_read=1.0e-9, u_write=2.0e-9, u_transfer=1.5e-9)
-# Seconds per row to probe a Bloom filter (xxhash64 + bit tests), not in the paper's model.
-DEFAULT_PROBE_SECONDS_PER_ROW = 25e-9
+# `aipq calibrate --mb 64 --runs 3` on the idle 2-core, 24 GB machine of docs/benchmarks.md (2026-11-26),
+# rounded; used until `aipq calibrate` has run on the machine at hand.
+DEFAULT_UNIT_COSTS = UnitCosts(c_read=0.0055, c_write=0.0097, c_transfer=0.0123,
+                               u_read=5e-11, u_write=6.5e-10, u_transfer=8e-10)
+# Seconds per row and task to probe a Bloom filter (xxhash64 + bit tests), not in the paper's model.
+DEFAULT_PROBE_SECONDS_PER_ROW = 9e-8
 
 
 @dataclass(frozen=True)
