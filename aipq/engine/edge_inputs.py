@@ -26,7 +26,7 @@ from aipq.planner.ip_candidates import Candidate, leaf_sources
 from aipq.planner.logical import Join, Node, Scan
 from aipq.planner.stages import Stage, StageDag, StageRead
 from aipq.stats import sketches
-from aipq.stats.fingerprint import data_files
+from aipq.stats.fingerprint import DataFiles, data_files
 from aipq.stats.plan_key import stage_plan_key
 from aipq.stats.repository import StatsRepository
 
@@ -98,6 +98,14 @@ class EdgeEstimator:
         self.spark = spark
         self.sort_buffer = self._sort_buffer_pages()
         self._tables: dict[str, object] = {}
+        self._listed: dict[str, DataFiles] = {}
+
+    def _files(self, path: str) -> DataFiles:
+        """A path's files, listed once per estimator: every candidate edge asks again, and tables (and stage
+        outputs once written) do not change during a run."""
+        if path not in self._listed:
+            self._listed[path] = data_files(path)
+        return self._listed[path]
 
     def __call__(self, candidate: Candidate, built: BuiltInfo | None) -> EdgeEstimate | None:
         probed = self.probed_input(candidate)
@@ -149,7 +157,7 @@ class EdgeEstimator:
     def _stage_stats(self, stage_id: int):
         if self.repository is None:
             return None
-        return self.repository.stage(stage_plan_key(self.dag, stage_id), lambda p: data_files(p).fingerprint)
+        return self.repository.stage(stage_plan_key(self.dag, stage_id), lambda p: self._files(p).fingerprint)
 
     # ---- the probed side ------------------------------------------------------------------------------
     def probed_input(self, candidate: Candidate) -> ProbedInput | None:
@@ -168,7 +176,7 @@ class EdgeEstimator:
     def _scan(self, scan: Scan, column: str, shuffled: bool) -> ProbedInput | None:
         entry = scan.table
         source_column = dict(scan.columns + scan.filter_only).get(column)
-        files = data_files(entry.path)
+        files = self._files(entry.path)
         stats = self._table_stats(entry.path, files.fingerprint)
         rows, source = self._table_rows(scan)
         if rows is None:
@@ -188,7 +196,7 @@ class EdgeEstimator:
         written = self.state.rows_written.get(stage.id)
         path = self.state.stage_paths.get(stage.id)
         if written is not None and path:
-            files = data_files(path)
+            files = self._files(path)
             rows, source = float(written), "measured: the stage's output"
             sketch = self.state.output_sketches.get((stage.id, column))
             keys = (KeySet(sketches.estimate(sketch), sketch, "measured: the stage output's key sketch")
@@ -215,7 +223,7 @@ class EdgeEstimator:
         return self._tables[path]
 
     def _table_rows(self, scan: Scan) -> tuple[float | None, str]:
-        files = data_files(scan.table.path)
+        files = self._files(scan.table.path)
         stats = self._table_stats(scan.table.path, files.fingerprint)
         if stats is not None:
             return float(stats.rows), "repository"
