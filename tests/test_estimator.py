@@ -116,3 +116,12 @@ def test_pruning_a_sibling_output_also_saves_its_write_and_read():
     as_output = estimate(edge(0.05, place="output"), 64 * 1024, CALIBRATION)
     saved = as_input.delta_pages * (CALIBRATION.costs.c_write + CALIBRATION.costs.c_read)
     assert as_output.total == pytest.approx(as_input.total + saved)
+
+
+def test_building_is_charged_before_the_summary_exists_and_sunk_after():
+    before = estimate(edge(0.05, summary_rows=4e6, cores=2), 64 * 1024, CALIBRATION)
+    after = estimate(edge(0.05), 64 * 1024, CALIBRATION)
+    charged = 4e6 / 2 * CALIBRATION.build_seconds_per_row
+    assert before.total == pytest.approx(after.total - charged)
+    # a producer writing 40 M rows for a summary that prunes little: not worth building
+    assert best_estimate(edge(0.6, summary_rows=4e7, cores=2), CALIBRATION, alpha=4 << 20).total < 0

@@ -117,6 +117,26 @@ def test_summaries_pass_into_decorrelated_subqueries_below_their_grouping(aipq, 
     assert {c.target.column for c in into_subquery} == {"l_partkey", "l_suppkey"}
 
 
+def test_filters_sized_from_a_loose_bound_keep_the_hash_count_of_their_target_rate(tpch):
+    """Spark derives a filter's hash functions from the item count it is given: an upper bound far above the
+    filter's capacity (all rows of lineitem for a capped filter) gave one hash function and ~10 % false
+    positives instead of 1 %."""
+    import math
+
+    from aipq.config import Settings
+    from aipq.planner.ip import IpPlanner, bloom_items
+    from aipq.planner.pipeline import plan_query
+
+    settings = Settings(ip="always", broadcast_threshold=0, alpha=64 * 1024, bloom_fpp=0.01)
+    dag = plan_query(query_text(5), tpch, settings).dag
+    planner = IpPlanner(dag, settings, expected_items=lambda stage, column: 6_000_000)
+    builds = [b for stage in dag.stages for b in planner.creations(stage)]
+    assert builds
+    for build in builds:
+        assert build.expected_items == bloom_items(build.bits, 0.01) < 6_000_000
+        assert round(build.bits / build.expected_items * math.log(2)) == 7  # -log2(0.01) ≈ 6.6
+
+
 SIBLING_OUTPUT = """
     with spend as (select o_custkey as k, sum(o_totalprice) as total from orders
                    where o_orderdate < '1993-01-01' group by o_custkey),

@@ -3,6 +3,7 @@ these fail first and say which one."""
 
 from __future__ import annotations
 
+import pytest
 from pyspark.sql import Observation
 from pyspark.sql import functions as F
 
@@ -46,3 +47,25 @@ def test_job_group_figures_report_spark_shuffle_metrics(spark):
     figures = jvm.job_group_figures(spark, "aipq-test-shuffle")
     assert figures.shuffle_write_bytes > 0 and figures.shuffle_read_bytes > 0
     assert figures.shuffle_write_records >= 13
+
+
+def test_observed_metrics_cross_as_json_with_their_types(spark, tmp_path):
+    from decimal import Decimal
+
+    observation = Observation("metrics")
+    df = spark.range(0, 5000).withColumn("h", F.xxhash64("id"))
+    df.observe(observation, F.count(F.lit(1)).alias("rows"),
+               jvm.bloom_filter_agg(spark, F.col("h"), 5000, 1 << 16).alias("bf"),
+               F.expr("hll_sketch_agg(id, 12)").alias("sketch"),
+               F.min(F.expr("CAST(id AS DECIMAL(12,2))")).alias("low"),
+               F.max(F.expr("date_add(DATE'2020-01-01', CAST(id % 10 AS INT))")).alias("last"),
+               F.avg("id").alias("mean"), F.max(F.expr("CAST(NULL AS STRING)")).alias("nothing"),
+               F.collect_set("h").alias("hashes")).write.parquet(str(tmp_path / "out"))
+    expected = observation.get
+    values = jvm.observed_metrics(observation, keep_in_jvm=["hashes"])
+    assert values["rows"] == 5000 and values["hashes"] is None and values["nothing"] is None
+    assert values["bf"] == bytes(expected["bf"]) and values["sketch"] == bytes(expected["sketch"])
+    assert values["low"] == Decimal("0.00") and str(values["low"]) == str(expected["low"])
+    assert values["last"] == str(expected["last"]) == "2020-01-10"
+    assert values["mean"] == pytest.approx(expected["mean"])
+    assert jvm.seq_size(jvm.observed_value(observation, "hashes")) == 5000

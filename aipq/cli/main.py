@@ -317,13 +317,18 @@ def calibrate(ctx, megabytes, runs, settings: Settings):
     from rich.table import Table
 
     from aipq.engine.calibrate import measure
-    from aipq.estimator.parameters import DEFAULT_PROBE_SECONDS_PER_ROW, DEFAULT_UNIT_COSTS, save_calibration
+    from aipq.estimator.parameters import (
+        DEFAULT_BUILD_SECONDS_PER_ROW,
+        DEFAULT_PROBE_SECONDS_PER_ROW,
+        DEFAULT_UNIT_COSTS,
+        save_calibration,
+    )
 
     home = home_dir(ctx)
     err = Console(stderr=True)
-    with err.status(f"measuring read, write, shuffle, byte and probe costs on {megabytes} MB…"):
-        costs, probe = measure(get_session(settings, home), megabytes, runs)
-    path = save_calibration(home, costs, probe)
+    with err.status(f"measuring read, write, shuffle, byte, probe and build costs on {megabytes} MB…"):
+        costs, probe, build = measure(get_session(settings, home), megabytes, runs)
+    path = save_calibration(home, costs, probe, build)
     table = Table(title="unit costs (seconds)")
     for column in ("cost", "measured", "default"):
         table.add_column(column, justify="right" if column != "cost" else "left")
@@ -332,6 +337,7 @@ def calibrate(ctx, megabytes, runs, settings: Settings):
     for field_name, label in names.items():
         table.add_row(label, f"{getattr(costs, field_name):.3g}", f"{getattr(DEFAULT_UNIT_COSTS, field_name):.3g}")
     table.add_row("probe per row", f"{probe:.3g}", f"{DEFAULT_PROBE_SECONDS_PER_ROW:.3g}")
+    table.add_row("build per row", f"{build:.3g}", f"{DEFAULT_BUILD_SECONDS_PER_ROW:.3g}")
     Console().print(table)
     err.print(f"saved to {path}; strategy adaptive uses these from now on")
 

@@ -101,7 +101,7 @@ def _add_information_passing(node: Tree, stage: dict[str, Any]) -> None:
     ip = stage.get("information_passing") or {}
     for build in ip.get("builds", []):
         size = f", {format_size(build['bytes'])}" if build["bytes"] else ""
-        sized = f" for ≤ {build['sized_for_items']:,} keys" if build["sized_for_items"] else ""
+        sized = f" for ~{build['sized_for_items']:,} keys" if build["sized_for_items"] else ""
         node.add(f"[magenta]builds[/magenta] {build['kind']} summary on {build['column']}{size}{sized} "
                  f"[dim]({build['reason']})[/dim]")
     for use in ip.get("uses", []):

@@ -9,7 +9,8 @@ so that the measured seconds per page apply to its page counts:
 - C_T: shuffling it (hash repartition: map-side write, fetch, reduce-side read), beyond producing it, per page;
 - U_R, U_W: reading and writing a file's bytes (page cache, as Hive's local summary files), per byte;
 - U_T: copying a file's bytes (what moving a summary to another node costs locally), per byte;
-- probe: probing a Bloom filter (xxhash64 + bit tests) per row, beyond reading it; per task, so ×parallelism.
+- probe: probing a Bloom filter (xxhash64 + bit tests) per row, beyond reading it; per task, so ×parallelism;
+- build: building a summary (Bloom filter and HLL key sketch) inside a write's observation, per row and core.
 
 Each figure is the median of a few runs after a warm-up.
 """
@@ -40,6 +41,12 @@ def _median_seconds(action: Callable[[], object], runs: int) -> float:
     return statistics.median(times)
 
 
+def _observed(frame, metrics: list) -> None:
+    from pyspark.sql import Observation
+
+    frame.observe(Observation(), *metrics).write.format("noop").mode("overwrite").save()
+
+
 def _bytes_costs(folder: Path, size: int, runs: int) -> tuple[float, float, float]:
     data = os.urandom(1 << 20) * (size >> 20)
     source, copy = folder / "bytes.bin", folder / "copy.bin"
@@ -60,8 +67,8 @@ def _bytes_costs(folder: Path, size: int, runs: int) -> tuple[float, float, floa
     return read_seconds / len(data), write_seconds / len(data), copy_seconds / len(data)
 
 
-def measure(spark, megabytes: int = 64, runs: int = 3) -> tuple[UnitCosts, float]:
-    """Unit costs and the probe cost per row, from about ``megabytes`` of rows."""
+def measure(spark, megabytes: int = 64, runs: int = 3) -> tuple[UnitCosts, float, float]:
+    """Unit costs and the probe and build costs per row, from about ``megabytes`` of rows."""
     from pyspark.sql import functions as F
 
     from aipq.engine import jvm
@@ -88,6 +95,10 @@ def measure(spark, megabytes: int = 64, runs: int = 3) -> tuple[UnitCosts, float
         probe_frame = read_back.filter(jvm.might_contain(spark, bytes(bloom), hashed))
         probed = _median_seconds(lambda: probe_frame.write.format("noop").mode("overwrite").save(), runs)
         plain = _median_seconds(lambda: kept.write.format("noop").mode("overwrite").save(), runs)
+        counted = _median_seconds(lambda: _observed(generated, [F.count(F.lit(1))]), runs)
+        built = _median_seconds(lambda: _observed(generated, [
+            F.count(F.lit(1)), F.expr("hll_sketch_agg(k, 12)"),
+            jvm.bloom_filter_agg(spark, hashed, rows, max(rows * 10 // 64 * 64, 64))]), runs)
         u_read, u_write, u_transfer = _bytes_costs(folder, 32 << 20, runs)
         parallelism = spark.sparkContext.defaultParallelism
         costs = UnitCosts(
@@ -95,6 +106,7 @@ def measure(spark, megabytes: int = 64, runs: int = 3) -> tuple[UnitCosts, float
             c_transfer=max((shuffled - noop) / pages, 1e-6),
             u_read=u_read, u_write=u_write, u_transfer=u_transfer)
         probe = max((probed - plain) / rows * parallelism, 1e-10)
-        return costs, probe
+        build = max((built - counted) / rows * parallelism, 1e-10)
+        return costs, probe, build
     finally:
         shutil.rmtree(folder, ignore_errors=True)

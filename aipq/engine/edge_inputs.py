@@ -41,6 +41,7 @@ class KeySet:
     distinct: float
     sketch: bytes | None = None
     source: str = "default"
+    bound: bool = False  # only an upper bound (rows of an input) is known
 
 
 @dataclass
@@ -125,7 +126,9 @@ class EdgeEstimator:
             probed_distinct=max(probed.keys.distinct, 1.0), summary_distinct=max(summary.distinct, 1.0),
             common_distinct=common, shuffle_partitions=self.settings.shuffle_partitions,
             sort_buffer_pages=self.sort_buffer, nodes=1, partials=self.settings.shuffle_partitions,
-            feeds_shuffle=probed.feeds_shuffle, place=candidate.target.place,
+            feeds_shuffle=probed.feeds_shuffle, place=candidate.target.place, summary_is_bound=summary.bound,
+            summary_rows=self.producer_rows(candidate.producer, candidate.column) if built is None else 0.0,
+            cores=self._parallelism(),
             sources={"probed size": probed.source, "probed keys": probed.keys.source,
                      "summary keys": summary.source, "overlap": overlap,
                      "unit costs": self.calibration.source})
@@ -140,7 +143,13 @@ class EdgeEstimator:
         if known is not None and candidate.column in known.columns:
             return KeySet(known.columns[candidate.column], None, "repository: same subplan in an earlier query")
         bound = self._distinct_bound(candidate.producer, candidate.column)
-        return KeySet(bound[0], None, bound[1])
+        return KeySet(bound[0], None, bound[1], bound=True)
+
+    def producer_rows(self, stage_id: int, column: str) -> float:
+        """Rows the producer will write (each passes through the summary's aggregates): as its subplan wrote
+        before, else the bound on its keys."""
+        known = self._stage_stats(stage_id)
+        return float(known.rows) if known is not None else self._distinct_bound(stage_id, column)[0]
 
     def _distinct_bound(self, stage_id: int, column: str) -> tuple[float, str]:
         """At most as many distinct keys as any input the column's values come from has rows."""

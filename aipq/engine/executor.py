@@ -14,6 +14,7 @@ from pyspark.sql import Observation
 from pyspark.sql import functions as F
 
 from aipq.config import Settings
+from aipq.engine import jvm
 from aipq.engine.compile import StageCompiler
 from aipq.engine.edge_inputs import EdgeEstimator, RunState
 from aipq.engine.jvm import ShuffleFigures, job_group_figures
@@ -192,11 +193,12 @@ def _run_stage(spark, compiler: StageCompiler, store: SummaryStore, stage: Stage
         df = df.observe(observation, F.count(F.lit(1)).alias("rows"), *store.build_columns(df, decisions.builds),
                         *key_sketches)
         df.write.mode("errorifexists").parquet(str(path))
-        rows = int(observation.get["rows"])
+        values = jvm.observed_metrics(observation, keep_in_jvm=store.jvm_resident(decisions.builds))
+        rows = int(values["rows"])
         seconds = time.perf_counter() - started
-        store.collect(df, decisions.builds, observation)
+        store.collect(df, decisions.builds, observation, values)
         if statistics is not None:
-            statistics.stage_finished(stage, decisions, observation.get, rows, directory_bytes(path))
+            statistics.stage_finished(stage, decisions, values, rows, directory_bytes(path))
         for probe in probes:
             probe.finish()
         figures = job_group_figures(spark, group)

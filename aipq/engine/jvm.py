@@ -8,7 +8,11 @@ loudly there rather than silently elsewhere.
 
 from __future__ import annotations
 
+import base64
+import json
+from collections.abc import Collection
 from dataclasses import dataclass
+from decimal import Decimal
 
 from pyspark.sql import Column, SparkSession
 from pyspark.sql import functions as F
@@ -53,6 +57,38 @@ def might_contain_column(spark: SparkSession, bloom_filter: Column, hashed: Colu
     expression = getattr(_jvm(spark), f"{_CATALYST}.BloomFilterMightContain")(
         _to_expression(spark, bloom_filter), _to_expression(spark, hashed))
     return _to_column(spark, expression)
+
+
+def observed_metrics(observation, keep_in_jvm: Collection[str] = ()) -> dict:
+    """An observation's metrics as a dict, like ``Observation.get`` but fast for large binary values.
+
+    ``Observation.get`` pickles the row in the JVM and py4j decodes the pickle's byte array one Python
+    operation per byte (~0.2 s per MB: a 1 MB Bloom filter read three times cost a stage half a second). Here the
+    row crosses as JSON text, binaries base64-encoded by Spark's ``Row.json``. Metrics named in ``keep_in_jvm``
+    (HIP's hash lists) are left out (None) and read with ``observed_value`` instead."""
+    row = observation._jo.getRow()
+    schema = row.schema()
+    if keep_in_jvm:
+        jvm = observation._jvm
+        names = list(schema.fieldNames())
+        values = jvm.java.util.ArrayList(jvm.scala.jdk.javaapi.CollectionConverters.asJava(row.toSeq()))
+        for name in keep_in_jvm:
+            values.set(names.index(name), None)
+        row = jvm.org.apache.spark.sql.catalyst.expressions.GenericRowWithSchema(values.toArray(), schema)
+    data = json.loads(row.json(), parse_float=str)  # decimals keep their digits; doubles are converted below
+    metrics = {}
+    for spec in json.loads(schema.json())["fields"]:
+        name, kind = spec["name"], spec["type"]
+        value = data.get(name)
+        if value is not None and isinstance(kind, str):
+            if kind == "binary":
+                value = base64.b64decode(value)
+            elif kind in ("double", "float"):
+                value = float(value)
+            elif kind.startswith("decimal"):
+                value = Decimal(str(value))
+        metrics[name] = value
+    return metrics
 
 
 def observed_value(observation, name: str):

@@ -20,6 +20,7 @@ from pyspark.sql import DataFrame, Observation
 from pyspark.sql import functions as F
 
 from aipq.config import Settings
+from aipq.engine import jvm
 from aipq.engine.session import read_table, table_rows
 from aipq.planner.ip import StageDecisions
 from aipq.planner.logical import Join, Limit
@@ -167,7 +168,7 @@ class StatisticsCollector:
 
     def _store_table(self, pending: _TableObservation) -> None:
         need = pending.need
-        values = pending.observation.get
+        values = jvm.observed_metrics(pending.observation)
         rows = int(values["rows"])
         if pending.may_stop_early and self.table_rows is not None and rows != self.table_rows(need):
             return  # the scan stopped early (LIMIT, empty broadcast side): not the table's statistics

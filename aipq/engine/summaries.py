@@ -129,10 +129,15 @@ class SummaryStore:
                 columns.append(F.collect_set(hashed).alias(f"ip_{i}"))
         return columns
 
-    def collect(self, df: DataFrame, builds: list[SummaryBuild], observation: Observation) -> None:
+    @staticmethod
+    def jvm_resident(builds: list[SummaryBuild]) -> list[str]:
+        """Observed metrics that stay in the JVM (HIP's hash lists are probed there; Python never needs them)."""
+        return [f"ip_{i}" for i, build in enumerate(builds) if build.kind == "hash-list"]
+
+    def collect(self, df: DataFrame, builds: list[SummaryBuild], observation: Observation, values: dict) -> None:
+        """Store the summaries ``builds`` from the stage's observed ``values`` (``jvm.observed_metrics``)."""
         if not builds:
             return
-        values = observation.get
         self.folder.mkdir(parents=True, exist_ok=True)
         for i, build in enumerate(builds):
             started = time.perf_counter()

@@ -6,6 +6,8 @@ summary's cost). aipq also prices what the paper leaves out:
 - pruning a sibling's output before it is written saves that write and the consumer's read of those pages, on
   top of the consumer's sort, shuffle and merge (the paper argued this qualitatively only);
 - probing costs CPU per probed row (xxhash64 and bit tests); the paper's C_summary has no such term;
+- building costs CPU per row the producer writes (the Bloom filter and key sketch aggregates in its write):
+  charged while the summary is still to be built (Algorithm 1), sunk once it is;
 - rows that no shuffle follows (a stage input joined map-side, by broadcast) save no sort, shuffle or merge:
   there the probe is pure cost, as measured in ../shared/NOTES.md.
 
@@ -42,6 +44,9 @@ class EdgeInputs:
     partials: int = 1  # r'
     feeds_shuffle: bool = True
     place: str = "input"  # "input": before the target stage's shuffle; "output": before a stage's write
+    summary_is_bound: bool = False  # summary_distinct is an upper bound (rows of an input), not an estimate
+    summary_rows: float = 0.0  # rows the producer writes, when its summary is still to be built (else 0: sunk)
+    cores: int = 1  # tasks running at once: the build's per-row cost is spread over them
     sources: dict[str, str] = field(default_factory=dict)
 
 
@@ -58,6 +63,11 @@ class EdgeEstimate:
     @property
     def total(self) -> float:
         return self.benefit.total
+
+    @property
+    def expected_keys(self) -> float | None:
+        """Distinct keys the summary is expected to hold (None when only an upper bound is known)."""
+        return None if self.inputs.summary_is_bound else self.inputs.summary_distinct
 
     def as_dict(self) -> dict:
         return {
@@ -91,7 +101,8 @@ def estimate(inputs: EdgeInputs, filter_bytes: int, calibration: Calibration) ->
         base = model.benefit(job, delta, costs, filter_bytes, inputs.partials, inputs.nodes)
     else:  # joined map-side: nothing to sort, shuffle or merge
         base = model.Benefit(0.0, 0.0, 0.0, model.summary_cost(filter_bytes, inputs.partials, inputs.nodes, costs))
-    extra = -probe_cost
+    build_cost = inputs.summary_rows / max(inputs.cores, 1) * calibration.build_seconds_per_row
+    extra = -probe_cost - build_cost
     if inputs.place == "output":  # the write it saves and the consumer's read of those pages
         extra += delta * (costs.c_write + costs.c_read)
     result = model.Benefit(base.sort, base.shuffle, base.merge, base.summary, extra)
