@@ -74,7 +74,8 @@ def test_calibrate_stores_unit_costs_that_explain_then_uses(tmp_path, spark):
     result = runner("calibrate", "--mb", "4", "--runs", "1")
     assert result.exit_code == 0, result.output
     stored = json.loads((tmp_path / "home" / "calibration.json").read_text())
-    assert all(stored[k] > 0 for k in ("c_read", "c_write", "c_transfer", "u_read", "u_write", "u_transfer"))
+    assert all(stored[k] > 0 for k in ("c_read", "c_write", "c_transfer", "u_read", "u_write", "u_transfer",
+                                       "probe_seconds_per_row", "build_seconds_per_row"))
     tree = runner("explain", "tpch:5", "--ip", "adaptive", "--broadcast-threshold", "0")
     assert "unit costs: calibrated on" in tree.output
 
@@ -82,10 +83,11 @@ def test_calibrate_stores_unit_costs_that_explain_then_uses(tmp_path, spark):
 def test_bench_decisions_reports_accuracy(aipq, tmp_path):
     out = tmp_path / "decisions"
     result = aipq("bench", "decisions", "--sf", "0.01", "--queries", "3", "--repeat", "1",
-                  "--broadcast-threshold", "0", "--out", str(out))
+                  "--joins", "repartition", "--out", str(out))
     assert result.exit_code == 0, result.output
     data = json.loads((out / "results.json").read_text())
     assert data["edges"] and 0 <= data["accuracy"] <= 1
     edge = data["edges"][0]
     assert {"estimated_benefit", "decision", "seconds_with", "seconds_without", "measured_benefit"} <= set(edge)
+    assert {e["joins"] for e in data["edges"]} == {"repartition"}
     assert "decision accuracy over" in (out / "report.md").read_text()

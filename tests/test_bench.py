@@ -76,3 +76,17 @@ def test_bench_synthetic_prunes_by_reference_ratio_and_splices_the_doc(aipq, tmp
     text = doc.read_text()
     assert text.count("hand-written part") == 1 and text.count("<!-- aipq bench all: begin -->") == 1
     assert "](../tpch/time.png)" in text and "](../synthetic/final_stage.png)" in text
+
+
+def test_bench_all_reruns_only_the_parts_asked_for_and_keeps_the_other_reports(aipq, tmp_path):
+    out, doc = tmp_path / "bench", tmp_path / "benchmarks.md"
+    bad = aipq("bench", "all", "--only", "tpch,nope", "--out", str(out), "--doc", str(doc))
+    assert bad.exit_code == 2 and "unknown benchmark(s) nope" in bad.output
+    (out / "tpch").mkdir(parents=True)
+    (out / "tpch" / "report.md").write_text("### TPC-H from an earlier run\n")
+    result = aipq("bench", "all", "--sf", "0.01", "--only", "stats", "--repeat", "1", "--out", str(out),
+                  "--doc", str(doc))
+    assert result.exit_code == 0, result.output
+    text = doc.read_text()
+    assert "TPC-H from an earlier run" in text and "piggybacked statistics" in text
+    assert not (out / "synthetic").exists() and not (out / "decisions").exists()

@@ -73,6 +73,9 @@ def _numbers(text: str, option: str, kind=int) -> list:
     return values
 
 
+ALL_PARTS = ("tpch", "synthetic", "stats", "decisions")  # the parts of `aipq bench all`, in document order
+
+
 def _thresholds(joins: str, settings: Settings) -> list[int]:
     broadcast = settings.broadcast_threshold or 10 * MB
     return {"both": [0, broadcast], "repartition": [0], "broadcast": [broadcast]}[joins]
@@ -257,18 +260,20 @@ def run_stats_bench(home: Path, scale_factor: float, queries: str, lg_ks: str, r
               help="Timed runs per edge and without (after one warm-up round).")
 @click.option("--tolerance", type=click.FloatRange(0, 1), default=0.03, show_default=True,
               help="Time differences within this share of the query's time count as noise.")
+@click.option("--joins", type=click.Choice(["both", "repartition", "broadcast"]), default="both",
+              show_default=True, help="Repartition joins only (the paper's setting), broadcast allowed, or both.")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Write results.json and report.md here.")
 @planning_options
 @click.pass_context
-def bench_decisions(ctx, scale_factor, queries, repeat, tolerance, out_dir, settings: Settings):
+def bench_decisions(ctx, scale_factor, queries, repeat, tolerance, joins, out_dir, settings: Settings):
     """Decision accuracy: each candidate edge run alone against no passing, compared with adaptive's decision."""
     run_decision_bench(home_dir(ctx), scale_factor, queries, repeat, tolerance, out_dir, settings,
-                       invocation(ctx))
+                       invocation(ctx), joins)
 
 
 def run_decision_bench(home: Path, scale_factor: float, queries: str, repeat: int, tolerance: float,
-                       out_dir: Path | None, settings: Settings, command: str):
+                       out_dir: Path | None, settings: Settings, command: str, joins: str = "both"):
     from rich.table import Table
 
     from aipq.tpch.decision_bench import accuracy, measure_decisions
@@ -279,17 +284,18 @@ def run_decision_bench(home: Path, scale_factor: float, queries: str, repeat: in
     with err.status(f"preparing TPC-H SF {scale_factor:g}…"):
         app.generate_tpch(home, settings, scale_factor, "default")
     workload = [(f"Q{n}", query_text(n)) for n in numbers]
-    with progress_bar("bench decisions", len(workload) * (repeat + 1)) as step:
-        edges = measure_decisions(home, workload, repeat, settings, step)
+    thresholds = _thresholds(joins, settings)
+    with progress_bar("bench decisions", len(workload) * (repeat + 1) * len(thresholds)) as step:
+        edges = measure_decisions(home, workload, repeat, settings, step, thresholds)
     strict, tolerant = accuracy(edges, tolerance)
     title = f"TPC-H SF {scale_factor:g}: benefit estimator decisions (median of {repeat})"
     table = Table(title=title, caption=f"accuracy {strict:.0%} by sign, {tolerant:.0%} within noise "
                                        f"({tolerance:.0%}) over {len(edges)} edges")
-    for column in ("query", "summary", "target", "est. B s", "decision", "measured s", "right"):
+    for column in ("query", "joins", "summary", "target", "est. B s", "decision", "measured s", "right"):
         table.add_column(column)
     for e in edges:
         row = e.as_dict(tolerance)
-        table.add_row(row["query"], row["summary"], row["target"], f"{row['estimated_benefit']:.4f}",
+        table.add_row(row["query"], row["joins"], row["summary"], row["target"], f"{row['estimated_benefit']:.4f}",
                       row["decision"], f"{row['measured_benefit']:+.3f}",
                       "yes" if row["right"] else ("noise" if row["neutral"] else "no"))
     Console().print(table)
@@ -310,25 +316,34 @@ def run_decision_bench(home: Path, scale_factor: float, queries: str, repeat: in
               help="Synthetic rows per table.")
 @click.option("--doc", type=click.Path(dir_okay=False, path_type=Path), default=Path("docs/benchmarks.md"),
               show_default=True, help="Markdown file whose generated section is replaced.")
+@click.option("--only", "only", default=",".join(ALL_PARTS), show_default=True,
+              help="Which benchmarks to run again; the reports of the others already under --out are kept.")
 @with_strategy_options
 @planning_options
 @click.pass_context
-def bench_all(ctx, scale_factor, queries, ratios, rows, doc, strategies, repeat, joins, out_dir,
+def bench_all(ctx, scale_factor, queries, ratios, rows, doc, only, strategies, repeat, joins, out_dir,
               settings: Settings):
-    """Every benchmark behind docs/benchmarks.md: TPC-H strategies, synthetic ratios and statistics cost, with
-    plots next to the document."""
+    """Every benchmark behind docs/benchmarks.md: TPC-H strategies, synthetic ratios, statistics cost and (with
+    adaptive among the strategies) decision accuracy, with plots next to the document."""
     home = home_dir(ctx)
     out_dir = out_dir or doc.parent / "bench"
     command = invocation(ctx)
-    run_tpch_bench(home, scale_factor, queries, strategies, repeat, joins, out_dir / "tpch", settings, command)
-    run_synthetic_bench(home, ratios, rows, "query1,query2", strategies, repeat, joins, out_dir / "synthetic",
-                        settings, command)
-    run_stats_bench(home, scale_factor, "3,5,9,10", "8,10,12,14", repeat, out_dir / "stats", settings, command)
-    parts = ["tpch", "synthetic", "stats"]
-    if "adaptive" in strategies:
-        run_decision_bench(home, scale_factor, queries, repeat, 0.03, out_dir / "decisions", settings, command)
-        parts.append("decisions")
-    splice_reports(doc, out_dir, parts)
+    chosen = [p.strip() for p in only.split(",") if p.strip()]
+    unknown = sorted(set(chosen) - set(ALL_PARTS))
+    if unknown:
+        raise BadInputError(f"--only: unknown benchmark(s) {', '.join(unknown)}",
+                            hint=f"choose from {', '.join(ALL_PARTS)}")
+    if "tpch" in chosen:
+        run_tpch_bench(home, scale_factor, queries, strategies, repeat, joins, out_dir / "tpch", settings, command)
+    if "synthetic" in chosen:
+        run_synthetic_bench(home, ratios, rows, "query1,query2", strategies, repeat, joins, out_dir / "synthetic",
+                            settings, command)
+    if "stats" in chosen:
+        run_stats_bench(home, scale_factor, "3,5,9,10", "8,10,12,14", repeat, out_dir / "stats", settings, command)
+    if "decisions" in chosen and "adaptive" in strategies:
+        run_decision_bench(home, scale_factor, queries, repeat, 0.03, out_dir / "decisions", settings, command,
+                           joins)
+    splice_reports(doc, out_dir, [p for p in ALL_PARTS if (out_dir / p / "report.md").exists()])
     Console(stderr=True).print(f"updated {doc}")
 
 

@@ -283,18 +283,24 @@ def write_decision_outputs(out_dir: Path, context: BenchContext, edges, toleranc
     (out_dir / "results.json").write_text(json.dumps(payload, indent=2, default=str))
     lines = [f"### {context.title}", "", f"Command: `{context.command}`  ", f"Machine: {context.machine}  ",
              f"Date: {context.date}", "",
-             "| query | summary | target | relation | estimated B, s | decision | s without | s with | "
-             "measured benefit, s | right |", "|---|---|---|---|--:|---|--:|--:|--:|---|"]
+             "| query | joins | summary | target | relation | estimated B, s | decision | s without | s with | "
+             "measured benefit, s | right |", "|---|---|---|---|---|--:|---|--:|--:|--:|---|"]
     for e in edges:
         row = e.as_dict(tolerance)
         mark = "yes" if row["right"] else ("noise" if row["neutral"] else "no")
-        lines.append(f"| {row['query']} | {row['summary']} | {row['target']} | {row['relation']} | "
+        lines.append(f"| {row['query']} | {row['joins']} | {row['summary']} | {row['target']} | {row['relation']} | "
                      f"{row['estimated_benefit']:.4f} | {row['decision']} | {row['seconds_without']:.2f} | "
                      f"{row['seconds_with']:.2f} | {row['measured_benefit']:+.3f} | {mark} |")
     lines += ["", "From this run:", "",
               f"- decision accuracy over {len(edges)} candidate edges: {strict:.0%} by the sign of the measured "
-              f"benefit; {tolerant:.0%} counting differences within {tolerance:.0%} of the query's time as noise",
-              ""]
+              f"benefit; {tolerant:.0%} counting differences within {tolerance:.0%} of the query's time as noise"]
+    for joins in sorted({e.joins for e in edges}):
+        some = [e for e in edges if e.joins == joins]
+        part_strict, part_tolerant = accuracy(some, tolerance)
+        used = sum(e.used for e in some)
+        lines.append(f"- {joins} joins: {len(some)} edges, {used} used; {part_strict:.0%} by sign, "
+                     f"{part_tolerant:.0%} within noise")
+    lines.append("")
     report = out_dir / "report.md"
     report.write_text("\n".join(lines))
     return [out_dir / "results.json", report]

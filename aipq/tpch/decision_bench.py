@@ -33,6 +33,7 @@ class EdgeDecision:
     estimated_benefit: float
     used: bool
     filter_bytes: int | None
+    joins: str = "repartition"
     with_edge: list[float] = field(default_factory=list)
     without: list[float] = field(default_factory=list)
 
@@ -47,7 +48,8 @@ class EdgeDecision:
         return abs(self.measured_benefit) <= tolerance * statistics.median(self.without)
 
     def as_dict(self, tolerance: float) -> dict:
-        return {"query": self.query, "summary": f"S{self.producer}.{self.column}", "target": self.target,
+        return {"query": self.query, "joins": self.joins, "summary": f"S{self.producer}.{self.column}",
+                "target": self.target,
                 "relation": self.relation, "estimated_benefit": round(self.estimated_benefit, 5),
                 "decision": "use" if self.used else "skip", "filter_bytes": self.filter_bytes,
                 "seconds_with": round(statistics.median(self.with_edge), 4),
@@ -56,7 +58,7 @@ class EdgeDecision:
                 "neutral": self.neutral(tolerance)}
 
 
-def _edges(label: str, record) -> list[EdgeDecision]:
+def _edges(label: str, record, joins: str) -> list[EdgeDecision]:
     edges = []
     for metrics in record.stages:
         decisions = metrics.decisions
@@ -65,27 +67,36 @@ def _edges(label: str, record) -> list[EdgeDecision]:
         for use in decisions.uses:
             if use.estimate is not None:
                 edges.append(EdgeDecision(label, use.producer, use.column, use.target.label, use.target.key,
-                                          use.relation, use.estimate["B"], True, use.estimate["filter_bytes"]))
+                                          use.relation, use.estimate["B"], True, use.estimate["filter_bytes"],
+                                          joins))
         for rejected in decisions.rejected:
             candidate = rejected.candidate
             if rejected.estimate is None or rejected.reason.startswith("redundant"):
                 continue
             edges.append(EdgeDecision(label, candidate.producer, candidate.column, candidate.target.label,
                                       candidate.target.key, candidate.relation, rejected.estimate["B"], False,
-                                      rejected.estimate["filter_bytes"]))
+                                      rejected.estimate["filter_bytes"], joins))
     return edges
 
 
 def measure_decisions(home: Path, workload: list[tuple[str, str]], repeat: int, base: Settings,
-                      progress=None) -> list[EdgeDecision]:
+                      progress=None, thresholds: list[int] | None = None) -> list[EdgeDecision]:
+    """Every candidate edge of every query, under each broadcast threshold (default: the base settings')."""
+    from aipq.tpch.strategy_bench import joins_label
+
     spark, catalog, scratch = bench_session(home, base)
     try:
-        return _measure(QueryRunner(spark, home, catalog, scratch), workload, repeat, base, progress)
+        runner = QueryRunner(spark, home, catalog, scratch)
+        found = []
+        for threshold in thresholds or [base.broadcast_threshold]:
+            found += _measure(runner, workload, repeat, replace(base, broadcast_threshold=threshold),
+                              joins_label(threshold), progress)
+        return found
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 
 
-def _measure(runner: QueryRunner, workload: list[tuple[str, str]], repeat: int, base: Settings,
+def _measure(runner: QueryRunner, workload: list[tuple[str, str]], repeat: int, base: Settings, joins: str,
              progress) -> list[EdgeDecision]:
     # the measured runs carry no estimator (its own work would bias the comparison with off)
     adaptive, off, single = replace(base, ip="adaptive"), replace(base, ip="off"), replace(base, ip="always")
@@ -93,7 +104,7 @@ def _measure(runner: QueryRunner, workload: list[tuple[str, str]], repeat: int, 
     for label, text in workload:
         runner.aipq(text, adaptive)  # statistics for the estimator
         runner.aipq(text, adaptive)
-        edges = _edges(label, runner.last_record)
+        edges = _edges(label, runner.last_record, joins)
         for round_number in range(repeat + 1):  # round 0 warms up
             seconds = runner.aipq(text, off)[0].seconds
             for edge in edges:
