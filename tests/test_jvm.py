@@ -69,3 +69,21 @@ def test_observed_metrics_cross_as_json_with_their_types(spark, tmp_path):
     assert values["last"] == str(expected["last"]) == "2020-01-10"
     assert values["mean"] == pytest.approx(expected["mean"])
     assert jvm.seq_size(jvm.observed_value(observation, "hashes")) == 5000
+
+
+def test_parquet_footer_statistics_cover_every_row_group_or_say_nothing(spark, tmp_path):
+    frame = spark.range(0, 30000, numPartitions=3).selectExpr(
+        "id", "IF(id % 7 = 0, NULL, CAST(id % 1000 AS STRING)) AS s",
+        "date_add(DATE'2020-01-01', CAST(id % 400 AS INT)) AS d", "CAST(id / 100 AS DECIMAL(10,2)) AS price")
+    frame.write.option("parquet.block.size", 64 * 1024).parquet(str(tmp_path / "t"))
+    files = sorted(str(f) for f in (tmp_path / "t").glob("*.parquet"))
+    found = jvm.parquet_footer_statistics(spark, files, ["ID", "s", "d", "price", "missing"])
+    assert set(found) == {"ID", "s", "d", "price"}  # in the case asked; a column the files lack is left out
+    for name, column in (("ID", "id"), ("s", "s"), ("d", "d"), ("price", "price")):
+        low, high, nulls = frame.selectExpr(f"min({column})", f"max({column})",
+                                            f"count(*) - count({column})").first()
+        assert (found[name].min, found[name].max, found[name].nulls) == (str(low), str(high), nulls), name
+    assert found["s"].nulls > 0 and found["d"].min == "2020-01-01"
+    text = tmp_path / "not.parquet"
+    text.write_text("a,b\n1,2\n")
+    assert jvm.parquet_footer_statistics(spark, [str(text)], ["a"]) == {}

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 
@@ -106,6 +106,71 @@ def in_hash_set(spark: SparkSession, values, hashed: Column) -> Column:
     probe per row in the JVM."""
     expression = getattr(_jvm(spark), f"{_CATALYST}.InSet")(_to_expression(spark, hashed), values.toSet())
     return _to_column(spark, expression)
+
+
+@dataclass(frozen=True)
+class FooterColumn:
+    """A column's statistics over every row group of some parquet files, from their footers."""
+
+    nulls: int
+    min: str | None  # as parquet's stringifier renders it (dates ISO, decimals with their scale); None: all null
+    max: str | None
+
+
+def parquet_footer_statistics(spark: SparkSession, files: Sequence[str],
+                              columns: Sequence[str]) -> dict[str, FooterColumn]:
+    """Nulls, min and max of ``columns`` (top-level, any case) over all row groups of the parquet ``files``,
+    read from the footers with Spark's parquet-mr (no data page is read). A column is left out when any row group
+    lacks its statistics or the files cannot be read as parquet: the caller then computes it from the rows."""
+    from py4j.protocol import Py4JError
+
+    jvm = _jvm(spark)
+    conf = spark.sparkContext._jsc.hadoopConfiguration()
+    wanted = {c.lower(): c for c in columns}
+    merged: dict[str, object] = {}
+    nulls: dict[str, int] = {}
+    lacking: set[str] = set()
+    try:
+        for file in files:
+            source = jvm.org.apache.parquet.hadoop.util.HadoopInputFile.fromPath(
+                jvm.org.apache.hadoop.fs.Path(jvm.java.io.File(file).toURI()), conf)
+            reader = jvm.org.apache.parquet.hadoop.ParquetFileReader.open(source)
+            try:
+                blocks = reader.getFooter().getBlocks()
+                positions: dict[str, int] = {}
+                for b in range(blocks.size()):
+                    chunks = blocks.get(b).getColumns()
+                    if not positions:
+                        for i in range(chunks.size()):
+                            name = chunks.get(i).getPath().toDotString().lower()
+                            if name in wanted:
+                                positions[name] = i
+                        lacking.update(set(wanted) - set(positions))
+                    for name, index in positions.items():
+                        if name in lacking:
+                            continue
+                        chunk = chunks.get(index)
+                        stats = chunk.getStatistics()
+                        if stats is None or stats.isEmpty() or not stats.isNumNullsSet():
+                            lacking.add(name)
+                            continue
+                        if name not in merged:
+                            merged[name] = jvm.org.apache.parquet.column.statistics.Statistics.createStats(
+                                chunk.getPrimitiveType())
+                        merged[name].mergeStatistics(stats)
+                        nulls[name] = nulls.get(name, 0) + int(stats.getNumNulls())
+            finally:
+                reader.close()
+    except Py4JError:
+        return {}
+    found = {}
+    for name, stats in merged.items():
+        if name in lacking:
+            continue
+        has_values = bool(stats.hasNonNullValue())
+        found[wanted[name]] = FooterColumn(nulls[name], str(stats.minAsString()) if has_values else None,
+                                           str(stats.maxAsString()) if has_values else None)
+    return found
 
 
 @dataclass(frozen=True)

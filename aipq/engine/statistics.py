@@ -3,9 +3,11 @@ query's own scans and stage-output writes, in the same pass, as ``DataFrame.obse
 across tasks (HLL sketches union losslessly), then stored in the repository.
 
 Per table: rows, bytes, files, splits. Per collected column: HLL sketch (lg_k configurable), NDV estimate,
-nulls, average width, min and max. Per stage output: rows, bytes and the NDV of the keys its consumer joins on,
-under a canonical key of the stage's subplan. A table's observation counts only if it saw every row (a LIMIT or
-an empty broadcast side can stop a scan early): its row count must equal the table's.
+nulls, average width, min and max; nulls, min and max come from the parquet footers' row-group statistics when
+every row group has them (no data read), else from the rows in the same pass. Per stage output: rows, bytes
+and the NDV of the keys its consumer joins on, under a canonical key of the stage's subplan. A table's
+observation counts only if it saw every row (a LIMIT or an empty broadcast side can stop a scan early): its row
+count must equal the table's.
 """
 
 from __future__ import annotations
@@ -48,16 +50,18 @@ def _fixed_width(data_type: str) -> float | None:
     return None
 
 
-def column_metrics(column: str, data_type: str, lg_k: int, prefix: str) -> list:
-    """Aggregates for one column inside an observation; ``prefix`` keeps names unique."""
+def column_metrics(column: str, data_type: str, lg_k: int, prefix: str, in_footers: bool = False) -> list:
+    """Aggregates for one column inside an observation; ``prefix`` keeps names unique. With ``in_footers`` the
+    parquet footers already give nulls, min and max: only what needs the rows is computed."""
     quoted = _quoted(column)
     metrics = [
         F.expr(f"hll_sketch_agg({sketches.sketch_input_sql(column, data_type)}, {lg_k})").alias(f"{prefix}_hll"),
-        F.count(F.col(quoted)).alias(f"{prefix}_present"),
     ]
+    if not in_footers:
+        metrics.append(F.count(F.col(quoted)).alias(f"{prefix}_present"))
     if _fixed_width(data_type) is None:
         metrics.append(F.avg(F.expr(f"octet_length(CAST({quoted} AS STRING))")).alias(f"{prefix}_width"))
-    if not data_type.startswith(("array", "map", "struct", "binary")):
+    if not in_footers and not data_type.startswith(("array", "map", "struct", "binary")):
         metrics += [F.min(F.col(quoted)).alias(f"{prefix}_min"), F.max(F.col(quoted)).alias(f"{prefix}_max")]
     return metrics
 
@@ -72,6 +76,7 @@ class _TableObservation:
     observation: Observation
     columns: list[tuple[str, str]]  # (column, type) collected
     may_stop_early: bool = True  # LIMIT or a broadcast join in the stage: check the row count
+    footers: dict[str, jvm.FooterColumn] = field(default_factory=dict)  # nulls, min, max the footers gave
 
 
 def may_stop_early(stage: Stage) -> bool:
@@ -130,10 +135,12 @@ class StatisticsCollector:
     def _observe_table(self, df: DataFrame, need: TableNeed, columns: list[tuple[str, str]],
                        early: bool = True) -> DataFrame:
         observation = Observation(f"aipq-stats-{len(self._pending)}-{need.entry.name}")
+        # nulls, min and max cost a footer read instead of three aggregates per row (a third of the pass's cost)
+        footers = jvm.parquet_footer_statistics(self.spark, need.files.paths, [c for c, _ in columns])
         metrics = [F.count(F.lit(1)).alias("rows")]
         for index, (column, data_type) in enumerate(columns):
-            metrics += column_metrics(column, data_type, self.lg_k, f"c{index}")
-        self._pending.append(_TableObservation(need, observation, columns, early))
+            metrics += column_metrics(column, data_type, self.lg_k, f"c{index}", column in footers)
+        self._pending.append(_TableObservation(need, observation, columns, early, footers))
         return df.observe(observation, *metrics)
 
     def output_metrics(self, stage: Stage, df: DataFrame) -> list:
@@ -183,14 +190,18 @@ class StatisticsCollector:
         for index, (column, data_type) in enumerate(pending.columns):
             prefix = f"c{index}"
             sketch = values.get(f"{prefix}_hll")
-            present = int(values[f"{prefix}_present"])
+            footer = pending.footers.get(column)
+            if footer is not None:
+                nulls, low, high = footer.nulls, footer.min, footer.max
+            else:
+                nulls = rows - int(values[f"{prefix}_present"])
+                low, high = _text(values.get(f"{prefix}_min")), _text(values.get(f"{prefix}_max"))
             width = _fixed_width(data_type)
             if width is None:
                 width = float(values.get(f"{prefix}_width") or 0.0)
             stats.columns[column] = ColumnStats(
-                column, data_type, rows, rows - present, sketches.estimate(sketch) if sketch else 0.0, self.lg_k,
-                round(width, 2), _text(values.get(f"{prefix}_min")), _text(values.get(f"{prefix}_max")),
-                bytes(sketch) if sketch else None, now, self.collected_by)
+                column, data_type, rows, nulls, sketches.estimate(sketch) if sketch else 0.0, self.lg_k,
+                round(width, 2), low, high, bytes(sketch) if sketch else None, now, self.collected_by)
         self.repository.save_table(stats)
         self.collected_tables.append(need.entry.qualified_name)
 

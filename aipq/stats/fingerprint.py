@@ -15,6 +15,7 @@ class DataFiles:
     files: int
     bytes: int
     sizes: tuple[int, ...]
+    paths: tuple[str, ...] = ()  # the data files themselves, in the order of ``sizes``
 
     def splits(self, max_partition_bytes: int = 128 * 1024 * 1024, open_cost: int = 4 * 1024 * 1024,
                parallelism: int = 2) -> int:
@@ -48,10 +49,11 @@ def data_files(path: str) -> DataFiles:
     if not root.exists():
         return DataFiles(path, "", 0, 0, ())
     digest = hashlib.sha256()
-    sizes = []
+    sizes, paths = [], []
     for file in _data_files(root):
         stat = file.stat()
         relative = file.name if root.is_file() else str(file.relative_to(root))
         digest.update(f"{relative}\0{stat.st_size}\0{stat.st_mtime_ns}\n".encode())
         sizes.append(stat.st_size)
-    return DataFiles(path, digest.hexdigest()[:32], len(sizes), sum(sizes), tuple(sizes))
+        paths.append(str(file))
+    return DataFiles(path, digest.hexdigest()[:32], len(sizes), sum(sizes), tuple(sizes), tuple(paths))
