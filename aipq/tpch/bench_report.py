@@ -68,7 +68,8 @@ def write_outputs(out_dir: Path, context: BenchContext, results: list[StrategyRe
                "headlines": [line.__dict__ for line in headlines(results)],
                "results": [r.as_dict() for r in results]}
     written = [out_dir / "results.json", out_dir / "results.csv"]
-    written[0].write_text(json.dumps(payload, indent=2, default=str))
+    # compact: every run's per-stage, per-summary and per-probe figures make an indented file of megabytes
+    written[0].write_text(json.dumps(payload, separators=(",", ":"), default=str))
     with written[1].open("w", newline="") as handle:
         writer = csv.DictWriter(handle, fieldnames=CSV_COLUMNS)
         writer.writeheader()
