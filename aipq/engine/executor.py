@@ -190,13 +190,15 @@ def _run_stage(spark, compiler: StageCompiler, store: SummaryStore, stage: Stage
             df = df.coalesce(1)  # one ordered file: reading it back keeps ORDER BY's order
         observation = Observation(f"{group}-rows")
         key_sketches = statistics.output_metrics(stage, df) if statistics else []
-        df = df.observe(observation, F.count(F.lit(1)).alias("rows"), *store.build_columns(df, decisions.builds),
-                        *key_sketches)
+        # a summary's key sketch is the statistics' sketch of the same column when that is observed anyway
+        sketched = statistics.output_sketch_names(stage, df) if statistics else {}
+        df = df.observe(observation, F.count(F.lit(1)).alias("rows"),
+                        *store.build_columns(df, decisions.builds, sketched), *key_sketches)
         df.write.mode("errorifexists").parquet(str(path))
         values = jvm.observed_metrics(observation, keep_in_jvm=store.jvm_resident(decisions.builds))
         rows = int(values["rows"])
         seconds = time.perf_counter() - started
-        store.collect(df, decisions.builds, observation, values)
+        store.collect(df, decisions.builds, observation, values, sketched)
         if statistics is not None:
             statistics.stage_finished(stage, decisions, values, rows, directory_bytes(path))
         for probe in probes:

@@ -146,8 +146,14 @@ class StatisticsCollector:
     def output_metrics(self, stage: Stage, df: DataFrame) -> list:
         """Sketches of the keys the stage's consumer joins on, observed during its write."""
         types = {f.name: f.dataType.simpleString() for f in df.schema.fields}
-        return [F.expr(f"hll_sketch_agg({sketches.sketch_input_sql(c, types[c])}, {self.lg_k})").alias(f"k{i}_hll")
-                for i, c in enumerate(stage.consumer_keys) if c in types]
+        return [F.expr(f"hll_sketch_agg({sketches.sketch_input_sql(c, types[c])}, {self.lg_k})").alias(name)
+                for c, name in self.output_sketch_names(stage, df).items()]
+
+    @staticmethod
+    def output_sketch_names(stage: Stage, df: DataFrame) -> dict[str, str]:
+        """Column → metric name of each key sketch ``output_metrics`` observes (summaries reuse them)."""
+        names = set(df.columns)
+        return {c: f"k{i}_hll" for i, c in enumerate(stage.consumer_keys) if c in names}
 
     def stage_finished(self, stage: Stage, decisions: StageDecisions, observed: dict, rows: int,
                        bytes_written: int) -> None:

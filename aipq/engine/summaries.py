@@ -43,6 +43,11 @@ def hashed_key(df: DataFrame, column: str) -> Column:
     return F.xxhash64(value)
 
 
+def _sketch_metric(index: int, build: SummaryBuild, sketched: dict[str, str]) -> str:
+    """The observed metric holding the HLL sketch of a build's keys: the statistics' one when there is one."""
+    return sketched.get(build.column, f"ip_items_{index}")
+
+
 @dataclass
 class BuiltSummary:
     stage: int
@@ -112,16 +117,18 @@ class SummaryStore:
         return {key: summary.info() for key, summary in self.built.items()}
 
     # ---- building (T_r) -----------------------------------------------------------------------------
-    def build_columns(self, df: DataFrame, builds: list[SummaryBuild]) -> list[Column]:
-        """Aggregates observed while ``df`` is written: one summary (and its distinct count) per build."""
+    def build_columns(self, df: DataFrame, builds: list[SummaryBuild], sketched: dict[str, str]) -> list[Column]:
+        """Aggregates observed while ``df`` is written: one summary (and its distinct count) per build.
+        ``sketched``: columns whose key sketch the same observation already computes (statistics), by metric."""
         columns = []
         for i, build in enumerate(builds):
             hashed = hashed_key(df, build.column)
-            # a mergeable sketch of the keys, like the statistics' ones, so the estimator can intersect it with
-            # the probed input's key sketch
-            data_type = df.schema[build.column].dataType.simpleString()
-            columns.append(F.expr(f"hll_sketch_agg({sketch_input_sql(build.column, data_type)}, {SKETCH_LG_K})")
-                           .alias(f"ip_items_{i}"))
+            if build.column not in sketched:
+                # a mergeable sketch of the keys, like the statistics' ones, so the estimator can intersect it
+                # with the probed input's key sketch
+                data_type = df.schema[build.column].dataType.simpleString()
+                columns.append(F.expr(f"hll_sketch_agg({sketch_input_sql(build.column, data_type)}, {SKETCH_LG_K})")
+                               .alias(_sketch_metric(i, build, sketched)))
             if build.kind == "bloom":
                 expected = build.expected_items or max(build.bits // 10, 1)
                 columns.append(jvm.bloom_filter_agg(self.spark, hashed, expected, build.bits).alias(f"ip_{i}"))
@@ -134,14 +141,15 @@ class SummaryStore:
         """Observed metrics that stay in the JVM (HIP's hash lists are probed there; Python never needs them)."""
         return [f"ip_{i}" for i, build in enumerate(builds) if build.kind == "hash-list"]
 
-    def collect(self, df: DataFrame, builds: list[SummaryBuild], observation: Observation, values: dict) -> None:
+    def collect(self, df: DataFrame, builds: list[SummaryBuild], observation: Observation, values: dict,
+                sketched: dict[str, str]) -> None:
         """Store the summaries ``builds`` from the stage's observed ``values`` (``jvm.observed_metrics``)."""
         if not builds:
             return
         self.folder.mkdir(parents=True, exist_ok=True)
         for i, build in enumerate(builds):
             started = time.perf_counter()
-            key_sketch = bytes(values[f"ip_items_{i}"] or b"")
+            key_sketch = bytes(values[_sketch_metric(i, build, sketched)] or b"")
             items = round(sketches.estimate(key_sketch)) if key_sketch else 0
             summary = BuiltSummary(build.stage, build.column, build.kind, key_family(df.schema[build.column].dataType),
                                    items=items, bits=build.bits, expected_items=build.expected_items,
