@@ -87,3 +87,21 @@ def test_parquet_footer_statistics_cover_every_row_group_or_say_nothing(spark, t
     text = tmp_path / "not.parquet"
     text.write_text("a,b\n1,2\n")
     assert jvm.parquet_footer_statistics(spark, [str(text)], ["a"]) == {}
+
+
+def test_counted_filters_stay_apart_and_spark_metrics_count_their_rows(spark, tmp_path):
+    source = spark.range(0, 10000)
+    plain = source.filter(F.col("id") >= 1000)  # an ordinary filter below: must not merge with the counted ones
+    first = plain.filter(jvm.counted_filter(F.col("id") % 2 == 0, -(2 ** 40) - 1))
+    second = first.filter(jvm.counted_filter(F.col("id") % 3 == 0, -(2 ** 40) - 2))
+    unrun = -(2 ** 40) - 3  # a mark in no plan
+    group = "aipq-test-counted"
+    spark.sparkContext.setJobGroup(group, "counted filters")
+    try:
+        second.repartition(3, "id").write.parquet(str(tmp_path / "out"))
+    finally:
+        spark.sparkContext.setLocalProperty("spark.jobGroup.id", None)
+    counts = jvm.filter_row_counts(spark, group, {-(2 ** 40) - 1, -(2 ** 40) - 2, unrun})
+    assert counts == {-(2 ** 40) - 1: (9000, 4500), -(2 ** 40) - 2: (4500, 1500)}
+    assert spark.read.parquet(str(tmp_path / "out")).count() == 1500
+    assert jvm.filter_row_counts(spark, "no-such-group", {-(2 ** 40) - 1}) == {}

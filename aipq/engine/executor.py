@@ -201,8 +201,10 @@ def _run_stage(spark, compiler: StageCompiler, store: SummaryStore, stage: Stage
         store.collect(df, decisions.builds, observation, values, sketched)
         if statistics is not None:
             statistics.stage_finished(stage, decisions, values, rows, directory_bytes(path))
+        marks = [p.mark for p in probes if p.mark is not None]
+        filter_counts = jvm.filter_row_counts(spark, group, marks) if marks else {}
         for probe in probes:
-            probe.finish()
+            probe.finish(filter_counts)
         figures = job_group_figures(spark, group)
     except AipqError:
         raise

@@ -87,10 +87,15 @@ class ProbeRecord:
     rows_out: int | None = None
     skipped: str | None = None
     measured_fpr: float | None = None  # with --analyze: share of non-matching rows the summary let through
-    observation: object = field(default=None, repr=False, compare=False)
+    mark: int | None = field(default=None, repr=False, compare=False)  # its counted filter (jvm.counted_filter)
+    observation: object = field(default=None, repr=False, compare=False)  # exact summaries: counted by observing
     raw: object = field(default=None, repr=False, compare=False)  # the input before any probe (for --analyze)
 
-    def finish(self) -> None:
+    def finish(self, filter_counts: dict[int, tuple[int | None, int | None]]) -> None:
+        """Rows in and out, from Spark's metrics of the probe's filter (``filter_counts``, by mark) or from the
+        observations around an exact summary's semi join."""
+        if self.mark is not None:
+            self.rows_in, self.rows_out = filter_counts.get(self.mark, (None, None))
         if self.observation is not None:
             before, after = self.observation
             self.observation = None
@@ -101,7 +106,7 @@ class ProbeRecord:
                 self.rows_in = self.rows_out = None
 
     def as_dict(self) -> dict:
-        return {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("observation", "raw")}
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("mark", "observation", "raw")}
 
 
 class SummaryStore:
@@ -112,6 +117,7 @@ class SummaryStore:
         self.folder = Path(work_dir) / "summaries"
         self.stage_paths = stage_paths
         self.built: dict[tuple[int, str], BuiltSummary] = {}
+        self._marks = 0  # probes so far: each probe's filter gets its own mark
 
     def infos(self) -> dict[tuple[int, str], BuiltInfo]:
         return {key: summary.info() for key, summary in self.built.items()}
@@ -192,15 +198,17 @@ class SummaryStore:
         if not applicable:
             return df
         raw = df
-        previous = Observation(f"{name}-in")
-        df = df.observe(previous, F.count(F.lit(1)).alias("rows"))
         for i, (use, summary, record) in enumerate(applicable):
-            df = self._apply(df, use.target.column, summary)
-            after = Observation(f"{name}-{i}")
-            df = df.observe(after, F.count(F.lit(1)).alias("rows"))
-            record.observation = (previous, after)
             record.raw = raw
-            previous = after
+            if summary.kind == "exact":  # a semi join, not a filter: its rows are counted by observing
+                before, after = Observation(f"{name}-{i}-in"), Observation(f"{name}-{i}-out")
+                df = df.observe(before, F.count(F.lit(1)).alias("rows"))
+                df = self._apply(df, use.target.column, summary).observe(after, F.count(F.lit(1)).alias("rows"))
+                record.observation = (before, after)
+                continue
+            self._marks += 1
+            record.mark = -(2 ** 40) - self._marks
+            df = self._apply(df, use.target.column, summary, record.mark)
         return df
 
     def measure_false_positives(self, record: ProbeRecord) -> None:
@@ -219,21 +227,11 @@ class SummaryStore:
         record.measured_fpr = (passed - matching) / (total - matching) if total > matching else 0.0
         record.raw = None
 
-    def _apply(self, df: DataFrame, column: str, summary: BuiltSummary) -> DataFrame:
-        if summary.kind == "bloom":
-            if summary.payload is None:
-                # Keeps no row. Not a literal FALSE: the optimizer would drop the subtree and with it the
-                # observations that count the probe's rows.
-                return df.filter(F.rand(0) < F.lit(-1.0))
-            if len(summary.payload) <= LITERAL_FILTER_BYTES:
-                return df.filter(jvm.might_contain(self.spark, summary.payload, hashed_key(df, column)))
-            # A large filter is read from its file as a scalar subquery, as Spark's own runtime filters are: a
-            # literal would put megabytes into the query plan that Spark renders for every execution (a
-            # subquery costs one small job instead).
-            bloom = self.spark.read.format("binaryFile").load(summary.path).select("content").scalar()
-            return df.filter(jvm.might_contain_column(self.spark, bloom, hashed_key(df, column)))
-        if summary.kind == "hash-list":
-            return df.filter(jvm.in_hash_set(self.spark, summary.payload, hashed_key(df, column)))
+    def _apply(self, df: DataFrame, column: str, summary: BuiltSummary, mark: int | None = None) -> DataFrame:
+        """``df`` probed with ``summary``; with a ``mark``, as a filter whose rows Spark's metrics count."""
+        if summary.kind in ("bloom", "hash-list"):
+            condition = self._condition(df, column, summary)
+            return df.filter(condition if mark is None else jvm.counted_filter(condition, mark))
         # No distinct(): it would add a shuffle of its own to what the oracle is meant to measure; a broadcast
         # semi join only asks whether a key exists.
         keys = self.spark.read.parquet(str(summary.payload)).select(F.col(quoted(summary.column)).alias("__aipq_key"))
@@ -241,3 +239,18 @@ class SummaryStore:
         if summary.family == "integral":
             left, right = left.cast("bigint"), right.cast("bigint")
         return df.join(F.broadcast(keys), left == right, "left_semi")
+
+    def _condition(self, df: DataFrame, column: str, summary: BuiltSummary) -> Column:
+        if summary.kind == "hash-list":
+            return jvm.in_hash_set(self.spark, summary.payload, hashed_key(df, column))
+        if summary.payload is None:
+            # Keeps no row. Not a literal FALSE: the optimizer would drop the subtree and with it the filter
+            # whose metrics count the probe's rows.
+            return F.rand(0) < F.lit(-1.0)
+        if len(summary.payload) <= LITERAL_FILTER_BYTES:
+            return jvm.might_contain(self.spark, summary.payload, hashed_key(df, column))
+        # A large filter is read from its file as a scalar subquery, as Spark's own runtime filters are: a
+        # literal would put megabytes into the query plan that Spark renders for every execution (a subquery
+        # costs one small job instead).
+        bloom = self.spark.read.format("binaryFile").load(summary.path).select("content").scalar()
+        return jvm.might_contain_column(self.spark, bloom, hashed_key(df, column))
