@@ -58,6 +58,22 @@ def test_total_benefit_equation_1():
     assert b.total == pytest.approx(540 + 240 + 240 - 3500)
 
 
+def test_spark_sort_and_merge_charge_only_what_spark_does():
+    costs = model.UnitCosts(1, 2, 3, 0.1, 0.2, 0.3, c_sort=0.5)
+    # M = 100 > B = 10: eq. (5) has 3 passes; Spark's shuffle write is the first, 2 spill passes remain
+    assert model.spark_sort_cost(100, JOB, costs) == pytest.approx(100 * 3 * 2 + 100 * 0.5)
+    assert model.spark_sort_cost(8, JOB, costs) == pytest.approx(8 * 0.5)  # fits B: sorted in memory only
+    assert model.spark_sort_benefit(JOB, DELTA, costs) == pytest.approx((600 + 50) - (60 * 3 * 1 + 30))
+    # R = 200 pages per reducer > B: eq. (9)'s one merge pass; R ≤ B: merged in memory, nothing on disk
+    assert model.spark_merge_cost(200, JOB, costs) == pytest.approx(600)
+    assert model.spark_merge_cost(10, JOB, costs) == 0.0
+    fits = model.JobShape(m=4, r=2, pages_per_map=2, sort_buffer_pages=10)
+    assert model.spark_merge_benefit(fits, 1, costs) == 0.0
+    b = model.spark_benefit(fits, 1, costs, 1000, 3, 2)
+    assert (b.sort, b.shuffle, b.merge) == pytest.approx((0.5, 1 * 4 / 2 * 3, 0.0))
+    assert b.summary == pytest.approx(model.summary_cost(1000, 3, 2, costs))
+
+
 def test_delta_from_key_overlap_and_false_positives():
     assert bloom_false_positive_rate(8 * 1000 * 10, 1000 * 8) == pytest.approx(0.6185 ** 10)
     assert bloom_false_positive_rate(0, 10) == 1.0 and bloom_false_positive_rate(100, 0) == 0.0
@@ -73,7 +89,7 @@ def test_spark_parameters():
     assert sort_buffer_pages(1 << 30, 0.6, 2) == pytest.approx((1024 - 300) * 0.6 / 2)
 
 
-CALIBRATION = Calibration(model.UnitCosts(0.004, 0.012, 0.010, 1e-9, 2e-9, 1.5e-9), 25e-9, "test")
+CALIBRATION = Calibration(model.UnitCosts(0.004, 0.012, 0.010, 1e-9, 2e-9, 1.5e-9, 0.004), 25e-9, "test")
 
 
 def edge(common_share: float, **changes) -> EdgeInputs:

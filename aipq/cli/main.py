@@ -333,7 +333,8 @@ def calibrate(ctx, megabytes, runs, settings: Settings):
     for column in ("cost", "measured", "default"):
         table.add_column(column, justify="right" if column != "cost" else "left")
     names = {"c_read": "C_R per page", "c_write": "C_W per page", "c_transfer": "C_T per page",
-             "u_read": "U_R per byte", "u_write": "U_W per byte", "u_transfer": "U_T per byte"}
+             "u_read": "U_R per byte", "u_write": "U_W per byte", "u_transfer": "U_T per byte",
+             "c_sort": "C_S per page"}
     for field_name, label in names.items():
         table.add_row(label, f"{getattr(costs, field_name):.3g}", f"{getattr(DEFAULT_UNIT_COSTS, field_name):.3g}")
     table.add_row("probe per row", f"{probe:.3g}", f"{DEFAULT_PROBE_SECONDS_PER_ROW:.3g}")

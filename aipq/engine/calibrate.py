@@ -2,11 +2,14 @@
 file-system micro-benchmarks.
 
 Pages are counted the way the estimator counts them (rows × the estimator's row width, ``PAGE_BYTES`` each),
-so that the measured seconds per page apply to its page counts:
+so that the measured seconds per page apply to its page counts. The model's figures are per task (the paper's
+M is pages per map task), and the micro-benchmarks run as many tasks as there are cores, so the Spark page and
+row costs are the job's seconds per page or row times the tasks that ran at once:
 
 - C_R: reading a parquet table through Spark (scan, decode, rows), per page;
 - C_W: writing it as parquet, beyond producing the rows, per page;
 - C_T: shuffling it (hash repartition: map-side write, fetch, reduce-side read), beyond producing it, per page;
+- C_S: sorting the shuffled rows in memory (as a sort-merge join does), beyond shuffling them, per page;
 - U_R, U_W: reading and writing a file's bytes (page cache, as Hive's local summary files), per byte;
 - U_T: copying a file's bytes (what moving a summary to another node costs locally), per byte;
 - probe: probing a Bloom filter (xxhash64 + bit tests) per row, beyond reading it; per task, so ×parallelism;
@@ -88,6 +91,8 @@ def measure(spark, megabytes: int = 64, runs: int = 3) -> tuple[UnitCosts, float
         read = _median_seconds(lambda: read_back.write.format("noop").mode("overwrite").save(), runs)
         shuffled = _median_seconds(
             lambda: generated.repartition(8, "k").write.format("noop").mode("overwrite").save(), runs)
+        sorted_after = _median_seconds(lambda: generated.repartition(8, "k").sortWithinPartitions("k", "a")
+                                       .write.format("noop").mode("overwrite").save(), runs)
         # a filter of 1 % of the keys, probed with every row, against a plain filter keeping the same rows
         hashed = F.xxhash64(F.col("k"))
         kept = read_back.filter("id % 100 = 0")
@@ -101,10 +106,13 @@ def measure(spark, megabytes: int = 64, runs: int = 3) -> tuple[UnitCosts, float
             jvm.bloom_filter_agg(spark, hashed, rows, max(rows * 10 // 64 * 64, 64))]), runs)
         u_read, u_write, u_transfer = _bytes_costs(folder, 32 << 20, runs)
         parallelism = spark.sparkContext.defaultParallelism
+        # all tasks ran at once: a task's page takes the job's seconds per page times the tasks running
+        per_task_page = parallelism / pages
         costs = UnitCosts(
-            c_read=max(read / pages, 1e-6), c_write=max((write - noop) / pages, 1e-6),
-            c_transfer=max((shuffled - noop) / pages, 1e-6),
-            u_read=u_read, u_write=u_write, u_transfer=u_transfer)
+            c_read=max(read * per_task_page, 1e-6), c_write=max((write - noop) * per_task_page, 1e-6),
+            c_transfer=max((shuffled - noop) * per_task_page, 1e-6),
+            u_read=u_read, u_write=u_write, u_transfer=u_transfer,
+            c_sort=max((sorted_after - shuffled) * per_task_page, 1e-6))
         probe = max((probed - plain) / rows * parallelism, 1e-10)
         build = max((built - counted) / rows * parallelism, 1e-10)
         return costs, probe, build

@@ -98,7 +98,7 @@ def estimate(inputs: EdgeInputs, filter_bytes: int, calibration: Calibration) ->
     delta = pruned_pages(job.pages_per_map, survive)
     probe_cost = inputs.probed_rows / job.m * calibration.probe_seconds_per_row
     if inputs.feeds_shuffle:
-        base = model.benefit(job, delta, costs, filter_bytes, inputs.partials, inputs.nodes)
+        base = model.spark_benefit(job, delta, costs, filter_bytes, inputs.partials, inputs.nodes)
     else:  # joined map-side: nothing to sort, shuffle or merge
         base = model.Benefit(0.0, 0.0, 0.0, model.summary_cost(filter_bytes, inputs.partials, inputs.nodes, costs))
     build_cost = inputs.summary_rows / max(inputs.cores, 1) * calibration.build_seconds_per_row

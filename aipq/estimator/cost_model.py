@@ -8,6 +8,7 @@ Symbols, as in the paper:
     Δ    pages per map task the summary prunes
     C_R, C_W, C_T   unit cost to read, write, transfer a page
     U_R, U_W, U_T   unit cost to read, write, transfer a byte
+    C_S  unit cost to sort a page in memory (Spark only; see ``spark_benefit``)
     |F|  summary size in bytes;  r'  partial summaries merged;  N  nodes the summary is copied to
 
 ``aipq/estimator/parameters.py`` maps these onto Spark; this module is only arithmetic.
@@ -29,6 +30,7 @@ class UnitCosts:
     u_read: float
     u_write: float
     u_transfer: float
+    c_sort: float = 0.0  # sorting a page in memory (Spark's sort-merge join input), not a term of the paper
 
 
 @dataclass(frozen=True)
@@ -137,6 +139,37 @@ def summary_cost(size: float, partials: float, nodes: float, costs: UnitCosts) -
             + summary_copy_cost(size, nodes, costs) + summary_load_cost(size, costs))
 
 
+def spark_sort_cost(pages: float, job: JobShape, costs: UnitCosts) -> float:
+    """Eqs. (5)–(6) as Spark runs them: the first of eq. (5)'s passes is the map output's one write, which
+    Spark's shuffle write is and C_T already prices; only further passes (a sort that spills, pages > B) read
+    and write pages again. Sorting in memory costs C_S per page instead.
+    C_sort-spark(P) = P (C_R + C_W)(⌈log_{B−1} P/B⌉ + 1 − 1) + P C_S."""
+    if pages <= 0:
+        return 0.0
+    spills = sort_passes(pages, job.sort_buffer_pages) - 1
+    return pages * (costs.c_read + costs.c_write) * spills + pages * costs.c_sort
+
+
+def spark_merge_cost(reducer_pages: float, job: JobShape, costs: UnitCosts) -> float:
+    """Eqs. (9)–(12) as Spark runs them: a reducer fetches its blocks into memory and merges on disk only when
+    they do not fit (R > B); then eq. (9)'s ⌈log_{B−1} m⌉ passes apply, else nothing."""
+    if reducer_pages <= job.sort_buffer_pages:
+        return 0.0
+    return merge_cost_per_reducer(reducer_pages, job, costs)
+
+
+def spark_sort_benefit(job: JobShape, delta: float, costs: UnitCosts) -> float:
+    """Eq. (2) with ``spark_sort_cost`` for eqs. (5)–(6)."""
+    return (spark_sort_cost(job.pages_per_map, job, costs)
+            - spark_sort_cost(max(job.pages_per_map - delta, 0.0), job, costs))
+
+
+def spark_merge_benefit(job: JobShape, delta: float, costs: UnitCosts) -> float:
+    """Eq. (4) with ``spark_merge_cost`` for eqs. (11)–(12)."""
+    return (spark_merge_cost(job.pages_per_map * job.m / job.r, job, costs)
+            - spark_merge_cost(max(job.pages_per_map - delta, 0.0) * job.m / job.r, job, costs))
+
+
 @dataclass(frozen=True)
 class Benefit:
     """Eq. (1) and its parts, in seconds; ``extra`` is what the paper's model leaves out (sibling pruning's
@@ -157,3 +190,11 @@ def benefit(job: JobShape, delta: float, costs: UnitCosts, size: float, partials
     """Eq. (1): B = B_sort + B_shuffle + B_merge − C_summary."""
     return Benefit(sort_benefit(job, delta, costs), shuffle_benefit(job, delta, costs),
                    merge_benefit(job, delta, costs), summary_cost(size, partials, nodes, costs))
+
+
+def spark_benefit(job: JobShape, delta: float, costs: UnitCosts, size: float, partials: float,
+                  nodes: float) -> Benefit:
+    """Eq. (1) on Spark: B = B_sort + B_shuffle + B_merge − C_summary with the sort and merge terms Spark pays
+    (``spark_sort_benefit``, ``spark_merge_benefit``); eqs. (3), (7)–(8) and (13)–(17) unchanged."""
+    return Benefit(spark_sort_benefit(job, delta, costs), shuffle_benefit(job, delta, costs),
+                   spark_merge_benefit(job, delta, costs), summary_cost(size, partials, nodes, costs))

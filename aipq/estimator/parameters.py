@@ -14,7 +14,11 @@ How the paper's MapReduce terms map onto an aipq stage:
 - N (nodes the summary is copied to) = executors (1 in local mode: the driver's JVM);
 - r' (partial summaries merged) = the producer stage's write tasks (Spark merges the observed Bloom filter
   aggregates of all tasks);
-- |F| = the summary's bytes; Δ = M × (1 − share of rows that survive the probe), ``estimator/delta.py``.
+- |F| = the summary's bytes; Δ = M × (1 − share of rows that survive the probe), ``estimator/delta.py``;
+- sorting and merging (eqs 5–6, 9–12): Hadoop wrote every map output once more to sort it and merged the
+  reducers' inputs on disk; Spark's shuffle write is that one write (priced by C_T, measured over the whole
+  shuffle) and it sorts in memory, so only passes beyond the buffer B cost page reads and writes, and the
+  in-memory sort costs C_S per page (``cost_model.spark_benefit``).
 """
 
 from __future__ import annotations
@@ -30,15 +34,18 @@ PAGE_BYTES = 1 << 20
 RESERVED_MEMORY = 300 * (1 << 20)
 CALIBRATION_FILE = "calibration.json"
 
-# `aipq calibrate --mb 64 --runs 3` on the idle 2-core, 24 GB machine of docs/benchmarks.md (2026-11-26),
-# rounded; used until `aipq calibrate` has run on the machine at hand.
-DEFAULT_UNIT_COSTS = UnitCosts(c_read=0.0055, c_write=0.0097, c_transfer=0.0123,
-                               u_read=5e-11, u_write=6.5e-10, u_transfer=8e-10)
-# Seconds per row and task to probe a Bloom filter (xxhash64 + bit tests), not in the paper's model.
-DEFAULT_PROBE_SECONDS_PER_ROW = 9e-8
+# `aipq calibrate --mb 64 --runs 3`, twice, on the idle 2-core, 24 GB machine of docs/benchmarks.md
+# (2026-11-26), rounded; page costs per task (both cores busy). Used until `aipq calibrate` has run on the
+# machine at hand. C_S (sorting a page in memory) measured 0.001 and below resolution.
+DEFAULT_SORT_SECONDS_PER_PAGE = 0.001
+DEFAULT_UNIT_COSTS = UnitCosts(c_read=0.0105, c_write=0.021, c_transfer=0.022,
+                               u_read=5e-11, u_write=1.1e-9, u_transfer=1e-9, c_sort=DEFAULT_SORT_SECONDS_PER_PAGE)
+# Seconds per row and task to probe a Bloom filter (xxhash64 + bit tests), not in the paper's model
+# (measured 5.7e-8 to 9e-8).
+DEFAULT_PROBE_SECONDS_PER_ROW = 7e-8
 # Seconds per written row and core to build a summary inside the write (Bloom filter + its key sketch): the
-# paper's T_r builds for free; on Spark the aggregates run per row (`aipq calibrate`: 2.1e-7 to 2.7e-7).
-DEFAULT_BUILD_SECONDS_PER_ROW = 2.5e-7
+# paper's T_r builds for free; on Spark the aggregates run per row (`aipq calibrate`: 2.1e-7 to 8.2e-7).
+DEFAULT_BUILD_SECONDS_PER_ROW = 3.5e-7
 
 
 @dataclass(frozen=True)
@@ -58,7 +65,8 @@ def load_calibration(home: Path) -> Calibration:
     path = Path(home) / CALIBRATION_FILE
     try:
         data = json.loads(path.read_text())
-        costs = UnitCosts(**{k: float(data[k]) for k in UnitCosts.__dataclass_fields__})
+        costs = UnitCosts(**{k: float(data[k]) for k in UnitCosts.__dataclass_fields__ if k != "c_sort"},
+                          c_sort=float(data.get("c_sort", DEFAULT_SORT_SECONDS_PER_PAGE)))
         return Calibration(costs, float(data.get("probe_seconds_per_row", DEFAULT_PROBE_SECONDS_PER_ROW)),
                            f"calibrated on {data.get('date', '?')}",
                            float(data.get("build_seconds_per_row", DEFAULT_BUILD_SECONDS_PER_ROW)))
