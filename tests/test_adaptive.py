@@ -4,12 +4,14 @@ explain for every candidate edge, and the same rows as ``off``."""
 from __future__ import annotations
 
 import json
+from types import SimpleNamespace
 
 import pytest
 from conftest import assert_same_rows, oracle_rows
 
 from aipq.config import Settings
 from aipq.tpch import synthetic
+from aipq.tpch.decision_bench import affected_stages
 
 ROWS = 100_000
 
@@ -90,4 +92,12 @@ def test_bench_decisions_reports_accuracy(aipq, tmp_path):
     edge = data["edges"][0]
     assert {"estimated_benefit", "decision", "seconds_with", "seconds_without", "measured_benefit"} <= set(edge)
     assert {e["joins"] for e in data["edges"]} == {"repartition"}
+    assert edge["stages"] and edge["seconds_without"] <= edge["query_seconds_without"]
     assert "decision accuracy over" in (out / "report.md").read_text()
+
+
+def test_an_edge_is_timed_over_its_producer_its_target_and_what_follows():
+    # Q8's shape: S1 → S2 → S3 → S4, and S5 (a sibling branch) → S4
+    dag = SimpleNamespace(dependency={2: [1], 3: [2], 4: [3, 5], 5: []})
+    assert affected_stages(dag, 2, 3) == {2, 3, 4}  # S1 and S5 do the same work either way
+    assert affected_stages(dag, 5, 3) == {5, 3, 4}  # a sibling's summary pruning S3's input

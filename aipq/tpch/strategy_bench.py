@@ -26,6 +26,7 @@ from aipq.engine.statistics import collector_for
 from aipq.errors import ExecutionError
 from aipq.planner.ip import Strategy
 from aipq.planner.pipeline import plan_query
+from aipq.planner.stages import StageDag
 from aipq.tpch.bench import bench_session, spark_sql_text
 from aipq.tpch.queries import query_text
 
@@ -108,10 +109,12 @@ class QueryRunner:
         self.catalog = catalog
         self.scratch = scratch
         self.last_record: RunRecord | None = None
+        self.last_dag: StageDag | None = None
 
     def aipq(self, text: str, settings: Settings, strategy: Strategy | None = None) -> tuple[Measurement, list]:
         planning = time.perf_counter()
         dag = plan_query(text, self.catalog, settings).dag
+        self.last_dag = dag
         planning_seconds = time.perf_counter() - planning
         started = time.perf_counter()
         collector = collector_for(self.spark, dag, self.home, settings, "aipq bench")
