@@ -90,3 +90,12 @@ def test_bench_all_reruns_only_the_parts_asked_for_and_keeps_the_other_reports(a
     text = doc.read_text()
     assert "TPC-H from an earlier run" in text and "piggybacked statistics" in text
     assert not (out / "synthetic").exists() and not (out / "decisions").exists()
+
+
+def test_every_strategy_takes_every_place_in_the_run_order_over_the_rounds():
+    from aipq.tpch.strategy_bench import rotated
+
+    strategies = ["off", "hip", "always"]
+    orders = [rotated(strategies, n) for n in range(3)]
+    assert orders == [["off", "hip", "always"], ["hip", "always", "off"], ["always", "off", "hip"]]
+    assert rotated(strategies, 4) == orders[1] and rotated([], 2) == []

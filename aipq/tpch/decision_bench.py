@@ -2,15 +2,14 @@
 
 Per query: one warm-up run under ``adaptive`` records, for every candidate edge (redundant ones aside), its
 estimated benefit B and the decision (use it when B > β). Then, round after round, the query runs with no
-information passing and once per edge with that edge alone (``SingleEdge``: the same filter size adaptive chose)
-— interleaved. An edge's measured benefit is the median time without it minus the median time with it, counted
-over the stages the edge can change: the producer (it builds the summary), the stage it prunes and every stage
-downstream of that one. The others run the same work either way and only add their noise (Q8's first stage
-alone varies by ±0.5 s); the whole query's difference is kept too. The decision was right when its sign agrees
-with the measured benefit's: used and faster, or skipped and not faster. Differences within ``tolerance`` of
-the query's time are noise on this machine; such edges are counted separately (``neutral``) and right either
-way in the tolerant accuracy.
-"""
+information passing and once per edge with that edge alone (``SingleEdge``: the same filter size adaptive chose) —
+interleaved, in an order rotated each round. An edge's measured benefit is the median time without it minus the
+median time with it, counted over the stages the edge can change: the producer (it builds the summary), the stage
+it prunes and every stage downstream of that one. The others run the same work either way and only add their noise
+(Q8's first stage alone varies by ±0.5 s); the whole query's difference is kept too. The decision was right when
+its sign agrees with the measured benefit's: used and faster, or skipped and not faster. Differences within
+``tolerance`` of the query's time are noise on this machine; such edges are counted separately (``neutral``) and
+right either way in the tolerant accuracy."""
 
 from __future__ import annotations
 
@@ -23,7 +22,7 @@ from aipq.config import Settings
 from aipq.planner.ip import SingleEdge
 from aipq.planner.stages import StageDag
 from aipq.tpch.bench import bench_session
-from aipq.tpch.strategy_bench import QueryRunner
+from aipq.tpch.strategy_bench import QueryRunner, rotated
 
 
 @dataclass
@@ -145,12 +144,17 @@ def _measure(runner: QueryRunner, workload: list[tuple[str, str]], repeat: int, 
         runner.aipq(text, adaptive)
         edges = _edges(label, runner.last_record, joins, runner.last_dag)
         for round_number in range(repeat + 1):  # round 0 warms up
-            without = runner.aipq(text, off)[0]
-            for edge in edges:
-                strategy = SingleEdge(edge.producer, edge.column, edge.target_key, edge.filter_bytes)
-                with_edge = runner.aipq(text, single, strategy)[0]
-                if round_number > 0:
-                    edge.record(with_edge, without)
+            timed: dict[int, object] = {}  # the run without any edge under -1, else under the edge's index
+            for index in rotated([-1, *range(len(edges))], round_number):
+                if index < 0:
+                    timed[index] = runner.aipq(text, off)[0]
+                else:
+                    edge = edges[index]
+                    strategy = SingleEdge(edge.producer, edge.column, edge.target_key, edge.filter_bytes)
+                    timed[index] = runner.aipq(text, single, strategy)[0]
+            if round_number > 0:
+                for index, edge in enumerate(edges):
+                    edge.record(timed[index], timed[-1])
             if progress:
                 progress()
         found += edges

@@ -1,15 +1,16 @@
 """Queries under each information passing strategy, and under plain ``spark.sql``: ``aipq bench tpch`` and
 ``aipq bench synthetic``.
 
-For every query and join setting (repartition joins only — the paper's Hive setting — and broadcast joins
-allowed), each strategy runs once to warm up and then ``repeat`` times, strategies interleaved round by round so
-that machine drift hits all of them alike. Every run's rows are compared with the first strategy's; a
-difference fails the benchmark, naming the query and strategy. ``spark`` hands the whole query to
-``spark.sql`` with Spark's own defaults (AQE, its runtime Bloom filter, dynamic partition pruning).
-"""
+For every query and join setting (repartition joins only — the paper's Hive setting — and broadcast joins allowed),
+each strategy runs once to warm up and then ``repeat`` times, strategies interleaved round by round so that machine
+drift hits all of them alike, their order rotated each round and the driver's heap collected before each run, so
+that no strategy always follows the same one or pays for its garbage. Every run's rows are compared with the first
+strategy's; a difference fails the benchmark, naming the query and strategy. ``spark`` hands the whole query to
+``spark.sql`` with Spark's own defaults (AQE, its runtime Bloom filter, dynamic partition pruning)."""
 
 from __future__ import annotations
 
+import gc
 import math
 import shutil
 import statistics
@@ -111,7 +112,15 @@ class QueryRunner:
         self.last_record: RunRecord | None = None
         self.last_dag: StageDag | None = None
 
+    def settle(self) -> None:
+        """Before a timed run: the garbage of earlier runs collected, in Python and in the JVM."""
+        from aipq.engine.jvm import collect_garbage
+
+        gc.collect()
+        collect_garbage(self.spark)
+
     def aipq(self, text: str, settings: Settings, strategy: Strategy | None = None) -> tuple[Measurement, list]:
+        self.settle()
         planning = time.perf_counter()
         dag = plan_query(text, self.catalog, settings).dag
         self.last_dag = dag
@@ -134,6 +143,7 @@ class QueryRunner:
         from aipq.engine.jvm import job_group_figures
 
         sql = spark_sql_text(text, settings.dialect)
+        self.settle()
         target = self.scratch / f"spark-{time.monotonic_ns()}"
         conf = {"spark.sql.autoBroadcastJoinThreshold": str(settings.broadcast_threshold or -1),
                 "spark.sql.adaptive.enabled": "true",
@@ -172,7 +182,7 @@ def compare_strategies(home: Path, workload: list[BenchQuery], strategies: list[
                                              settings)
                 expected = None
                 for round_number in range(repeat + 1):  # round 0 warms up
-                    for strategy, (result, settings) in by_strategy.items():
+                    for strategy, (result, settings) in rotated(list(by_strategy.items()), round_number):
                         run = runner.spark_sql if strategy == SPARK else runner.aipq
                         measurement, rows = run(text, settings)
                         canonical = _canonical(rows)
@@ -190,6 +200,14 @@ def compare_strategies(home: Path, workload: list[BenchQuery], strategies: list[
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     return results
+
+
+def rotated(items: list, round_number: int) -> list:
+    """``items`` starting at the ``round_number``-th: each takes every place in the order over the rounds."""
+    if not items:
+        return items
+    start = round_number % len(items)
+    return items[start:] + items[:start]
 
 
 def joins_label(threshold: int) -> str:
