@@ -109,12 +109,6 @@ def in_hash_set(spark: SparkSession, values, hashed: Column) -> Column:
     return _to_column(spark, expression)
 
 
-def collect_garbage(spark: SparkSession) -> None:
-    """A full collection in the driver's JVM (where local-mode tasks run too): benchmarks call it between
-    timed runs, so that no run pays for the garbage of the one before it."""
-    _jvm(spark).System.gc()
-
-
 def counted_filter(condition: Column, mark: int) -> Column:
     """``condition`` as a filter that Spark keeps as a plan node of its own and that ``filter_row_counts`` finds
     by ``mark`` (a negative number below -2**40) in the executed plan. Being nondeterministic (the CASE on

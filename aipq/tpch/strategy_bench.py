@@ -3,14 +3,14 @@
 
 For every query and join setting (repartition joins only — the paper's Hive setting — and broadcast joins allowed),
 each strategy runs once to warm up and then ``repeat`` times, strategies interleaved round by round so that machine
-drift hits all of them alike, their order rotated each round and the driver's heap collected before each run, so
-that no strategy always follows the same one or pays for its garbage. Every run's rows are compared with the first
-strategy's; a difference fails the benchmark, naming the query and strategy. ``spark`` hands the whole query to
-``spark.sql`` with Spark's own defaults (AQE, its runtime Bloom filter, dynamic partition pruning)."""
+drift hits all of them alike, their order rotated each round so that no strategy always follows the same one. (A
+full garbage collection in the driver before each run was tried and dropped: in that run every strategy ran up to
+50% slower, with bimodal times.) Every run's rows are compared with the first strategy's; a difference fails the
+benchmark, naming the query and strategy. ``spark`` hands the whole query to ``spark.sql`` with Spark's own
+defaults (AQE, its runtime Bloom filter, dynamic partition pruning)."""
 
 from __future__ import annotations
 
-import gc
 import math
 import shutil
 import statistics
@@ -112,15 +112,7 @@ class QueryRunner:
         self.last_record: RunRecord | None = None
         self.last_dag: StageDag | None = None
 
-    def settle(self) -> None:
-        """Before a timed run: the garbage of earlier runs collected, in Python and in the JVM."""
-        from aipq.engine.jvm import collect_garbage
-
-        gc.collect()
-        collect_garbage(self.spark)
-
     def aipq(self, text: str, settings: Settings, strategy: Strategy | None = None) -> tuple[Measurement, list]:
-        self.settle()
         planning = time.perf_counter()
         dag = plan_query(text, self.catalog, settings).dag
         self.last_dag = dag
@@ -143,7 +135,6 @@ class QueryRunner:
         from aipq.engine.jvm import job_group_figures
 
         sql = spark_sql_text(text, settings.dialect)
-        self.settle()
         target = self.scratch / f"spark-{time.monotonic_ns()}"
         conf = {"spark.sql.autoBroadcastJoinThreshold": str(settings.broadcast_threshold or -1),
                 "spark.sql.adaptive.enabled": "true",
