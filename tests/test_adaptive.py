@@ -101,3 +101,20 @@ def test_an_edge_is_timed_over_its_producer_its_target_and_what_follows():
     dag = SimpleNamespace(dependency={2: [1], 3: [2], 4: [3, 5], 5: []})
     assert affected_stages(dag, 2, 3) == {2, 3, 4}  # S1 and S5 do the same work either way
     assert affected_stages(dag, 5, 3) == {5, 3, 4}  # a sibling's summary pruning S3's input
+
+
+def test_a_measured_edge_is_found_again_in_every_new_plan_of_the_query(tpch):
+    """bench decisions plans the query again for every run: the edge it measures must be recognized there."""
+    from aipq.planner.ip import SingleEdge
+    from aipq.planner.ip_candidates import find_candidates
+    from aipq.planner.pipeline import plan_query
+    from aipq.tpch.queries import query_text
+
+    settings = Settings(broadcast_threshold=0)
+    first = find_candidates(plan_query(query_text(3), tpch, settings).dag)
+    edge = next(c for c in first if c.target.label.startswith("lineitem"))
+    measured = SingleEdge(edge.producer, edge.column, edge.target.stable_key)
+    again = find_candidates(plan_query(query_text(3), tpch, settings).dag)
+    chosen = [c for c in again if measured.usage(None, c, None) is not None]
+    assert [(c.producer, c.column, c.target.stable_key) for c in chosen] == [
+        (edge.producer, edge.column, edge.target.stable_key)]

@@ -258,7 +258,7 @@ class SingleEdge(Always):
     name = "single-edge"
 
     def __init__(self, producer: int, column: str, target_key: tuple, filter_bytes: int | None = None):
-        self.edge = (producer, column, target_key)
+        self.edge = (producer, column, target_key)  # target_key: the target's stable_key (plans are rebuilt per run)
         self.filter_bytes = filter_bytes
 
     def creation(self, planner, stage):
@@ -269,7 +269,7 @@ class SingleEdge(Always):
         return self.filter_bytes * 8 if self.filter_bytes else None
 
     def usage(self, planner, candidate, built):
-        if (candidate.producer, candidate.column, candidate.target.key) != self.edge:
+        if (candidate.producer, candidate.column, candidate.target.stable_key) != self.edge:
             return None
         return "the edge being measured"
 

@@ -47,6 +47,12 @@ class Target:
     def key(self) -> tuple:
         return (self.stage, self.place, self.node_id, self.column)
 
+    @property
+    def stable_key(self) -> tuple:
+        """The same place in every plan of the same query (``key`` holds a plan node's object id, which names
+        the node in one plan only)."""
+        return (self.stage, self.place, self.label, self.column)
+
 
 @dataclass(frozen=True)
 class Candidate:

@@ -103,7 +103,7 @@ def _edges(label: str, record, joins: str, dag: StageDag) -> list[EdgeDecision]:
             continue
         for use in decisions.uses:
             if use.estimate is not None:
-                edges.append(EdgeDecision(label, use.producer, use.column, use.target.label, use.target.key,
+                edges.append(EdgeDecision(label, use.producer, use.column, use.target.label, use.target.stable_key,
                                           use.relation, use.estimate["B"], True, use.estimate["filter_bytes"],
                                           joins, affected_stages(dag, use.producer, use.target.stage)))
         for rejected in decisions.rejected:
@@ -111,7 +111,7 @@ def _edges(label: str, record, joins: str, dag: StageDag) -> list[EdgeDecision]:
             if rejected.estimate is None or rejected.reason.startswith("redundant"):
                 continue
             edges.append(EdgeDecision(label, candidate.producer, candidate.column, candidate.target.label,
-                                      candidate.target.key, candidate.relation, rejected.estimate["B"], False,
+                                      candidate.target.stable_key, candidate.relation, rejected.estimate["B"], False,
                                       rejected.estimate["filter_bytes"], joins,
                                       affected_stages(dag, candidate.producer, candidate.target.stage)))
     return edges
