@@ -98,7 +98,7 @@ def test_bench_decisions_reports_accuracy(aipq, tmp_path):
 
 def test_an_edge_is_timed_over_its_producer_its_target_and_what_follows():
     # Q8's shape: S1 → S2 → S3 → S4, and S5 (a sibling branch) → S4
-    dag = SimpleNamespace(dependency={2: [1], 3: [2], 4: [3, 5], 5: []})
+    dag = SimpleNamespace(dataflow={1: [2], 2: [3], 3: [4], 5: [4]})  # producer → consumers
     assert affected_stages(dag, 2, 3) == {2, 3, 4}  # S1 and S5 do the same work either way
     assert affected_stages(dag, 5, 3) == {5, 3, 4}  # a sibling's summary pruning S3's input
 

@@ -82,13 +82,9 @@ def _stage_seconds(measurement, stages: frozenset[int]) -> float:
 
 def affected_stages(dag: StageDag, producer: int, target_stage: int) -> frozenset[int]:
     """The producer, the target stage and every stage that reads, directly or not, the target's output."""
-    consumers: dict[int, list[int]] = {}
-    for consumer, producers in dag.dependency.items():
-        for p in producers:
-            consumers.setdefault(p, []).append(consumer)
     found, todo = {producer, target_stage}, [target_stage]
     while todo:
-        for consumer in consumers.get(todo.pop(), []):
+        for consumer in dag.dataflow.get(todo.pop(), []):
             if consumer not in found:
                 found.add(consumer)
                 todo.append(consumer)
