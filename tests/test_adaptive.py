@@ -93,7 +93,27 @@ def test_bench_decisions_reports_accuracy(aipq, tmp_path):
     assert {"estimated_benefit", "decision", "seconds_with", "seconds_without", "measured_benefit"} <= set(edge)
     assert {e["joins"] for e in data["edges"]} == {"repartition"}
     assert edge["stages"] and edge["seconds_without"] <= edge["query_seconds_without"]
+    assert len(edge["runs_with"]) == len(edge["runs_without"]) == 1
+    assert edge["verdict"] in {"yes", "no", "noise", "unclear"}
+    assert 0 <= data["accuracy"] <= data["accuracy_where_clear"] <= 1
     assert "decision accuracy over" in (out / "report.md").read_text()
+
+
+def test_a_wrong_decision_counts_only_when_its_runs_separate():
+    from aipq.tpch.decision_bench import EdgeDecision, accuracy
+
+    def edge(used: bool, with_edge: list[float], without: list[float]) -> EdgeDecision:
+        return EdgeDecision("Q", 1, "k", "t", (), "child-to-parent", 0.1 if used else -0.1, used, None,
+                            with_edge=with_edge, without=without, query_with=with_edge, query_without=without)
+
+    skipped_but_faster = edge(False, [2.0, 2.1, 2.2], [2.5, 2.6, 2.7])  # every run with it faster
+    skipped_noisy = edge(False, [2.0, 2.6, 2.2], [2.5, 2.1, 2.7])  # faster in the median, runs overlap
+    used_and_faster = edge(True, [1.0, 1.1, 1.2], [2.0, 2.1, 2.2])
+    assert [e.verdict(0.03) for e in (skipped_but_faster, skipped_noisy, used_and_faster)] == \
+        ["no", "unclear", "yes"]
+    share = accuracy([skipped_but_faster, skipped_noisy, used_and_faster], 0.03)
+    assert share.by_sign == share.within_noise == 1 / 3
+    assert share.where_clear == 2 / 3
 
 
 def test_an_edge_is_timed_over_its_producer_its_target_and_what_follows():

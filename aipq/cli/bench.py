@@ -287,17 +287,17 @@ def run_decision_bench(home: Path, scale_factor: float, queries: str, repeat: in
     thresholds = _thresholds(joins, settings)
     with progress_bar("bench decisions", len(workload) * (repeat + 1) * len(thresholds)) as step:
         edges = measure_decisions(home, workload, repeat, settings, step, thresholds)
-    strict, tolerant = accuracy(edges, tolerance)
+    share = accuracy(edges, tolerance)
     title = f"TPC-H SF {scale_factor:g}: benefit estimator decisions (median of {repeat})"
-    table = Table(title=title, caption=f"accuracy {strict:.0%} by sign, {tolerant:.0%} within noise "
-                                       f"({tolerance:.0%}) over {len(edges)} edges")
+    table = Table(title=title, caption=f"accuracy {share.by_sign:.0%} by sign, {share.within_noise:.0%} within "
+                                       f"noise ({tolerance:.0%}), {share.where_clear:.0%} where the runs separate, "
+                                       f"over {len(edges)} edges")
     for column in ("query", "joins", "summary", "target", "est. B s", "decision", "measured s", "right"):
         table.add_column(column)
     for e in edges:
         row = e.as_dict(tolerance)
         table.add_row(row["query"], row["joins"], row["summary"], row["target"], f"{row['estimated_benefit']:.4f}",
-                      row["decision"], f"{row['measured_benefit']:+.3f}",
-                      "yes" if row["right"] else ("noise" if row["neutral"] else "no"))
+                      row["decision"], f"{row['measured_benefit']:+.3f}", row["verdict"])
     Console().print(table)
     if out_dir is not None:
         from aipq.tpch.bench_report import write_decision_outputs

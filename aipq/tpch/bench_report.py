@@ -276,35 +276,40 @@ def write_decision_outputs(out_dir: Path, context: BenchContext, edges, toleranc
     from aipq.tpch.decision_bench import accuracy
 
     out_dir.mkdir(parents=True, exist_ok=True)
-    strict, tolerant = accuracy(edges, tolerance)
+    share = accuracy(edges, tolerance)
     payload = {"title": context.title, "command": context.command, "machine": context.machine,
                "date": context.date, **context.parameters, "tolerance": tolerance,
-               "accuracy": strict, "accuracy_within_noise": tolerant,
+               "accuracy": share.by_sign, "accuracy_within_noise": share.within_noise,
+               "accuracy_where_clear": share.where_clear,
                "edges": [e.as_dict(tolerance) for e in edges]}
     (out_dir / "results.json").write_text(json.dumps(payload, indent=2, default=str))
     lines = [f"### {context.title}", "", f"Command: `{context.command}`  ", f"Machine: {context.machine}  ",
              f"Date: {context.date}", "",
              "Seconds are those of the stages the edge can change (its producer, the stage it prunes and every "
-             "stage after that one), median of the runs; the whole query's difference is in results.json.", "",
+             "stage after that one), median of the runs; the whole query's difference and every run are in "
+             "results.json. Right: *yes* when the decision has the measured benefit's sign; *noise* when not, but "
+             f"the difference is within {tolerance:.0%} of the query's time; *unclear* when beyond that, but the "
+             "runs with and without the edge overlap (the sign is not known); *no* otherwise.", "",
              "| query | joins | summary | target | relation | estimated B, s | decision | s without | s with | "
              "measured benefit, s | query's difference, s | right |",
              "|---|---|---|---|---|--:|---|--:|--:|--:|--:|---|"]
     for e in edges:
         row = e.as_dict(tolerance)
-        mark = "yes" if row["right"] else ("noise" if row["neutral"] else "no")
+        mark = row["verdict"]
         lines.append(f"| {row['query']} | {row['joins']} | {row['summary']} | {row['target']} | {row['relation']} | "
                      f"{row['estimated_benefit']:.4f} | {row['decision']} | {row['seconds_without']:.2f} | "
                      f"{row['seconds_with']:.2f} | {row['measured_benefit']:+.3f} | "
                      f"{row['measured_query_benefit']:+.3f} | {mark} |")
     lines += ["", "From this run:", "",
-              f"- decision accuracy over {len(edges)} candidate edges: {strict:.0%} by the sign of the measured "
-              f"benefit; {tolerant:.0%} counting differences within {tolerance:.0%} of the query's time as noise"]
+              f"- decision accuracy over {len(edges)} candidate edges: {share.by_sign:.0%} by the sign of the "
+              f"measured benefit; {share.within_noise:.0%} counting differences within {tolerance:.0%} of the "
+              f"query's time as noise; {share.where_clear:.0%} counting edges whose runs overlap as noise"]
     for joins in sorted({e.joins for e in edges}):
         some = [e for e in edges if e.joins == joins]
-        part_strict, part_tolerant = accuracy(some, tolerance)
+        part = accuracy(some, tolerance)
         used = sum(e.used for e in some)
-        lines.append(f"- {joins} joins: {len(some)} edges, {used} used; {part_strict:.0%} by sign, "
-                     f"{part_tolerant:.0%} within noise")
+        lines.append(f"- {joins} joins: {len(some)} edges, {used} used; {part.by_sign:.0%} by sign, "
+                     f"{part.within_noise:.0%} within noise, {part.where_clear:.0%} where the runs separate")
     lines.append("")
     report = out_dir / "report.md"
     report.write_text("\n".join(lines))

@@ -9,7 +9,9 @@ it prunes and every stage downstream of that one. The others run the same work e
 (Q8's first stage alone varies by ±0.5 s); the whole query's difference is kept too. The decision was right when
 its sign agrees with the measured benefit's: used and faster, or skipped and not faster. Differences within
 ``tolerance`` of the query's time are noise on this machine; such edges are counted separately (``neutral``) and
-right either way in the tolerant accuracy."""
+right either way in the tolerant accuracy. A third count asks the runs themselves whether the sign is known: the
+effect is ``clear`` when every run with the edge was faster than every run without it, or every one slower (with 5
+runs each, chance alone separates them 1 time in 126); an edge whose runs overlap is right either way there."""
 
 from __future__ import annotations
 
@@ -60,6 +62,17 @@ class EdgeDecision:
     def neutral(self, tolerance: float) -> bool:
         return abs(self.measured_benefit) <= tolerance * statistics.median(self.query_without)
 
+    def clear(self) -> bool:
+        """Whether the runs with and without the edge do not overlap: the sign is then not noise."""
+        return max(self.with_edge) < min(self.without) or max(self.without) < min(self.with_edge)
+
+    def verdict(self, tolerance: float) -> str:
+        if self.right():
+            return "yes"
+        if self.neutral(tolerance):
+            return "noise"
+        return "no" if self.clear() else "unclear"
+
     def as_dict(self, tolerance: float) -> dict:
         return {"query": self.query, "joins": self.joins, "summary": f"S{self.producer}.{self.column}",
                 "target": self.target,
@@ -68,7 +81,9 @@ class EdgeDecision:
                 "seconds_with": round(statistics.median(self.with_edge), 4),
                 "seconds_without": round(statistics.median(self.without), 4),
                 "measured_benefit": round(self.measured_benefit, 4), "right": self.right(),
-                "neutral": self.neutral(tolerance), "stages": sorted(self.stages),
+                "neutral": self.neutral(tolerance), "clear": self.clear(), "verdict": self.verdict(tolerance),
+                "stages": sorted(self.stages),
+                "runs_with": [round(x, 4) for x in self.with_edge], "runs_without": [round(x, 4) for x in self.without],
                 "query_seconds_with": round(statistics.median(self.query_with), 4),
                 "query_seconds_without": round(statistics.median(self.query_without), 4),
                 "measured_query_benefit": round(statistics.median(self.query_without)
@@ -157,10 +172,19 @@ def _measure(runner: QueryRunner, workload: list[tuple[str, str]], repeat: int, 
     return found
 
 
-def accuracy(edges: list[EdgeDecision], tolerance: float) -> tuple[float, float]:
-    """(strict, tolerant): the share of right decisions by sign alone, and counting noise-level edges right."""
+@dataclass(frozen=True)
+class Accuracy:
+    """Shares of right decisions: by sign alone; counting edges within the tolerance right; counting edges
+    whose runs overlap (no clear sign) right."""
+
+    by_sign: float
+    within_noise: float
+    where_clear: float
+
+
+def accuracy(edges: list[EdgeDecision], tolerance: float) -> Accuracy:
     if not edges:
-        return float("nan"), float("nan")
-    strict = sum(e.right() for e in edges) / len(edges)
-    tolerant = sum(e.right() or e.neutral(tolerance) for e in edges) / len(edges)
-    return strict, tolerant
+        return Accuracy(float("nan"), float("nan"), float("nan"))
+    return Accuracy(sum(e.right() for e in edges) / len(edges),
+                    sum(e.right() or e.neutral(tolerance) for e in edges) / len(edges),
+                    sum(e.right() or not e.clear() for e in edges) / len(edges))
