@@ -303,7 +303,9 @@ def write_decision_outputs(out_dir: Path, context: BenchContext, edges, toleranc
     lines += ["", "From this run:", "",
               f"- decision accuracy over {len(edges)} candidate edges: {share.by_sign:.0%} by the sign of the "
               f"measured benefit; {share.within_noise:.0%} counting differences within {tolerance:.0%} of the "
-              f"query's time as noise; {share.where_clear:.0%} counting edges whose runs overlap as noise"]
+              f"query's time as noise; {share.where_clear:.0%} counting edges whose runs overlap as noise "
+              f"({sum(e.clear() for e in edges)} of {len(edges)} edges have runs that separate, "
+              f"{sum(e.clear() and e.right() for e in edges)} of them decided right)"]
     for joins in sorted({e.joins for e in edges}):
         some = [e for e in edges if e.joins == joins]
         part = accuracy(some, tolerance)
