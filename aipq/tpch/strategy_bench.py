@@ -3,7 +3,8 @@
 
 For every query and join setting (repartition joins only — the paper's Hive setting — and broadcast joins allowed),
 each strategy runs once to warm up and then ``repeat`` times, strategies interleaved round by round so that machine
-drift hits all of them alike, their order rotated each round so that no strategy always follows the same one. (A
+drift hits all of them alike, their order rotated each round so that each takes every place in the round (a
+rotation keeps the cyclic order: each strategy still follows the same one, save when it runs first). (A
 full garbage collection in the driver before each run was tried and dropped: in that run every strategy ran up to
 50% slower, with bimodal times.) Every run's rows are compared with the first strategy's; a difference fails the
 benchmark, naming the query and strategy. ``spark`` hands the whole query to ``spark.sql`` with Spark's own
