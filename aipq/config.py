@@ -48,6 +48,10 @@ KNOBS: tuple[Knob, ...] = (
     Knob("statistics", "collect", "Piggybacked statistics: 'collect' (the query's own scans and writes collect "
          "what the repository lacks for its join and filter columns), 'recollect' (collect them again even if "
          "known; for measuring the overhead), 'off' (neither collect nor store)."),
+    Knob("scan_summaries", 64 * MB, "A base table whose files are at most this many bytes and that the query "
+         "filters may summarize its join keys in a pre-pass (a SCAN stage that reads it with its filters before "
+         "the stages that can use the summary); strategies 'always', 'oracle' and 'adaptive'. 0: stage outputs "
+         "only, as in the paper."),
     Knob("stats_lg_k", 12, "HyperLogLog precision: log2 of the sketch's buckets (4–21); the relative standard "
          "error is 1.04/sqrt(2^lg_k), 1.6 % at 12 (Spark's default)."),
     Knob("stats_columns", (), "More columns to collect statistics on, as COLUMN, TABLE.COLUMN or DB.TABLE.COLUMN "
@@ -69,6 +73,7 @@ class Settings:
     bloom_size: int = 0
     bloom_fpp: float = 0.01
     statistics: str = "collect"
+    scan_summaries: int = 64 * MB
     stats_lg_k: int = 12
     stats_columns: tuple[str, ...] = ()
     spark_conf: dict[str, str] = field(default_factory=dict)

@@ -213,6 +213,8 @@ def analyzed_info(result: app.QueryRun, settings: Settings) -> dict:
     decisions = [m.decisions for m in record.stages if m.decisions is not None]
     info = explain_dict(result.planned.dag, settings, decisions)
     measured = run_dict(record)
+    # a summary pre-pass (SCAN stage) whose summary was not built did not run
+    info["stages"] = [stage for stage in info["stages"] if stage["id"] in measured["stages"]]
     for stage in info["stages"]:
         stage["measured"] = measured["stages"][stage["id"]]
     info["run"] = {k: v for k, v in measured.items() if k != "stages"}

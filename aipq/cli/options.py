@@ -47,6 +47,9 @@ def planning_options(fn):
                   help="|F|: Bloom filter size (e.g. 512KB, 4MB); auto sizes each filter for --bloom-fpp.")
     @click.option("--bloom-fpp", type=click.FloatRange(1e-9, 0.5), default=0.01, show_default=True,
                   help="Target false-positive rate of auto-sized Bloom filters.")
+    @click.option("--scan-summaries", default="64MB", show_default=True, metavar="SIZE",
+                  help="Filtered tables of at most SIZE may summarize their join keys in a pre-pass (always, "
+                       "oracle, adaptive); 0 = stage outputs only.")
     @click.option("--statistics", type=click.Choice(["collect", "recollect", "off"]), default="collect",
                   show_default=True, help="Piggybacked statistics: collect what the repository lacks, collect "
                                           "again, or neither.")
@@ -56,7 +59,7 @@ def planning_options(fn):
                   help="More columns to collect statistics on: COLUMN, TABLE.COLUMN, comma-separated.")
     @wraps(fn)
     def wrapper(*args, plan, broadcast_threshold, shuffle_partitions, dialect, master, confs, ip, alpha, beta,
-                bloom_size, bloom_fpp, statistics, stats_lg_k, stats_columns, **kwargs):
+                bloom_size, bloom_fpp, scan_summaries, statistics, stats_lg_k, stats_columns, **kwargs):
         spark_conf = {}
         for item in confs:
             if "=" not in item:
@@ -67,7 +70,8 @@ def planning_options(fn):
                             shuffle_partitions=shuffle_partitions, dialect=dialect, spark_conf=spark_conf,
                             master=master, ip=ip, alpha=parse_size(alpha), beta=beta,
                             bloom_size=0 if bloom_size.strip().lower() == "auto" else parse_size(bloom_size),
-                            bloom_fpp=bloom_fpp, statistics=statistics, stats_lg_k=stats_lg_k,
+                            bloom_fpp=bloom_fpp, scan_summaries=parse_size(scan_summaries), statistics=statistics,
+                            stats_lg_k=stats_lg_k,
                             stats_columns=tuple(c.strip() for c in stats_columns.split(",") if c.strip()))
         return fn(*args, settings=settings, **kwargs)
 

@@ -39,6 +39,8 @@ def explain_tree(info: dict[str, Any]) -> Tree:
     def add(parent: Tree, stage_id: int) -> None:
         stage = stages[stage_id]
         title = f"[bold cyan]{stage['name']}[/bold cyan] [bold]{stage['operator']}[/bold]"
+        if stage["operator"] == "SCAN":
+            title += " [dim](summary pre-pass: runs first, only if its summary is built)[/dim]"
         if stage_id in shown:
             parent.add(f"{title} [dim](shown above)[/dim]")
             return
@@ -79,6 +81,9 @@ def explain_tree(info: dict[str, Any]) -> Tree:
                 add(node, source["stage"])
 
     add(root, info["final_stage"])
+    for stage in info["stages"]:  # summary pre-passes: no stage reads their output
+        if stage["id"] not in shown:
+            add(root, stage["id"])
     _add_statistics(root, info.get("statistics"))
     return root
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from aipq.config import Settings
 from aipq.engine.session import table_rows
 from aipq.estimator.benefit import EdgeEstimate, EdgeInputs, best_estimate
-from aipq.estimator.parameters import Calibration, parse_memory, sort_buffer_pages
+from aipq.estimator.parameters import PAGE_BYTES, Calibration, parse_memory, sort_buffer_pages
 from aipq.planner.ip import BuiltInfo
 from aipq.planner.ip_candidates import Candidate, leaf_sources
 from aipq.planner.logical import Join, Node, Scan
@@ -134,7 +134,7 @@ class EdgeEstimator:
             sort_buffer_pages=self.sort_buffer, nodes=1, partials=self.settings.shuffle_partitions,
             feeds_shuffle=probed.feeds_shuffle, place=candidate.target.place, summary_is_bound=summary.bound,
             summary_rows=self.producer_rows(candidate.producer, candidate.column) if built is None else 0.0,
-            cores=self._parallelism(),
+            cores=self._parallelism(), prepass_pages=self.prepass_pages(candidate.producer) if built is None else None,
             sources={"probed size": probed.source, "probed keys": probed.keys.source,
                      "summary keys": summary.source, "overlap": overlap,
                      "unit costs": self.calibration.source})
@@ -150,6 +150,14 @@ class EdgeEstimator:
             return KeySet(known.columns[candidate.column], None, "repository: same subplan in an earlier query")
         bound = self._distinct_bound(candidate.producer, candidate.column)
         return KeySet(bound[0], None, bound[1], bound=True)
+
+    def prepass_pages(self, stage_id: int) -> float | None:
+        """A SCAN stage's table pages (it runs for its summary alone), else None."""
+        stage = self.dag.stage(stage_id)
+        if stage.operator != "SCAN":
+            return None
+        scans = [n for n in stage.plan.walk() if isinstance(n, Scan)]
+        return sum(self._files(s.table.path).bytes for s in scans) / PAGE_BYTES
 
     def producer_rows(self, stage_id: int, column: str) -> float:
         """Rows the producer will write (each passes through the summary's aggregates): as its subplan wrote

@@ -148,10 +148,12 @@ def _run_stages(spark, dag: StageDag, compiler: StageCompiler, store: SummarySto
     with sql_conf(spark, conf):
         for index, stage in enumerate(dag.stages, start=1):
             group = f"aipq-{run_id}-{stage.name}"
-            listener.stage_started(stage, index, len(dag.stages), group)
             deciding = time.perf_counter()
             decisions = ip.decide(stage, store.infos())
             decision_seconds = time.perf_counter() - deciding
+            if stage.operator == "SCAN" and not decisions.builds:
+                continue  # a summary pre-pass whose summary no edge wants: nothing reads its output
+            listener.stage_started(stage, index, len(dag.stages), group)
             metrics = _run_stage(spark, compiler, store, stage, decisions, Path(paths[stage.id]), group,
                                  is_final=stage is dag.final, statistics=statistics)
             if analyze:

@@ -163,7 +163,8 @@ class StatisticsCollector:
             if observed.get(f"k{i}_hll"):
                 self.output_sketches[(stage.id, column)] = bytes(observed[f"k{i}_hll"])
         reads = set(self.dag.dependency.get(stage.id, []))
-        if reads & self._altered or any(not (u.relation == "child-to-parent" and u.target.stage == stage.id)
+        pruned_by_own_join = ("child-to-parent", "filtered-scan")
+        if reads & self._altered or any(not (u.relation in pruned_by_own_join and u.target.stage == stage.id)
                                          for u in decisions.uses):
             # sibling/transitive pruning removed rows the subplan itself would keep: not its true size
             self._altered.add(stage.id)

@@ -8,6 +8,8 @@ summary's cost). aipq also prices what the paper leaves out:
 - probing costs CPU per probed row (xxhash64 and bit tests); the paper's C_summary has no such term;
 - building costs CPU per row the producer writes (the Bloom filter and key sketch aggregates in its write):
   charged while the summary is still to be built (Algorithm 1), sunk once it is;
+- a summary of a filtered base table (a SCAN stage, no job of the paper's plan) costs its own pass: a job and a
+  read of the table's pages, charged while it is still to be built;
 - rows that no shuffle follows (a stage input joined map-side, by broadcast) save no sort, shuffle or merge:
   there the probe is pure cost, as measured in ../shared/NOTES.md.
 
@@ -25,7 +27,7 @@ from aipq.estimator.delta import (
     pruned_pages,
     surviving_share,
 )
-from aipq.estimator.parameters import PAGE_BYTES, Calibration
+from aipq.estimator.parameters import DEFAULT_PREPASS_SECONDS, PAGE_BYTES, Calibration
 
 
 @dataclass(frozen=True)
@@ -47,6 +49,7 @@ class EdgeInputs:
     summary_is_bound: bool = False  # summary_distinct is an upper bound (rows of an input), not an estimate
     summary_rows: float = 0.0  # rows the producer writes, when its summary is still to be built (else 0: sunk)
     cores: int = 1  # tasks running at once: the build's per-row cost is spread over them
+    prepass_pages: float | None = None  # a SCAN stage's summary still to be built: pages of the table it reads
     sources: dict[str, str] = field(default_factory=dict)
 
 
@@ -102,11 +105,18 @@ def estimate(inputs: EdgeInputs, filter_bytes: int, calibration: Calibration) ->
     else:  # joined map-side: nothing to sort, shuffle or merge
         base = model.Benefit(0.0, 0.0, 0.0, model.summary_cost(filter_bytes, inputs.partials, inputs.nodes, costs))
     build_cost = inputs.summary_rows / max(inputs.cores, 1) * calibration.build_seconds_per_row
-    extra = -probe_cost - build_cost
+    extra = -probe_cost - build_cost - prepass_cost(inputs, calibration)
     if inputs.place == "output":  # the write it saves and the consumer's read of those pages
         extra += delta * (costs.c_write + costs.c_read)
     result = model.Benefit(base.sort, base.shuffle, base.merge, base.summary, extra)
     return EdgeEstimate(result, filter_bytes, fpp, survive, delta, job, inputs)
+
+
+def prepass_cost(inputs: EdgeInputs, calibration: Calibration) -> float:
+    """A filtered table's summary pre-pass: a job's fixed cost and a read of its pages, spread over the cores."""
+    if inputs.prepass_pages is None:
+        return 0.0
+    return DEFAULT_PREPASS_SECONDS + inputs.prepass_pages * calibration.costs.c_read / max(inputs.cores, 1)
 
 
 def best_estimate(inputs: EdgeInputs, calibration: Calibration, alpha: int, fixed_bytes: int = 0) -> EdgeEstimate:

@@ -46,6 +46,10 @@ DEFAULT_PROBE_SECONDS_PER_ROW = 7e-8
 # Seconds per written row and core to build a summary inside the write (Bloom filter + its key sketch): the
 # paper's T_r builds for free; on Spark the aggregates run per row (`aipq calibrate`: 2.1e-7 to 8.2e-7).
 DEFAULT_BUILD_SECONDS_PER_ROW = 3.5e-7
+# Seconds a summary pre-pass (a SCAN stage: planner/scan_summaries.py) costs beyond reading its table's pages:
+# scheduling a Spark job, its tasks, evaluating the filters, a small parquet write (measured 0.2 to 0.4 s for
+# TPC-H SF 1 part and supplier on this machine).
+DEFAULT_PREPASS_SECONDS = 0.3
 
 
 @dataclass(frozen=True)

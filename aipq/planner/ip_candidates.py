@@ -12,6 +12,10 @@ that keep the value and only ever drop rows for it:
 - never through outer joins (neither side), the right input of an anti join (NOT EXISTS / NOT IN), aggregates
   not grouped by the column, LIMIT or UNION — there a removed row could change the result.
 
+A filtered base table's SCAN stage (``planner/scan_summaries.py``) is a producer like a stage output: its keys
+are the values its scan feeds the join. Where that join is map-side (broadcast) below the stage's shuffle, the
+join itself drops the same rows as early, so the scan's summary has no place in that stage.
+
 Pruning inside a stage that feeds several consumers, or at a leaf shared by two paths of one stage, would
 change what the other reader sees, so such places are not targets.
 """
@@ -27,7 +31,7 @@ from aipq.planner.logical import Aggregate, Filter, Join, Node, Project, Scan, S
 from aipq.planner.stages import StageDag, StageRead
 
 Place = Literal["input", "output"]
-Relation = Literal["child-to-parent", "sibling-to-sibling", "transitive"]
+Relation = Literal["child-to-parent", "sibling-to-sibling", "filtered-scan", "transitive"]
 
 
 @dataclass(frozen=True)
@@ -84,6 +88,7 @@ class CandidateFinder:
         self.dag = dag
         self.descend = descend  # follow values into the stages that produced a stage's inputs
         self.order = {s.id: i for i, s in enumerate(dag.stages)}
+        self.scans = set(dag.scan_sources.values())
         self.leaf_uses = {s.id: _leaf_uses(s.plan) for s in dag.stages}
         self.readers: dict[int, int] = {}
         for stage in dag.stages:
@@ -104,6 +109,9 @@ class CandidateFinder:
             if column in node.output and self.leaf_uses[stage_id].get(id(node), 0) == 1:
                 label = node.table.name if node.alias == node.table.name else f"{node.table.name} {node.alias}"
                 out.targets.append(Target(stage_id, "input", column, id(node), label, path))
+            scan_stage = self.dag.scan_sources.get(id(node))
+            if scan_stage is not None and scan_stage != stage_id and column in node.output:
+                out.producers.append((scan_stage, column, path))
             return
         if isinstance(node, StageRead):
             if self.leaf_uses[stage_id].get(id(node), 0) == 1:
@@ -161,7 +169,8 @@ class CandidateFinder:
                     self.trace(stage.id, join.right, b, right, set())
                     for producers, targets in ((right.producers, left.targets), (left.producers, right.targets)):
                         for producer, column, path in producers:
-                            usable = [t for t in targets if self.order[t.stage] > self.order[producer]]
+                            usable = [t for t in targets if self.order[t.stage] > self.order[producer]
+                                      and not self.joined_already(producer, t, stage, join)]
                             for target in usable:
                                 if _dominated(producer, path, producers, target, self.order):
                                     continue
@@ -172,7 +181,17 @@ class CandidateFinder:
                                 found.setdefault((producer, column, target.key), candidate)
         return list(found.values())
 
+    def joined_already(self, producer: int, target: Target, stage, join: Join) -> bool:
+        """A filtered scan's keys on a target of the same stage that a map-side join below the shuffle meets:
+        the join drops those rows itself before anything costly happens to them."""
+        if producer not in self.scans or target.stage != stage.id or join.physical != "broadcast":
+            return False
+        return stage.reduce_node is None or any(n is join for c in stage.reduce_node.children for n in c.walk())
+
     def relation(self, producer: int, target: Target, join_stage: int) -> Relation:
+        if producer in self.scans:
+            same_stage = target.place == "input" and target.stage == join_stage
+            return "filtered-scan" if same_stage else "transitive"
         inputs = self.dag.dependency.get(join_stage, [])
         if target.place == "input" and target.stage == join_stage and producer in inputs:
             return "child-to-parent"

@@ -1,7 +1,7 @@
 """The planner pipeline, in order. Each pass is a pure function of its input.
 
 SQL text ─parse→ statements ─resolve→ qualified AST ─build→ logical plan ─push_down_filters→
-─order_joins→ ─prune_columns→ ─choose_physical_joins→ ─cut_stages→ StageDag
+─order_joins→ ─prune_columns→ ─choose_physical_joins→ ─cut_stages→ ─add_scan_summaries→ StageDag
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from aipq.planner.physical import choose_physical_joins
 from aipq.planner.prune import prune_columns
 from aipq.planner.pushdown import push_down_filters
 from aipq.planner.resolve import lookup_tables, qualify_statement
+from aipq.planner.scan_summaries import add_scan_summaries
 from aipq.planner.stages import StageDag, cut_stages
 from aipq.planner.table_output import TableShape, shape_for_table
 
@@ -63,7 +64,8 @@ def plan_statement(statement: exp.Expression, sql: str, catalog, settings: Setti
     plan = optimize_plan(plan, settings)
     if table is not None:
         plan = shape_for_table(plan, table, sql, source_name)
-    return PlannedQuery(sql=sql, statement=statement, qualified=qualified, dag=cut_stages(plan),
+    dag = add_scan_summaries(cut_stages(plan), settings)
+    return PlannedQuery(sql=sql, statement=statement, qualified=qualified, dag=dag,
                         source_name=source_name)
 
 

@@ -25,7 +25,7 @@ from aipq.planner.logical import (
     replace_children,
 )
 
-Operator = Literal["JOIN", "GROUP-BY", "SORT", "MAP"]
+Operator = Literal["JOIN", "GROUP-BY", "SORT", "MAP", "SCAN"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -45,7 +45,7 @@ class Stage:
     id: int
     operator: Operator
     plan: Node
-    reduce_node: Node | None
+    reduce_node: Node | None  # the node of ``plan`` that shuffles
     output_columns: tuple[str, ...]
     tables: tuple[str, ...] = ()  # base tables scanned, qualified names
     input_stages: tuple[int, ...] = ()
@@ -68,6 +68,8 @@ class StageDag:
     plan: QueryPlan
     dataflow: dict[int, list[int]] = field(default_factory=dict)  # producer → consumers
     dependency: dict[int, list[int]] = field(default_factory=dict)  # consumer → producers
+    # id of a filtered Scan → the SCAN stage that summarizes its keys in a pre-pass (planner/scan_summaries.py)
+    scan_sources: dict[int, int] = field(default_factory=dict)
 
     @property
     def final(self) -> Stage:
@@ -155,7 +157,9 @@ class _Cutter:
                 if reduce_node is None and not below_reduce:
                     reduce_node = node
                     merged.append(node)
-                    return replace_children(node, tuple(visit(c, True) for c in node.children))
+                    # the stage's own copy (its inputs are StageReads), so that paths in the stage plan meet it
+                    reduce_node = replace_children(node, tuple(visit(c, True) for c in node.children))
+                    return reduce_node
                 if mergeable(node):
                     merged.append(node)
                     return replace_children(node, tuple(visit(c, True) for c in node.children))

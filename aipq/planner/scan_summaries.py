@@ -1,0 +1,77 @@
+"""Filtered base tables as summary producers: aipq's step beyond the paper's job outputs.
+
+In the paper only a job's output builds a summary, so the first join of a query prunes nothing: TPC-H Q9's
+first stage shuffles all of lineitem to join it with the 5 % of parts whose name holds "green". A filtered
+table small enough to read twice can summarize its keys before any stage runs: a SCAN stage reads it with its
+map-side filters and writes its key columns, building the summary in that write (the same T_r as any stage's),
+and the join stage probes its other input with it before the shuffle (P_m). The key sets are exactly the
+values the filtered scan feeds its join, so ``planner/ip_candidates.py`` admits the same places as for a stage
+output on that path; a SCAN stage no edge can use is not added.
+
+This is what Spark's own runtime filters do for inputs of 10 GB and more; here the benefit estimator decides
+(its cost is the extra read of the small table, ``engine/edge_inputs.py``), and a SCAN stage whose summary no
+strategy builds is not run (``engine/executor.py``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from sqlglot import exp
+
+from aipq.config import Settings
+from aipq.planner.logical import Join, Project, Scan
+from aipq.planner.physical import path_bytes
+from aipq.planner.stages import Stage, StageDag
+
+# Strategies that pass information from filtered scans; HIP is the paper's baseline and keeps to job outputs.
+SCAN_STRATEGIES = ("always", "oracle", "adaptive")
+
+
+def filtered_scans(dag: StageDag, max_bytes: int) -> list[Scan]:
+    """Scans with map-side filters, of tables at most ``max_bytes``, in stages that join."""
+    found: dict[int, Scan] = {}
+    for stage in dag.stages:
+        if not any(isinstance(n, Join) and n.kind in ("inner", "semi") for n in stage.plan.walk()):
+            continue
+        for node in stage.plan.walk():
+            if isinstance(node, Scan) and node.filters:
+                size = path_bytes(node.table.path)
+                if size is not None and size <= max_bytes:
+                    found.setdefault(id(node), node)
+    return list(found.values())
+
+
+def add_scan_summaries(dag: StageDag, settings: Settings) -> StageDag:
+    """``dag`` with a SCAN stage, run before the others, for each filtered scan whose keys some stage may use."""
+    if settings.ip not in SCAN_STRATEGIES or settings.scan_summaries <= 0:
+        return dag
+    scans = filtered_scans(dag, settings.scan_summaries)
+    if not scans:
+        return dag
+    from aipq.planner.ip_candidates import find_candidates  # it reads the DAG this module extends
+
+    first = max(s.id for s in dag.stages) + 1
+    trial = _with_scans(dag, {id(scan): (first + i, scan, scan.output) for i, scan in enumerate(scans)})
+    keys: dict[int, list[str]] = {}
+    producers = set(trial.scan_sources.values())
+    for candidate in find_candidates(trial):
+        columns = keys.setdefault(candidate.producer, []) if candidate.producer in producers else None
+        if columns is not None and candidate.column not in columns:
+            columns.append(candidate.column)
+    kept = [scan for i, scan in enumerate(scans) if first + i in keys]
+    if not kept:
+        return dag
+    # renumbered so that the stage ids do not depend on which scans were dropped
+    return _with_scans(dag, {id(scan): (first + i, scan, tuple(keys[first + scans.index(scan)]))
+                             for i, scan in enumerate(kept)})
+
+
+def _with_scans(dag: StageDag, scans: dict[int, tuple[int, Scan, tuple[str, ...]]]) -> StageDag:
+    stages = []
+    for stage_id, scan, columns in scans.values():
+        plan = scan if columns == scan.output else Project(scan, tuple((c, exp.column(c)) for c in columns))
+        stages.append(Stage(id=stage_id, operator="SCAN", plan=plan, reduce_node=None, output_columns=columns,
+                            tables=(scan.table.qualified_name,), consumer_keys=columns))
+    return replace(dag, stages=stages + list(dag.stages),
+                   scan_sources={node_id: stage_id for node_id, (stage_id, _, _) in scans.items()})

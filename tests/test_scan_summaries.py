@@ -1,0 +1,92 @@
+"""Filtered base tables as summary producers (SCAN stages): where they are admitted, that they run only when a
+summary is built, and that their pruning never changes a row."""
+
+from __future__ import annotations
+
+import json
+
+from conftest import assert_same_rows, oracle_rows
+
+from aipq.config import Settings
+from aipq.engine.edge_inputs import feeds_shuffle
+from aipq.planner.ip_candidates import find_candidates
+from aipq.planner.physical import path_bytes
+from aipq.planner.pipeline import plan_query
+from aipq.planner.stages import StageRead
+from aipq.tpch.queries import query_text
+
+REPARTITION = {"broadcast_threshold": 0}
+
+
+def scan_stages(dag):
+    return [s for s in dag.stages if s.operator == "SCAN"]
+
+
+def test_q9s_green_parts_summarize_their_keys_for_the_first_join(tpch):
+    dag = plan_query(query_text(9), tpch, Settings(ip="adaptive", **REPARTITION)).dag
+    [scan] = scan_stages(dag)
+    assert dag.stages[0] is scan  # before every stage that could use it
+    assert scan.tables == ("default.part",) and scan.output_columns == ("p_partkey",)
+    edges = [c for c in find_candidates(dag) if c.producer == scan.id]
+    first_join = dag.stages[1]
+    assert [(c.target.stage, c.target.label, c.target.column, c.relation) for c in edges] == [
+        (first_join.id, "lineitem", "l_partkey", "filtered-scan")]
+
+
+def test_scan_summaries_belong_to_the_strategies_that_pass_them(tpch):
+    for settings in (Settings(ip="off", **REPARTITION), Settings(ip="hip", **REPARTITION),
+                     Settings(ip="always", scan_summaries=0, **REPARTITION)):
+        assert not scan_stages(plan_query(query_text(9), tpch, settings).dag)
+    # a table larger than the limit is not read twice
+    tiny = Settings(ip="always", scan_summaries=1024, **REPARTITION)
+    assert not scan_stages(plan_query(query_text(9), tpch, tiny).dag)
+
+
+def test_a_broadcast_join_below_the_shuffle_prunes_by_itself(tpch):
+    """With part joined map-side to lineitem, part's summary on lineitem would repeat that join's work; on
+    partsupp, which meets them only at the stage's shuffle, it still prunes before it."""
+    part = path_bytes(tpch.lookup("part").path)
+    assert part < path_bytes(tpch.lookup("partsupp").path) < path_bytes(tpch.lookup("lineitem").path)
+    dag = plan_query(query_text(9), tpch, Settings(ip="adaptive", broadcast_threshold=part)).dag
+    [scan] = scan_stages(dag)
+    targets = {c.target.label for c in find_candidates(dag) if c.producer == scan.id}
+    assert "lineitem" not in targets and "partsupp" in targets
+
+
+def test_a_stage_read_feeds_its_stages_shuffle(tpch):
+    """The estimator prices a probe of an earlier stage's output by the shuffle it saves: the stage's reduce
+    node must be the one in its plan (it once was the uncut node, and no stage input seemed shuffled)."""
+    dag = plan_query(query_text(18), tpch, Settings(**REPARTITION)).dag
+    reads = [(s, n) for s in dag.stages if s.operator == "JOIN" for n in s.plan.walk() if isinstance(n, StageRead)]
+    assert reads
+    for stage, read in reads:
+        assert any(n is stage.reduce_node for n in stage.plan.walk())
+        assert feeds_shuffle(stage, id(read))
+
+
+def test_a_scan_summary_prunes_before_the_shuffle_and_keeps_every_row(aipq, duck):
+    result = aipq("explain", "tpch:9", "--ip", "always", "--broadcast-threshold", "0", "--analyze",
+                  "--format", "json")
+    assert result.exit_code == 0, result.output
+    info = json.loads(result.output)
+    [scan] = [s for s in info["stages"] if s["operator"] == "SCAN"]
+    assert [b["column"] for b in scan["measured"]["summaries"]] == ["p_partkey"]
+    probes = [p for s in info["stages"] for p in s["measured"]["probes"] if p["relation"] == "filtered-scan"]
+    assert [p["target"] for p in probes] == ["lineitem"]
+    assert probes[0]["rows_out"] < probes[0]["rows_in"] / 5  # ~5 % of parts are green
+
+    run = aipq("run", "tpch:9", "--ip", "adaptive", "--broadcast-threshold", "0", "--format", "json", "--quiet")
+    assert run.exit_code == 0, run.output
+    rows = [tuple(json.loads(line).values()) for line in run.output.splitlines()]
+    assert_same_rows(rows, oracle_rows(duck, query_text(9)), ordered=True)
+
+
+def test_analyze_leaves_out_a_scan_stage_that_did_not_run(aipq):
+    """adaptive skips a SCAN stage whose summary it does not build (here: β above any benefit)."""
+    args = ("tpch:3", "--ip", "adaptive", "--broadcast-threshold", "0", "--beta", "1000", "--format", "json")
+    planned = json.loads(aipq("explain", *args).output)
+    assert any(s["operator"] == "SCAN" for s in planned["stages"])
+    result = aipq("explain", *args, "--analyze")
+    assert result.exit_code == 0, result.output
+    info = json.loads(result.output)
+    assert info["stages"] and all(s["operator"] != "SCAN" and "measured" in s for s in info["stages"])
