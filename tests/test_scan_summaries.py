@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from conftest import assert_same_rows, oracle_rows
 
 from aipq.config import Settings
@@ -90,3 +91,60 @@ def test_analyze_leaves_out_a_scan_stage_that_did_not_run(aipq):
     assert result.exit_code == 0, result.output
     info = json.loads(result.output)
     assert info["stages"] and all(s["operator"] != "SCAN" and "measured" in s for s in info["stages"])
+
+
+class _Figure:
+    """An estimate with only what the planner reads of one."""
+
+    def __init__(self, total: float, one_time: float = 0.0, savings: float = 0.0, downstream: float = 0.0):
+        self.total, self.one_time, self.savings, self.downstream = total, one_time, savings, downstream
+        self.filter_bytes, self.expected_keys = 1024, None
+
+    def with_downstream(self, saved: float):
+        return _Figure(self.total + saved, self.one_time, self.savings, saved) if saved > 0 else self
+
+    def as_dict(self) -> dict:
+        return {"B": self.total}
+
+
+def test_a_summary_pays_when_its_edges_pay_together_with_its_cost_counted_once(tpch):
+    """Q21: the orders summary prunes lineitem l1 and l2 in the same stage; each edge alone carries the whole
+    pre-pass and build cost (0.5 s here) and loses, together they save 0.6 s for it."""
+    from aipq.planner.ip import IpPlanner
+
+    settings = Settings(ip="adaptive", **REPARTITION)
+    dag = plan_query(query_text(21), tpch, settings).dag
+    orders = next(s for s in dag.stages if s.operator == "SCAN" and s.tables == ("default.orders",))
+
+    def estimator(candidate, built):
+        if candidate.producer != orders.id:
+            return _Figure(-1.0)
+        saves = 0.3 if candidate.target.label in ("lineitem l1", "lineitem l2") else 0.0
+        return _Figure(saves - 0.5, one_time=0.5, savings=saves)
+
+    planner = IpPlanner(dag, settings, estimator=estimator)
+    assert planner.best_edge(orders.id, "o_orderkey").total < 0
+    assert planner.creation_benefit(orders.id, "o_orderkey") == pytest.approx(0.1)
+    assert [b.column for b in planner.creations(orders)] == ["o_orderkey"]
+
+
+def test_pruning_an_input_counts_what_it_saves_at_the_places_it_makes_redundant(tpch):
+    """Q11: nation's summary on supplier, before S1's join, also prunes S1's output; the output alone would be
+    probed after the join of all of partsupp."""
+    from aipq.planner.ip import IpPlanner
+
+    settings = Settings(ip="adaptive", **REPARTITION)
+    dag = plan_query(query_text(11), tpch, settings).dag
+    candidates = [c for c in find_candidates(dag) if c.target.label in ("supplier", "S1 output")
+                  and dag.stage(c.producer).operator == "SCAN" and c.target.stage == 1]
+    supplier = next(c for c in candidates if c.target.label == "supplier")
+    output = next(c for c in candidates if c.target.label == "S1 output")
+    assert supplier.target.key in output.covered_by
+
+    def estimator(candidate, built):
+        return _Figure(0.4, savings=0.6) if candidate == output else _Figure(0.01, savings=0.05)
+
+    planner = IpPlanner(dag, settings, estimator=estimator)
+    assert planner.estimate(supplier, None).total == pytest.approx(0.61)
+    # the output, in turn, makes S2's probe of what it wrote redundant
+    assert planner.estimate(output, None).total == pytest.approx(0.4 + 0.05)

@@ -126,6 +126,9 @@ def _add_estimate(node: Tree, estimate: dict[str, Any] | None) -> None:
     node.add(f"[dim]B = {estimate['B']:.4f} s = B_sort {estimate['B_sort']:.4f} + B_shuffle "
              f"{estimate['B_shuffle']:.4f} + B_merge {estimate['B_merge']:.4f} + other {estimate['other']:.4f} "
              f"− C_summary {estimate['C_summary']:.4f}[/dim]")
+    if estimate.get("downstream"):
+        node.add(f"[dim]other includes {estimate['downstream']:.4f} s saved further on: the places this edge "
+                 f"makes redundant (the largest of their savings)[/dim]")
     node.add(f"[dim]Δ {estimate['delta_pages']:.2f} of M {estimate['M_pages']:.2f} pages per map task "
              f"(keeps {estimate['surviving_share']:.1%}; filter {format_size(estimate['filter_bytes'])}, "
              f"FPR {estimate['false_positive_rate']:.2%}), m {estimate['m']:g}, r {estimate['r']}, "

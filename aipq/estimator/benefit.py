@@ -10,6 +10,9 @@ summary's cost). aipq also prices what the paper leaves out:
   charged while the summary is still to be built (Algorithm 1), sunk once it is;
 - a summary of a filtered base table (a SCAN stage, no job of the paper's plan) costs its own pass: a job and a
   read of the table's pages, charged while it is still to be built;
+- pruning an input also prunes what the stage makes of those rows further on the same path (its output, the
+  reader's input): ``with_downstream`` adds the largest saving of the places the edge makes redundant (the
+  largest, not the sum: a stage's output and its reader's input save partly the same work);
 - rows that no shuffle follows (a stage input joined map-side, by broadcast) save no sort, shuffle or merge:
   there the probe is pure cost, as measured in ../shared/NOTES.md.
 
@@ -18,7 +21,7 @@ All figures are seconds per task, like the paper's.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
 from aipq.estimator import cost_model as model
 from aipq.estimator.delta import (
@@ -62,10 +65,24 @@ class EdgeEstimate:
     delta_pages: float
     job: model.JobShape
     inputs: EdgeInputs
+    written_saved: float = 0.0  # output places: the write and the consumer's read of the pruned pages
+    one_time: float = 0.0  # included in ``benefit.extra`` as a cost: building the summary (once for all its edges)
+    downstream: float = 0.0  # included in ``benefit.extra``: what pruning here saves further on (``with_downstream``)
 
     @property
     def total(self) -> float:
         return self.benefit.total
+
+    @property
+    def savings(self) -> float:
+        """What pruning at this place saves, before the probe's and the summary's costs."""
+        return self.benefit.sort + self.benefit.shuffle + self.benefit.merge + self.written_saved
+
+    def with_downstream(self, saved: float) -> EdgeEstimate:
+        """This edge also prunes places further on its path that it makes redundant, saving ``saved`` there."""
+        if saved <= 0:
+            return self
+        return replace(self, benefit=replace(self.benefit, extra=self.benefit.extra + saved), downstream=saved)
 
     @property
     def expected_keys(self) -> float | None:
@@ -77,6 +94,7 @@ class EdgeEstimate:
             "B": round(self.total, 6), "B_sort": round(self.benefit.sort, 6),
             "B_shuffle": round(self.benefit.shuffle, 6), "B_merge": round(self.benefit.merge, 6),
             "C_summary": round(self.benefit.summary, 6), "other": round(self.benefit.extra, 6),
+            "downstream": round(self.downstream, 6), "one_time": round(self.one_time, 6),
             "filter_bytes": self.filter_bytes, "false_positive_rate": round(self.false_positive_rate, 6),
             "surviving_share": round(self.survive, 6), "delta_pages": round(self.delta_pages, 4),
             "m": round(self.job.m, 2), "r": self.job.r, "M_pages": round(self.job.pages_per_map, 4),
@@ -105,11 +123,12 @@ def estimate(inputs: EdgeInputs, filter_bytes: int, calibration: Calibration) ->
     else:  # joined map-side: nothing to sort, shuffle or merge
         base = model.Benefit(0.0, 0.0, 0.0, model.summary_cost(filter_bytes, inputs.partials, inputs.nodes, costs))
     build_cost = inputs.summary_rows / max(inputs.cores, 1) * calibration.build_seconds_per_row
-    extra = -probe_cost - build_cost - prepass_cost(inputs, calibration)
-    if inputs.place == "output":  # the write it saves and the consumer's read of those pages
-        extra += delta * (costs.c_write + costs.c_read)
+    # an output place saves its write and the consumer's read of those pages
+    written_saved = delta * (costs.c_write + costs.c_read) if inputs.place == "output" else 0.0
+    one_time = build_cost + prepass_cost(inputs, calibration)
+    extra = written_saved - probe_cost - one_time
     result = model.Benefit(base.sort, base.shuffle, base.merge, base.summary, extra)
-    return EdgeEstimate(result, filter_bytes, fpp, survive, delta, job, inputs)
+    return EdgeEstimate(result, filter_bytes, fpp, survive, delta, job, inputs, written_saved, one_time=one_time)
 
 
 def prepass_cost(inputs: EdgeInputs, calibration: Calibration) -> float:

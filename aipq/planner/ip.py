@@ -12,8 +12,9 @@ The admissible edges come from ``planner/ip_candidates.py``; a strategy chooses 
   (child-to-parent, sibling-to-sibling, transitive) when it is at most α.
 - ``oracle``: the same edges as ``always`` with exact key sets, so the false-positive cost can be measured.
 
-- ``adaptive``: the paper's IP with its benefit check — a summary is built when some edge it serves may pay
-  (Algorithm 1: B > β with the best case for the key overlap, since the producer has not run), and used when
+- ``adaptive``: the paper's IP with its benefit check — a summary is built when the edges it serves may pay
+  together (Algorithm 1: the sum of their B with its building cost counted once > β, with the best case for the
+  key overlap, since the producer has not run), and used when
   the estimate from what is known once it is built (its actual keys and their sketch, the sizes of the stages
   that ran, the repository's statistics) still clears β and it is at most α (Algorithm 2). The estimate
   itself comes from an ``EdgeEstimator`` (``engine/edge_inputs.py`` over ``estimator/``).
@@ -129,6 +130,14 @@ class Estimate(Protocol):
     @property
     def expected_keys(self) -> float | None: ...
 
+    @property
+    def savings(self) -> float: ...
+
+    @property
+    def one_time(self) -> float: ...
+
+    def with_downstream(self, saved: float) -> Estimate: ...
+
     def as_dict(self) -> dict: ...
 
 
@@ -221,10 +230,12 @@ class Adaptive(Strategy):
     def creation(self, planner, stage):
         chosen = []
         for column in sorted({c.column for c in planner.candidates if c.producer == stage.id}):
+            together = planner.creation_benefit(stage.id, column)
             best = planner.best_edge(stage.id, column)
-            if best is not None and best.total > planner.settings.beta:
-                chosen.append((column, f"may pay: best-case B = {best.total:.3f} s > β = "
-                                       f"{planner.settings.beta:g} s for a {best.filter_bytes:,} B filter"))
+            if together is not None and best is not None and together > planner.settings.beta:
+                chosen.append((column, f"may pay: its edges together B = {together:.3f} s > β = "
+                                       f"{planner.settings.beta:g} s (best case; best edge with a "
+                                       f"{best.filter_bytes:,} B filter)"))
         return chosen
 
     def filter_bits(self, planner, stage, column):
@@ -297,13 +308,42 @@ class IpPlanner:
         self._estimates: dict[tuple, Estimate | None] = {}
 
     def estimate(self, candidate: Candidate, built: BuiltInfo | None) -> Estimate | None:
-        """The estimator's figure for an edge, once per edge and state of its summary."""
+        """The benefit of an edge: its own, plus the largest saving of the places further on its path that it
+        makes redundant (pruning supplier before a join also prunes the join's output, and what reads it)."""
+        own = self._own_estimate(candidate, built)
+        if own is None:
+            return None
+        covered = [c for c in self.candidates if (c.producer, c.column) == (candidate.producer, candidate.column)
+                   and candidate.target.key in c.covered_by]
+        further = [e.savings for c in covered for e in [self._own_estimate(c, built)] if e is not None]
+        return own.with_downstream(max(further, default=0.0))
+
+    def _own_estimate(self, candidate: Candidate, built: BuiltInfo | None) -> Estimate | None:
+        """The estimator's figure for an edge at its own place, once per edge and state of its summary."""
         if self.estimator is None:
             return None
         key = (candidate.producer, candidate.column, candidate.target.key, built)
         if key not in self._estimates:
             self._estimates[key] = self.estimator(candidate, built)
         return self._estimates[key]
+
+    def creation_benefit(self, producer: int, column: str) -> float | None:
+        """Algorithm 1's B for a summary not yet built: what its edges save together, less its one-time cost
+        (building it, and a filtered table's pre-pass) counted once, not once per edge. An edge that a deeper
+        edge of the same summary makes redundant is counted in that edge's downstream saving instead."""
+        edges = [c for c in self.candidates if (c.producer, c.column) == (producer, column)]
+        keys = {c.target.key for c in edges}
+        value, one_time, known = 0.0, 0.0, False
+        for candidate in edges:
+            if any(key in keys for key in candidate.covered_by):
+                continue
+            estimate = self.estimate(candidate, None)
+            if estimate is None:
+                continue
+            known = True
+            one_time = max(one_time, estimate.one_time)
+            value += max(estimate.total + estimate.one_time, 0.0)
+        return value - one_time if known else None
 
     def best_edge(self, producer: int, column: str) -> Estimate | None:
         """The most beneficial edge a summary of ``producer.column`` would serve, before it is built."""

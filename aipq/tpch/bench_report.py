@@ -174,7 +174,7 @@ def final_stage_seconds(result: StrategyResult) -> float | None:
     for run in result.runs:
         stages = (run.detail or {}).get("stages") or {}
         if stages:
-            times.append(stages[max(stages, key=lambda s: int(str(s).lstrip("S") or 0))]["seconds"])
+            times.append(list(stages.values())[-1]["seconds"])  # in execution order (summary pre-passes first)
     return statistics.median(times) if times else None
 
 

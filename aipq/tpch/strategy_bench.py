@@ -186,6 +186,9 @@ def compare_strategies(home: Path, workload: list[BenchQuery], strategies: list[
                                 f"from strategy {expected[0]!r}'s", hint="this is a bug; please report it")
                         if round_number > 0:
                             result.runs.append(measurement)
+                            ran = (measurement.detail or {}).get("stages")
+                            if ran:  # stages run: a summary pre-pass whose summary is not built does not run
+                                result.stages = len(ran)
                         if progress:
                             progress()
                 results += [result for result, _ in by_strategy.values()]
