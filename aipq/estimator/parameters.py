@@ -47,8 +47,9 @@ DEFAULT_PROBE_SECONDS_PER_ROW = 7e-8
 # paper's T_r builds for free; on Spark the aggregates run per row (`aipq calibrate`: 2.1e-7 to 8.2e-7).
 DEFAULT_BUILD_SECONDS_PER_ROW = 3.5e-7
 # Seconds a summary pre-pass (a SCAN stage: planner/scan_summaries.py) costs beyond reading its table's pages:
-# scheduling a Spark job, its tasks, evaluating the filters, a small parquet write (measured 0.2 to 0.4 s for
-# TPC-H SF 1 part and supplier on this machine).
+# scheduling a Spark job, its tasks, evaluating the filters, a small parquet write. Set before measuring; `aipq
+# bench tpch --sf 1` (docs/bench/tpch, 2026-11-26) then measured whole pre-passes of 0.09–0.24 s on nation, region,
+# part and customer and 0.29–0.47 s on orders, so about 0.15 s would fit (not changed: the benchmarks used 0.3).
 DEFAULT_PREPASS_SECONDS = 0.3
 
 

@@ -28,7 +28,7 @@ from typing import Literal
 from sqlglot import exp
 
 from aipq.planner.logical import Aggregate, Filter, Join, Node, Project, Scan, Sort
-from aipq.planner.stages import StageDag, StageRead
+from aipq.planner.stages import Stage, StageDag, StageRead
 
 Place = Literal["input", "output"]
 Relation = Literal["child-to-parent", "sibling-to-sibling", "filtered-scan", "transitive"]
@@ -181,7 +181,7 @@ class CandidateFinder:
                                 found.setdefault((producer, column, target.key), candidate)
         return list(found.values())
 
-    def joined_already(self, producer: int, target: Target, stage, join: Join) -> bool:
+    def joined_already(self, producer: int, target: Target, stage: Stage, join: Join) -> bool:
         """A filtered scan's keys on a target of the same stage that a map-side join below the shuffle meets:
         the join drops those rows itself before anything costly happens to them."""
         if producer not in self.scans or target.stage != stage.id or join.physical != "broadcast":

@@ -59,12 +59,11 @@ def add_scan_summaries(dag: StageDag, settings: Settings) -> StageDag:
         columns = keys.setdefault(candidate.producer, []) if candidate.producer in producers else None
         if columns is not None and candidate.column not in columns:
             columns.append(candidate.column)
-    kept = [scan for i, scan in enumerate(scans) if first + i in keys]
+    kept = [(scan, tuple(keys[first + i])) for i, scan in enumerate(scans) if first + i in keys]
     if not kept:
         return dag
-    # renumbered so that the stage ids do not depend on which scans were dropped
-    return _with_scans(dag, {id(scan): (first + i, scan, tuple(keys[first + scans.index(scan)]))
-                             for i, scan in enumerate(kept)})
+    # consecutive ids for the scans kept
+    return _with_scans(dag, {id(scan): (first + i, scan, columns) for i, (scan, columns) in enumerate(kept)})
 
 
 def _with_scans(dag: StageDag, scans: dict[int, tuple[int, Scan, tuple[str, ...]]]) -> StageDag:
