@@ -20,6 +20,7 @@ from dataclasses import replace
 from sqlglot import exp
 
 from aipq.config import Settings
+from aipq.planner.ip_candidates import find_candidates
 from aipq.planner.logical import Join, Project, Scan
 from aipq.planner.physical import path_bytes
 from aipq.planner.stages import Stage, StageDag
@@ -49,8 +50,6 @@ def add_scan_summaries(dag: StageDag, settings: Settings) -> StageDag:
     scans = filtered_scans(dag, settings.scan_summaries)
     if not scans:
         return dag
-    from aipq.planner.ip_candidates import find_candidates  # it reads the DAG this module extends
-
     first = max(s.id for s in dag.stages) + 1
     trial = _with_scans(dag, {id(scan): (first + i, scan, scan.output) for i, scan in enumerate(scans)})
     keys: dict[int, list[str]] = {}
