@@ -130,14 +130,31 @@ def test_the_filter_size_trades_false_positives_against_its_cost():
 def test_pruning_a_sibling_output_also_saves_its_write_and_read():
     as_input = estimate(edge(0.05), 64 * 1024, CALIBRATION)
     as_output = estimate(edge(0.05, place="output"), 64 * 1024, CALIBRATION)
-    saved = as_input.delta_pages * (CALIBRATION.costs.c_write + CALIBRATION.costs.c_read)
+    # in each of the 5 map tasks, run one after another on one core
+    saved = as_input.delta_pages * (CALIBRATION.costs.c_write + CALIBRATION.costs.c_read) * 5
     assert as_output.total == pytest.approx(as_input.total + saved)
 
 
 def test_building_is_charged_before_the_summary_exists_and_sunk_after():
     before = estimate(edge(0.05, summary_rows=4e6, cores=2), 64 * 1024, CALIBRATION)
-    after = estimate(edge(0.05), 64 * 1024, CALIBRATION)
+    after = estimate(edge(0.05, cores=2), 64 * 1024, CALIBRATION)
     charged = 4e6 / 2 * CALIBRATION.build_seconds_per_row
     assert before.total == pytest.approx(after.total - charged)
     # a producer writing 40 M rows for a summary that prunes little: not worth building
     assert best_estimate(edge(0.6, summary_rows=4e7, cores=2), CALIBRATION, alpha=4 << 20).total < 0
+
+
+def test_per_task_terms_become_the_stages_wall_time():
+    """Eqs. (2)-(4) are one task's; the stage runs m map tasks and r reducers over its cores."""
+    one_core = estimate(edge(0.05, probed_splits=8, cores=1), 64 * 1024, CALIBRATION)
+    two_cores = estimate(edge(0.05, probed_splits=8, cores=2), 64 * 1024, CALIBRATION)
+    job = one_core.job
+    per_task = model.spark_benefit(job, one_core.delta_pages, CALIBRATION.costs, 64 * 1024, 1, 1)
+    assert one_core.benefit.sort == pytest.approx(per_task.sort * 8)  # 8 map tasks, one at a time
+    assert two_cores.benefit.sort == pytest.approx(per_task.sort * 4)
+    assert two_cores.benefit.shuffle == pytest.approx(per_task.shuffle * 4)  # 8 reducers on 2 cores
+    assert two_cores.benefit.summary == pytest.approx(per_task.summary)  # paid once
+    # a single task takes its own time whatever the cores
+    single = estimate(edge(0.05, probed_splits=1, shuffle_partitions=1, cores=2), 64 * 1024, CALIBRATION)
+    alone = model.spark_benefit(single.job, single.delta_pages, CALIBRATION.costs, 64 * 1024, 1, 1)
+    assert single.benefit.sort == pytest.approx(alone.sort) and single.benefit.shuffle == pytest.approx(alone.shuffle)

@@ -20,6 +20,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from sqlglot import exp
+
 from aipq.config import Settings
 from aipq.engine.session import table_rows
 from aipq.estimator.benefit import EdgeEstimate, EdgeInputs, best_estimate
@@ -152,12 +154,19 @@ class EdgeEstimator:
         return KeySet(bound[0], None, bound[1], bound=True)
 
     def prepass_pages(self, stage_id: int) -> float | None:
-        """A SCAN stage's table pages (it runs for its summary alone), else None."""
+        """A SCAN stage's pages (it runs for its summary alone): its table's rows × the widths of the columns it
+        reads, its keys and its filters' columns (parquet reads no others), else None."""
         stage = self.dag.stage(stage_id)
         if stage.operator != "SCAN":
             return None
-        scans = [n for n in stage.plan.walk() if isinstance(n, Scan)]
-        return sum(self._files(s.table.path).bytes for s in scans) / PAGE_BYTES
+        pages = 0.0
+        for scan in (n for n in stage.plan.walk() if isinstance(n, Scan)):
+            rows, _ = self._table_rows(scan)
+            filtered = {c.name for f in scan.filters for c in f.find_all(exp.Column)}
+            read = [name for name, _ in scan.columns + scan.filter_only
+                    if name in stage.output_columns or name in filtered]
+            pages += (rows or 0.0) * self._row_width(scan, read) / PAGE_BYTES
+        return pages
 
     def producer_rows(self, stage_id: int, column: str) -> float:
         """Rows the producer will write (each passes through the summary's aggregates): as its subplan wrote
@@ -204,16 +213,13 @@ class EdgeEstimator:
         rows, source = self._table_rows(scan)
         if rows is None:
             return None
-        widths = []
-        for _, name in scan.columns + scan.filter_only:
-            known = stats.columns.get(name) if stats else None
-            widths.append(known.width if known else self._type_width(dict(entry.columns).get(name, "string")))
+        width = self._row_width(scan, [name for name, _ in scan.columns + scan.filter_only])
         keys = KeySet(rows, None, "default: every row a distinct key")
         if stats and source_column in stats.columns:
             column_stats = stats.columns[source_column]
             keys = KeySet(column_stats.ndv, column_stats.sketch, "repository: the column's HLL sketch")
         splits = stats.splits if stats else files.splits(parallelism=self._parallelism())
-        return ProbedInput(rows, rows * sum(widths), max(splits, 1), keys, shuffled, source)
+        return ProbedInput(rows, rows * width, max(splits, 1), keys, shuffled, source)
 
     def _stage_output(self, stage: Stage, column: str, shuffled: bool) -> ProbedInput | None:
         written = self.state.rows_written.get(stage.id)
@@ -256,6 +262,18 @@ class EdgeEstimator:
             width = sum(self._type_width(t) for _, t in scan.table.columns) or FIXED_WIDTH
             return files.bytes * 2 / width, "files: estimated from their size"
         return None, "unknown"
+
+    def _row_width(self, scan: Scan, names: list[str]) -> float:
+        """Bytes a row of the scan's columns ``names`` (internal names) takes: measured widths, else by type."""
+        entry = scan.table
+        stats = self._table_stats(entry.path, self._files(entry.path).fingerprint)
+        table_names = dict(scan.columns + scan.filter_only)
+        width = 0.0
+        for name in names:
+            column = table_names[name]
+            known = stats.columns.get(column) if stats else None
+            width += known.width if known else self._type_width(dict(entry.columns).get(column, "string"))
+        return width
 
     @staticmethod
     def _type_width(data_type: str) -> float:

@@ -16,7 +16,10 @@ summary's cost). aipq also prices what the paper leaves out:
 - rows that no shuffle follows (a stage input joined map-side, by broadcast) save no sort, shuffle or merge:
   there the probe is pure cost, as measured in ../shared/NOTES.md.
 
-All figures are seconds per task, like the paper's.
+Eqs. (2)–(12) are seconds per task, like the paper's: one map task's sort, one reducer's shuffle and merge. A
+summary's costs are paid once, so adding them to one task's saving undervalues every edge whose stage runs more
+tasks than there are cores (the pruning of a big stage was priced at a quarter of what it measured).
+``stage_seconds`` turns the per-task terms into the stage's wall time, and every figure here is wall seconds.
 """
 
 from __future__ import annotations
@@ -104,6 +107,20 @@ class EdgeEstimate:
         }
 
 
+def task_waves(tasks: float, cores: int) -> float:
+    """How many times over a stage's tasks occupy its cores: a per-task cost times this is the stage's wall time
+    for it (at least one task's time: one task alone still takes its own)."""
+    return max(tasks / max(cores, 1), 1.0)
+
+
+def stage_seconds(per_task: model.Benefit, job: model.JobShape, cores: int) -> model.Benefit:
+    """Eqs. (2)–(4) in the stage's wall time: B_sort is per map task (× the waves of m map tasks), B_shuffle and
+    B_merge per reducer (× the waves of r reducers); C_summary (eqs 13–17) is paid once and stays as it is."""
+    map_waves, reduce_waves = task_waves(job.m, cores), task_waves(job.r, cores)
+    return model.Benefit(per_task.sort * map_waves, per_task.shuffle * reduce_waves, per_task.merge * reduce_waves,
+                         per_task.summary, per_task.extra)
+
+
 def job_shape(inputs: EdgeInputs) -> model.JobShape:
     m = max(inputs.probed_splits, 1.0)
     return model.JobShape(m=m, r=max(inputs.shuffle_partitions, 1), pages_per_map=inputs.probed_bytes / m / PAGE_BYTES,
@@ -117,14 +134,16 @@ def estimate(inputs: EdgeInputs, filter_bytes: int, calibration: Calibration) ->
     fpp = bloom_false_positive_rate(filter_bytes * 8, inputs.summary_distinct)
     survive = surviving_share(inputs.probed_distinct, inputs.common_distinct, fpp)
     delta = pruned_pages(job.pages_per_map, survive)
-    probe_cost = inputs.probed_rows / job.m * calibration.probe_seconds_per_row
+    map_waves = task_waves(job.m, inputs.cores)
+    probe_cost = inputs.probed_rows / job.m * calibration.probe_seconds_per_row * map_waves
     if inputs.feeds_shuffle:
-        base = model.spark_benefit(job, delta, costs, filter_bytes, inputs.partials, inputs.nodes)
+        base = stage_seconds(model.spark_benefit(job, delta, costs, filter_bytes, inputs.partials, inputs.nodes),
+                             job, inputs.cores)
     else:  # joined map-side: nothing to sort, shuffle or merge
         base = model.Benefit(0.0, 0.0, 0.0, model.summary_cost(filter_bytes, inputs.partials, inputs.nodes, costs))
     build_cost = inputs.summary_rows / max(inputs.cores, 1) * calibration.build_seconds_per_row
-    # an output place saves its write and the consumer's read of those pages
-    written_saved = delta * (costs.c_write + costs.c_read) if inputs.place == "output" else 0.0
+    # an output place saves its write and the consumer's read of those pages, in each of its map tasks
+    written_saved = delta * (costs.c_write + costs.c_read) * map_waves if inputs.place == "output" else 0.0
     one_time = build_cost + prepass_cost(inputs, calibration)
     extra = written_saved - probe_cost - one_time
     result = model.Benefit(base.sort, base.shuffle, base.merge, base.summary, extra)
@@ -132,7 +151,8 @@ def estimate(inputs: EdgeInputs, filter_bytes: int, calibration: Calibration) ->
 
 
 def prepass_cost(inputs: EdgeInputs, calibration: Calibration) -> float:
-    """A filtered table's summary pre-pass: a job's fixed cost and a read of its pages, spread over the cores."""
+    """A filtered table's summary pre-pass: a job's fixed cost and a read of the pages of the columns it reads
+    (key and filter columns), spread over the cores."""
     if inputs.prepass_pages is None:
         return 0.0
     return DEFAULT_PREPASS_SECONDS + inputs.prepass_pages * calibration.costs.c_read / max(inputs.cores, 1)

@@ -3,6 +3,8 @@
 How the paper's MapReduce terms map onto an aipq stage:
 
 - a *page* is ``PAGE_BYTES`` (1 MiB): the unit C_R, C_W and C_T are measured in;
+- the paper's figures are per task; the estimator multiplies each by the waves of tasks that run it (tasks /
+  cores, ``benefit.stage_seconds``) so that savings and the summary's one-time costs are both wall seconds;
 - m (map tasks of the parent job) = the splits Spark plans for the probed input: for a base table, from its
   files (``stats/fingerprint.DataFiles.splits``: Spark's maxSplitBytes packing); for an earlier stage's output,
   the same over the files it wrote;
@@ -46,11 +48,11 @@ DEFAULT_PROBE_SECONDS_PER_ROW = 7e-8
 # Seconds per written row and core to build a summary inside the write (Bloom filter + its key sketch): the
 # paper's T_r builds for free; on Spark the aggregates run per row (`aipq calibrate`: 2.1e-7 to 8.2e-7).
 DEFAULT_BUILD_SECONDS_PER_ROW = 3.5e-7
-# Seconds a summary pre-pass (a SCAN stage: planner/scan_summaries.py) costs beyond reading its table's pages:
-# scheduling a Spark job, its tasks, evaluating the filters, a small parquet write. Set before measuring; `aipq
-# bench tpch --sf 1` (docs/bench/tpch, 2026-11-26) then measured whole pre-passes of 0.09–0.24 s on nation, region,
-# part and customer and 0.29–0.47 s on orders, so about 0.15 s would fit (not changed: the benchmarks used 0.3).
-DEFAULT_PREPASS_SECONDS = 0.3
+# Seconds a summary pre-pass (a SCAN stage: planner/scan_summaries.py) costs beyond reading its columns' pages:
+# scheduling a Spark job, its tasks, evaluating the filters, a small parquet write. `aipq bench tpch --sf 1`
+# (docs/bench/tpch, 2026-11-26, commit 05ce314) measured whole pre-passes of 0.09–0.24 s on nation, region, part
+# and customer (their reads a few hundredths of a second) and 0.29–0.47 s on orders.
+DEFAULT_PREPASS_SECONDS = 0.15
 
 
 @dataclass(frozen=True)
