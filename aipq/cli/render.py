@@ -129,7 +129,9 @@ def _add_estimate(node: Tree, estimate: dict[str, Any] | None) -> None:
     if estimate.get("downstream"):
         node.add(f"[dim]other includes {estimate['downstream']:.4f} s saved further on: the places this edge "
                  f"makes redundant (the largest of their savings)[/dim]")
-    node.add(f"[dim]Δ {estimate['delta_pages']:.2f} of M {estimate['M_pages']:.2f} pages per map task "
+    share = estimate["inputs"].get("shuffle_share", 1.0)
+    reaching = f" reaching the shuffle ({share:.1%} of the probed rows)" if share < 1.0 else ""
+    node.add(f"[dim]Δ {estimate['delta_pages']:.2f} of M {estimate['M_pages']:.2f} pages per map task{reaching} "
              f"(keeps {estimate['surviving_share']:.1%}; filter {format_size(estimate['filter_bytes'])}, "
              f"FPR {estimate['false_positive_rate']:.2%}), m {estimate['m']:g}, r {estimate['r']}, "
              f"B {estimate['B_pages']:g} pages[/dim]")

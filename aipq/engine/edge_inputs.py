@@ -25,10 +25,11 @@ from sqlglot import exp
 from aipq.config import Settings
 from aipq.engine.session import table_rows
 from aipq.estimator.benefit import EdgeEstimate, EdgeInputs, best_estimate
+from aipq.estimator.cardinality import Cardinality, StatsLookup
 from aipq.estimator.parameters import PAGE_BYTES, Calibration, parse_memory, sort_buffer_pages
 from aipq.planner.ip import BuiltInfo
 from aipq.planner.ip_candidates import Candidate, leaf_sources
-from aipq.planner.logical import Join, Node, Scan
+from aipq.planner.logical import Join, Scan, path_to
 from aipq.planner.stages import Stage, StageDag, StageRead
 from aipq.stats import sketches
 from aipq.stats.fingerprint import DataFiles, data_files
@@ -57,6 +58,7 @@ class ProbedInput:
     keys: KeySet
     feeds_shuffle: bool
     source: str
+    shuffle_share: float = 1.0  # of its rows, the share that reaches the stage's shuffle
 
 
 @dataclass
@@ -68,23 +70,12 @@ class RunState:
     output_sketches: dict[tuple[int, str], bytes] = field(default_factory=dict)
 
 
-def _path_to(root: Node, leaf_id: int) -> list[tuple[Node, int]] | None:
-    """(node, index of the child taken) from ``root`` down to the leaf."""
-    if id(root) == leaf_id:
-        return []
-    for index, child in enumerate(root.children):
-        below = _path_to(child, leaf_id)
-        if below is not None:
-            return [(root, index), *below]
-    return None
-
-
 def feeds_shuffle(stage: Stage, leaf_id: int | None) -> bool:
     """Whether a stage input's rows are shuffled in this stage: it has a reduce operator above the input, and
     the input is not the broadcast side of a map-side join on the way (that side is sent whole, not shuffled)."""
     if stage.reduce_node is None or leaf_id is None:
         return False
-    path = _path_to(stage.reduce_node, leaf_id)
+    path = path_to(stage.reduce_node, leaf_id)
     if path is None:
         return False
     return not any(isinstance(node, Join) and node.physical == "broadcast"
@@ -105,6 +96,9 @@ class EdgeEstimator:
         self.sort_buffer = self._sort_buffer_pages()
         self._tables: dict[str, object] = {}
         self._listed: dict[str, DataFiles] = {}
+        self.cardinality = Cardinality(StatsLookup(
+            table_rows=lambda scan: self._table_rows(scan)[0], column=self._column_stats,
+            stage_rows=self._stage_rows, stage_distinct=self._stage_distinct))
 
     def _files(self, path: str) -> DataFiles:
         """A path's files, listed once per estimator: every candidate edge asks again, and tables (and stage
@@ -134,11 +128,14 @@ class EdgeEstimator:
             probed_distinct=max(probed.keys.distinct, 1.0), summary_distinct=max(summary.distinct, 1.0),
             common_distinct=common, shuffle_partitions=self.settings.shuffle_partitions,
             sort_buffer_pages=self.sort_buffer, nodes=1, partials=self.settings.shuffle_partitions,
-            feeds_shuffle=probed.feeds_shuffle, place=candidate.target.place, summary_is_bound=summary.bound,
+            feeds_shuffle=probed.feeds_shuffle, shuffle_share=probed.shuffle_share, place=candidate.target.place,
+            summary_is_bound=summary.bound,
             summary_rows=self.producer_rows(candidate.producer, candidate.column) if built is None else 0.0,
             cores=self._parallelism(), prepass_pages=self.prepass_pages(candidate.producer) if built is None else None,
             sources={"probed size": probed.source, "probed keys": probed.keys.source,
                      "summary keys": summary.source, "overlap": overlap,
+                     "shuffle share": "estimated: filters and map-side joins between the input and the shuffle"
+                     if probed.shuffle_share < 1.0 else "all its rows",
                      "unit costs": self.calibration.source})
         fixed = built.size_bytes if built is not None and built.size_bytes else self.settings.bloom_size
         return best_estimate(inputs, self.calibration, self.settings.alpha, fixed)
@@ -200,10 +197,14 @@ class EdgeEstimator:
         leaf = next((n for n in stage.plan.walk() if id(n) == target.node_id), None)
         shuffled = feeds_shuffle(stage, target.node_id)
         if isinstance(leaf, Scan):
-            return self._scan(leaf, target.column, shuffled)
-        if isinstance(leaf, StageRead):
-            return self._stage_output(self.dag.stage(leaf.stage_id), target.column, shuffled)
-        return None
+            probed = self._scan(leaf, target.column, shuffled)
+        elif isinstance(leaf, StageRead):
+            probed = self._stage_output(self.dag.stage(leaf.stage_id), target.column, shuffled)
+        else:
+            return None
+        if probed is not None and shuffled and stage.reduce_node is not None:
+            probed.shuffle_share = self.cardinality.reach(stage.reduce_node, target.node_id)
+        return probed
 
     def _scan(self, scan: Scan, column: str, shuffled: bool) -> ProbedInput | None:
         entry = scan.table
@@ -213,6 +214,9 @@ class EdgeEstimator:
         rows, source = self._table_rows(scan)
         if rows is None:
             return None
+        if scan.filters:  # the probe runs after the scan's filters
+            rows = self.cardinality.rows(scan) or rows
+            source += ", its filters' selectivity estimated"
         width = self._row_width(scan, [name for name, _ in scan.columns + scan.filter_only])
         keys = KeySet(rows, None, "default: every row a distinct key")
         if stats and source_column in stats.columns:
@@ -242,6 +246,24 @@ class EdgeEstimator:
         rows, source = self._distinct_bound(stage.id, column)
         return ProbedInput(rows, rows * FIXED_WIDTH * max(len(stage.output_columns), 1), 1.0,
                            KeySet(rows, None, "default: every row a distinct key"), shuffled, source)
+
+    # ---- what the cardinality estimates read ------------------------------------------------------------
+    def _column_stats(self, scan: Scan, column: str):
+        stats = self._table_stats(scan.table.path, self._files(scan.table.path).fingerprint)
+        return stats.columns.get(column) if stats is not None else None
+
+    def _stage_rows(self, read: StageRead) -> float | None:
+        if read.stage_id in self.state.rows_written:
+            return float(self.state.rows_written[read.stage_id])
+        known = self._stage_stats(read.stage_id)
+        return float(known.rows) if known is not None else None
+
+    def _stage_distinct(self, read: StageRead, column: str) -> float | None:
+        sketch = self.state.output_sketches.get((read.stage_id, column))
+        if sketch:
+            return sketches.estimate(sketch)
+        known = self._stage_stats(read.stage_id)
+        return known.columns.get(column) if known is not None else None
 
     # ---- helpers -------------------------------------------------------------------------------------------
     def _table_stats(self, path: str, fingerprint: str):

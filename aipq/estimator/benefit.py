@@ -14,7 +14,9 @@ summary's cost). aipq also prices what the paper leaves out:
   reader's input): ``with_downstream`` adds the largest saving of the places the edge makes redundant (the
   largest, not the sum: a stage's output and its reader's input save partly the same work);
 - rows that no shuffle follows (a stage input joined map-side, by broadcast) save no sort, shuffle or merge:
-  there the probe is pure cost, as measured in ../shared/NOTES.md.
+  there the probe is pure cost, as measured in ../shared/NOTES.md; and where a map-side join or filter between
+  the probed input and the shuffle drops rows anyway, M counts only the share that reaches the shuffle
+  (``estimator/cardinality.py``), while the probe still costs every probed row.
 
 Eqs. (2)–(12) are seconds per task, like the paper's: one map task's sort, one reducer's shuffle and merge. A
 summary's costs are paid once, so adding them to one task's saving undervalues every edge whose stage runs more
@@ -51,6 +53,7 @@ class EdgeInputs:
     nodes: int = 1  # N
     partials: int = 1  # r'
     feeds_shuffle: bool = True
+    shuffle_share: float = 1.0  # of the probed rows, the share that reaches the shuffle (``cardinality.reach``)
     place: str = "input"  # "input": before the target stage's shuffle; "output": before a stage's write
     summary_is_bound: bool = False  # summary_distinct is an upper bound (rows of an input), not an estimate
     summary_rows: float = 0.0  # rows the producer writes, when its summary is still to be built (else 0: sunk)
@@ -123,7 +126,8 @@ def stage_seconds(per_task: model.Benefit, job: model.JobShape, cores: int) -> m
 
 def job_shape(inputs: EdgeInputs) -> model.JobShape:
     m = max(inputs.probed_splits, 1.0)
-    return model.JobShape(m=m, r=max(inputs.shuffle_partitions, 1), pages_per_map=inputs.probed_bytes / m / PAGE_BYTES,
+    shuffled = inputs.probed_bytes * (inputs.shuffle_share if inputs.place == "input" else 1.0)
+    return model.JobShape(m=m, r=max(inputs.shuffle_partitions, 1), pages_per_map=shuffled / m / PAGE_BYTES,
                           sort_buffer_pages=inputs.sort_buffer_pages)
 
 

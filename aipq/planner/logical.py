@@ -54,6 +54,18 @@ def and_all(parts: Iterable[exp.Expression]) -> exp.Expression | None:
     return parts[0] if len(parts) == 1 else exp.and_(*parts, copy=False)
 
 
+def path_to(root: Node, leaf_id: int) -> list[tuple[Node, int]] | None:
+    """(node, index of the child taken) from ``root`` down to the node whose id is ``leaf_id``; None if it is not
+    below ``root``."""
+    if id(root) == leaf_id:
+        return []
+    for index, child in enumerate(root.children):
+        below = path_to(child, leaf_id)
+        if below is not None:
+            return [(root, index), *below]
+    return None
+
+
 @dataclass(frozen=True, eq=False)
 class Node:
     @property
