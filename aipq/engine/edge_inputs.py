@@ -7,7 +7,9 @@ Defaults, when nothing better is known:
 
 - rows per base table: the parquet footers' count (Spark reads only metadata); row width: 8 bytes per
   fixed-width column, 24 per string column without a measured width;
-- map-side filters keep every row (an upper bound: pruning can only look less useful than it is);
+- a scan's filters, and the filters and map-side joins between a probed input and its stage's shuffle, keep
+  the share ``estimator/cardinality.py`` estimates from the columns' NDV and min/max (its documented default
+  shares where the repository has no statistics);
 - key overlap without both sketches: the containment assumption of query optimizers — the smaller key set lies
   inside the larger. Before the summary exists (Algorithm 1) the same, when an earlier run of the producer's
   subplan gave its key count; with only a bound on its keys, no key in common, the best case, so that a
