@@ -75,3 +75,29 @@ def test_what_reaches_the_shuffle_after_a_map_side_join():
     assert cardinality.reach(reduce, id(part)) == pytest.approx(1.0)
     grouped = Aggregate(lineitem, (("k", col("l_orderkey")),), ())
     assert cardinality.rows(grouped) == pytest.approx(1_500_000)
+
+
+def test_the_estimator_prices_only_what_a_map_side_join_lets_through(tpch):
+    """TPC-H Q8 with broadcast joins: lineitem meets the parts of one type map-side, before its shuffle, so a
+    summary probing lineitem there saves shuffling a small share of it; with repartition joins all of it."""
+    from aipq.config import Settings
+    from aipq.engine.edge_inputs import EdgeEstimator
+    from aipq.estimator.parameters import DEFAULT_UNIT_COSTS, Calibration
+    from aipq.planner.ip_candidates import find_candidates
+    from aipq.planner.physical import path_bytes
+    from aipq.planner.pipeline import plan_query
+    from aipq.tpch.queries import query_text
+
+    calibration = Calibration(DEFAULT_UNIT_COSTS, 7e-8, "defaults")
+    part = path_bytes(tpch.lookup("part").path)
+    assert part < path_bytes(tpch.lookup("orders").path)  # orders and lineitem stay repartitioned
+    shares = {}
+    for threshold in (0, part):
+        settings = Settings(ip="adaptive", broadcast_threshold=threshold)
+        dag = plan_query(query_text(8), tpch, settings).dag
+        estimator = EdgeEstimator(dag, settings, None, calibration)
+        probes = [estimator.probed_input(c) for c in find_candidates(dag)
+                  if c.target.label == "lineitem" and c.target.place == "input"]
+        shares[threshold] = min(p.shuffle_share for p in probes if p is not None and p.feeds_shuffle)
+    assert shares[0] == 1.0
+    assert shares[part] < 0.2
