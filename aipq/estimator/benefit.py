@@ -20,7 +20,8 @@ summary's cost). aipq also prices what the paper leaves out:
 
 Eqs. (2)–(12) are seconds per task, like the paper's: one map task's sort, one reducer's shuffle and merge. A
 summary's costs are paid once, so adding them to one task's saving undervalues every edge whose stage runs more
-tasks than there are cores (the pruning of a big stage was priced at a quarter of what it measured).
+tasks than there are cores (`aipq bench decisions`: Q21's orders summary on lineitem was estimated at −0.82 s
+and measured +0.46 s).
 ``stage_seconds`` turns the per-task terms into the stage's wall time, and every figure here is wall seconds.
 """
 
