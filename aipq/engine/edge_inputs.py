@@ -212,7 +212,7 @@ class EdgeEstimator:
         entry = scan.table
         source_column = dict(scan.columns + scan.filter_only).get(column)
         files = self._files(entry.path)
-        stats = self._table_stats(entry.path, files.fingerprint)
+        stats = self._table_stats(entry.path)
         rows, source = self._table_rows(scan)
         if rows is None:
             return None
@@ -251,7 +251,7 @@ class EdgeEstimator:
 
     # ---- what the cardinality estimates read ------------------------------------------------------------
     def _column_stats(self, scan: Scan, column: str):
-        stats = self._table_stats(scan.table.path, self._files(scan.table.path).fingerprint)
+        stats = self._table_stats(scan.table.path)
         return stats.columns.get(column) if stats is not None else None
 
     def _stage_rows(self, read: StageRead) -> float | None:
@@ -268,8 +268,12 @@ class EdgeEstimator:
         return known.columns.get(column) if known is not None else None
 
     # ---- helpers -------------------------------------------------------------------------------------------
-    def _table_stats(self, path: str, fingerprint: str):
-        if self.repository is None or not fingerprint:
+    def _table_stats(self, path: str):
+        """The repository's statistics of a table, if they match its files as they are now."""
+        if self.repository is None:
+            return None
+        fingerprint = self._files(path).fingerprint
+        if not fingerprint:
             return None
         if path not in self._tables:
             self._tables[path] = self.repository.table(path, fingerprint)
@@ -277,7 +281,7 @@ class EdgeEstimator:
 
     def _table_rows(self, scan: Scan) -> tuple[float | None, str]:
         files = self._files(scan.table.path)
-        stats = self._table_stats(scan.table.path, files.fingerprint)
+        stats = self._table_stats(scan.table.path)
         if stats is not None:
             return float(stats.rows), "repository"
         if self.spark is not None:
@@ -290,7 +294,7 @@ class EdgeEstimator:
     def _row_width(self, scan: Scan, names: list[str]) -> float:
         """Bytes a row of the scan's columns ``names`` (internal names) takes: measured widths, else by type."""
         entry = scan.table
-        stats = self._table_stats(entry.path, self._files(entry.path).fingerprint)
+        stats = self._table_stats(entry.path)
         table_names = dict(scan.columns + scan.filter_only)
         width = 0.0
         for name in names:
