@@ -106,3 +106,49 @@ def test_counted_filters_stay_apart_and_spark_metrics_count_their_rows(spark, tm
     assert spark.read.parquet(str(tmp_path / "out")).count() == 1500
     assert jvm.filter_row_counts(spark, "no-such-group", {-(2 ** 40) - 1}) == {}
 
+
+
+def test_column_sketcher_sees_every_row_below_later_filters_and_sketches_like_hll_sketch_agg(spark):
+    from datasketches import hll_sketch, hll_union
+
+    from aipq.engine.statistics import sketched_values
+
+    frame = spark.range(0, 50000, numPartitions=4).selectExpr(
+        "id DIV 4 AS k",  # sorted with repeats, like an order's line items
+        "IF(id % 9 = 0, NULL, CONCAT('v', CAST(id % 700 AS STRING))) AS s",
+        "date_add(DATE'2020-01-01', CAST(id % 300 AS INT)) AS d")
+    columns = [("k", "bigint"), ("s", "string"), ("d", "date")]
+    sketcher = jvm.ColumnSketcher(spark, 12, [sketched_values(c, t) for c, t in columns])
+    kept = frame.filter(sketcher.predicate).filter("k % 10 = 0").count()
+    assert kept == 5000  # the query's own filter still applies
+    figures = sketcher.results()
+    assert [f.rows for f in figures] == [50000] * 3  # every row, not only those the later filter keeps
+    exact = frame.selectExpr("count(k)", "count(s)", "count(d)", "sum(octet_length(s))").first()
+    assert [f.present for f in figures] == [exact[0], exact[1], exact[2]]
+    assert figures[1].width_sum == exact[3] and figures[0].width_sum == 0
+    from aipq.stats.sketches import sketch_input_sql
+
+    for (column, data_type), mine in zip(columns, figures):
+        theirs = bytes(frame.selectExpr(f"hll_sketch_agg({sketch_input_sql(column, data_type)}, 12)").first()[0])
+        ours, spark_sketch = hll_sketch.deserialize(mine.sketch), hll_sketch.deserialize(theirs)
+        assert ours.get_estimate() == pytest.approx(spark_sketch.get_estimate(), rel=1e-9), column
+        union = hll_union(12)
+        union.update(ours)
+        union.update(spark_sketch)  # same values hashed alike: the union adds nothing
+        assert union.get_estimate() == pytest.approx(ours.get_estimate(), rel=1e-9), column
+    distinct = frame.selectExpr("count(DISTINCT k)", "count(DISTINCT s)", "count(DISTINCT d)").first()
+    for figure, count in zip(figures, distinct):
+        assert abs(hll_sketch.deserialize(figure.sketch).get_estimate() - count) <= 0.05 * count
+
+
+def test_collector_jar_is_built_from_the_java_sources():
+    import hashlib
+    import zipfile
+    from pathlib import Path
+
+    sources = Path(__file__).resolve().parents[1] / "java" / "src"
+    digest = hashlib.sha256(b"".join(p.read_bytes() for p in sorted(sources.rglob("*.java"),
+                                                                      key=lambda p: str(p.relative_to(sources)))))
+    with zipfile.ZipFile(jvm.COLLECTOR_JAR) as jar:
+        recorded = jar.read("META-INF/aipq-source.sha256").decode().strip()
+    assert recorded == digest.hexdigest(), "java/src changed: rebuild the jar with java/build.sh"

@@ -1,9 +1,10 @@
 """The one place aipq reaches into Spark's JVM through py4j.
 
 Spark 4.3 has no SQL or Python API for its Bloom filter expressions (``bloom_filter_agg`` and ``might_contain``
-are internal), and PySpark's status tracker has no shuffle byte counts. Everything here is a small function
-over Spark internals that ``tests/test_jvm.py`` exercises directly, so a Spark upgrade that moves them fails
-loudly there rather than silently elsewhere.
+are internal), and PySpark's status tracker has no shuffle byte counts. aipq's own JVM classes (the statistics
+collector of ``java/src``, shipped as ``jars/aipq-spark.jar``) are reached from here too. Everything here is a
+small function over Spark internals that ``tests/test_jvm.py`` exercises directly, so a Spark upgrade that moves
+them fails loudly there rather than silently elsewhere.
 """
 
 from __future__ import annotations
@@ -14,11 +15,13 @@ import re
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
+from pathlib import Path
 
 from pyspark.sql import Column, SparkSession
 from pyspark.sql import functions as F
 
 _CATALYST = "org.apache.spark.sql.catalyst.expressions"
+COLLECTOR_JAR = Path(__file__).with_name("jars") / "aipq-spark.jar"  # put on the session's classpath at start
 
 
 def _jvm(spark: SparkSession):
@@ -29,10 +32,14 @@ def _to_expression(spark: SparkSession, column: Column):
     return _jvm(spark).org.apache.spark.sql.classic.ExpressionUtils.expression(column._jc)
 
 
-def _to_column(spark: SparkSession, expression) -> Column:
+def _to_column_from_jc(jc) -> Column:
     from pyspark.sql.classic.column import Column as ClassicColumn
 
-    return ClassicColumn(_jvm(spark).org.apache.spark.sql.classic.ExpressionUtils.column(expression))
+    return ClassicColumn(jc)
+
+
+def _to_column(spark: SparkSession, expression) -> Column:
+    return _to_column_from_jc(_jvm(spark).org.apache.spark.sql.classic.ExpressionUtils.column(expression))
 
 
 def bloom_filter_agg(spark: SparkSession, hashed: Column, expected_items: int, num_bits: int) -> Column:
@@ -58,6 +65,46 @@ def might_contain_column(spark: SparkSession, bloom_filter: Column, hashed: Colu
     expression = getattr(_jvm(spark), f"{_CATALYST}.BloomFilterMightContain")(
         _to_expression(spark, bloom_filter), _to_expression(spark, hashed))
     return _to_column(spark, expression)
+
+
+@dataclass(frozen=True)
+class SketchedColumn:
+    """What ``ColumnSketcher`` gathered for one column."""
+
+    rows: int  # rows seen
+    present: int  # of which non-null
+    width_sum: int  # sum of the widths passed with the values
+    sketch: bytes | None  # as ``hll_sketch_agg`` serializes it; None when every value was null
+
+
+class ColumnSketcher:
+    """HLL sketches, row and null counts and width sums of a few columns, gathered inside generated code.
+
+    ``predicate`` is an always-true, nondeterministic filter condition to put on a raw table read: every row
+    passes it and feeds each column's value (a BIGINT or STRING expression) and width (an INT expression or
+    None) to the JVM accumulator ``aipq.spark.ColumnSketches``; ``results`` reads it once the job ran. Unlike
+    ``DataFrame.observe`` it keeps the scan inside whole-stage codegen (docs/spark-notes.md has the numbers)."""
+
+    def __init__(self, spark: SparkSession, lg_k: int, values: Sequence[tuple[Column, Column | None]]):
+        jvm = _jvm(spark)
+        self._count = len(values)
+        self._accumulator = jvm.aipq.spark.ColumnSketches(self._count, lg_k)
+        spark.sparkContext._jsc.sc().register(self._accumulator)
+        condition = None
+        for index, (value, width) in enumerate(values):
+            width = F.lit(None).cast("int") if width is None else width.cast("int")
+            update = jvm.aipq.spark.SketchUpdate.predicate(self._accumulator, index, value._jc, width._jc)
+            condition = _to_column_from_jc(update) if condition is None else condition & _to_column_from_jc(update)
+        self.predicate: Column = condition if condition is not None else F.lit(True)
+
+    def results(self) -> list[SketchedColumn]:
+        found = []
+        for index in range(self._count):
+            sketch = self._accumulator.sketchBytes(index)
+            found.append(SketchedColumn(int(self._accumulator.seen(index)), int(self._accumulator.present(index)),
+                                        int(self._accumulator.widthSum(index)),
+                                        bytes(sketch) if sketch is not None else None))
+        return found
 
 
 def observed_metrics(observation, keep_in_jvm: Collection[str] = ()) -> dict:
@@ -188,57 +235,21 @@ class FooterColumn:
 def parquet_footer_statistics(spark: SparkSession, files: Sequence[str],
                               columns: Sequence[str]) -> dict[str, FooterColumn]:
     """Nulls, min and max of ``columns`` (top-level, any case) over all row groups of the parquet ``files``,
-    read from the footers with Spark's parquet-mr (no data page is read). A column is left out when any row group
-    lacks its statistics or the files cannot be read as parquet: the caller then computes it from the rows."""
-    from py4j.protocol import Py4JError
-
-    jvm = _jvm(spark)
-    conf = spark.sparkContext._jsc.hadoopConfiguration()
-    wanted = {c.lower(): c for c in columns}
-    merged: dict[str, object] = {}
-    nulls: dict[str, int] = {}
-    lacking: set[str] = set()
-    try:
-        for file in files:
-            source = jvm.org.apache.parquet.hadoop.util.HadoopInputFile.fromPath(
-                jvm.org.apache.hadoop.fs.Path(jvm.java.io.File(file).toURI()), conf)
-            reader = jvm.org.apache.parquet.hadoop.ParquetFileReader.open(source)
-            try:
-                blocks = reader.getFooter().getBlocks()
-                positions: dict[str, int] = {}
-                for b in range(blocks.size()):
-                    chunks = blocks.get(b).getColumns()
-                    if not positions:
-                        for i in range(chunks.size()):
-                            name = chunks.get(i).getPath().toDotString().lower()
-                            if name in wanted:
-                                positions[name] = i
-                        lacking.update(set(wanted) - set(positions))
-                    for name, index in positions.items():
-                        if name in lacking:
-                            continue
-                        chunk = chunks.get(index)
-                        stats = chunk.getStatistics()
-                        if stats is None or stats.isEmpty() or not stats.isNumNullsSet():
-                            lacking.add(name)
-                            continue
-                        if name not in merged:
-                            merged[name] = jvm.org.apache.parquet.column.statistics.Statistics.createStats(
-                                chunk.getPrimitiveType())
-                        merged[name].mergeStatistics(stats)
-                        nulls[name] = nulls.get(name, 0) + int(stats.getNumNulls())
-            finally:
-                reader.close()
-    except Py4JError:
-        return {}
+    read from the footers with Spark's parquet-mr (no data page is read) by ``aipq.spark.FooterStatistics`` in
+    one call. A column is left out when any row group lacks its statistics or the files cannot be read as
+    parquet: the caller then computes it from the rows."""
+    found_text = _jvm(spark).aipq.spark.FooterStatistics.read(
+        spark.sparkContext._jsc.hadoopConfiguration(), _RECORD.join(files), _RECORD.join(columns))
     found = {}
-    for name, stats in merged.items():
-        if name in lacking:
-            continue
-        has_values = bool(stats.hasNonNullValue())
-        found[wanted[name]] = FooterColumn(nulls[name], str(stats.minAsString()) if has_values else None,
-                                           str(stats.maxAsString()) if has_values else None)
+    for record in (found_text or "").split(_RECORD):
+        if record:
+            name, nulls, has_values, low, high = record.split(_FIELD)
+            values = has_values == "1"
+            found[name] = FooterColumn(int(nulls), low if values else None, high if values else None)
     return found
+
+
+_RECORD, _FIELD = "\u0000", "\u0001"  # FooterStatistics.RECORD and FIELD
 
 
 @dataclass(frozen=True)

@@ -73,6 +73,10 @@ def get_session(settings: Settings, home: Path):
     )
     for key, value in settings.spark_conf.items():
         builder = builder.config(key, value)
+    from aipq.engine.jvm import COLLECTOR_JAR
+
+    jars = [j for j in settings.spark_conf.get("spark.jars", "").split(",") if j]
+    builder = builder.config("spark.jars", ",".join([*jars, str(COLLECTOR_JAR)]))
     if settings.spark_conf.get("spark.sql.catalogImplementation") == "hive":
         builder = builder.enableHiveSupport()
     spark = builder.getOrCreate()

@@ -1,10 +1,12 @@
 """The statistics collector (the paper's piggybacked collection, section 3.3): statistics computed by the
-query's own scans and stage-output writes, in the same pass, as ``DataFrame.observe`` metrics that Spark merges
-across tasks (HLL sketches union losslessly), then stored in the repository.
+query's own scans and stage-output writes, in the same pass, then stored in the repository. A scan's statistics
+come from ``jvm.ColumnSketcher``, an accumulator fed by an always-true predicate on the raw read, which keeps the
+scan in generated code; stage outputs' key sketches are ``DataFrame.observe`` metrics of the write, which observes
+its row count anyway. Spark merges both across tasks (HLL sketches union losslessly).
 
 Per table: rows, bytes, files, splits. Per collected column: HLL sketch (lg_k configurable), NDV estimate,
 nulls, average width, min and max; nulls, min and max come from the parquet footers' row-group statistics when
-every row group has them (no data read), else from the rows in the same pass. Per stage output: rows, bytes
+every row group has them (no data read), else from the rows in the same pass (observed). Per stage output: rows, bytes
 and the NDV of the keys its consumer joins on, under a canonical key of the stage's subplan. A table's
 observation counts only if it saw every row (a LIMIT or an empty broadcast side can stop a scan early): its row
 count must equal the table's.
@@ -18,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pyspark.sql import DataFrame, Observation
+from pyspark.sql import Column, DataFrame, Observation
 from pyspark.sql import functions as F
 
 from aipq.config import Settings
@@ -50,20 +52,23 @@ def _fixed_width(data_type: str) -> float | None:
     return None
 
 
-def column_metrics(column: str, data_type: str, lg_k: int, prefix: str, in_footers: bool = False) -> list:
-    """Aggregates for one column inside an observation; ``prefix`` keeps names unique. With ``in_footers`` the
-    parquet footers already give nulls, min and max: only what needs the rows is computed."""
+def sketched_values(column: str, data_type: str) -> tuple[Column, Column | None]:
+    """What ``jvm.ColumnSketcher`` gets for a column: the value to sketch (the same expression as every other
+    sketch of it) and, for types without a fixed width, the width of each value."""
     quoted = _quoted(column)
-    metrics = [
-        F.expr(f"hll_sketch_agg({sketches.sketch_input_sql(column, data_type)}, {lg_k})").alias(f"{prefix}_hll"),
-    ]
-    if not in_footers:
-        metrics.append(F.count(F.col(quoted)).alias(f"{prefix}_present"))
+    width = None
     if _fixed_width(data_type) is None:
-        metrics.append(F.avg(F.expr(f"octet_length(CAST({quoted} AS STRING))")).alias(f"{prefix}_width"))
-    if not in_footers and not data_type.startswith(("array", "map", "struct", "binary")):
-        metrics += [F.min(F.col(quoted)).alias(f"{prefix}_min"), F.max(F.col(quoted)).alias(f"{prefix}_max")]
-    return metrics
+        text = quoted if data_type == "string" else f"CAST({quoted} AS STRING)"
+        width = F.expr(f"octet_length({text})")
+    return F.expr(sketches.sketch_input_sql(column, data_type)), width
+
+
+def bound_metrics(column: str, data_type: str, prefix: str) -> list[Column]:
+    """Min and max computed from the rows, for a column whose files' footers do not give them (not parquet)."""
+    if data_type.startswith(("array", "map", "struct", "binary")):
+        return []
+    quoted = _quoted(column)
+    return [F.min(F.col(quoted)).alias(f"{prefix}_min"), F.max(F.col(quoted)).alias(f"{prefix}_max")]
 
 
 def _text(value) -> str | None:
@@ -73,7 +78,8 @@ def _text(value) -> str | None:
 @dataclass
 class _TableObservation:
     need: TableNeed
-    observation: Observation
+    sketcher: jvm.ColumnSketcher  # sketches, row and null counts, widths: inside the scan's generated code
+    observation: Observation | None  # min and max of the columns the footers lack (None: the footers had all)
     columns: list[tuple[str, str]]  # (column, type) collected
     may_stop_early: bool = True  # LIMIT or a broadcast join in the stage: check the row count
     footers: dict[str, jvm.FooterColumn] = field(default_factory=dict)  # nulls, min, max the footers gave
@@ -134,14 +140,19 @@ class StatisticsCollector:
 
     def _observe_table(self, df: DataFrame, need: TableNeed, columns: list[tuple[str, str]],
                        early: bool = True) -> DataFrame:
-        observation = Observation(f"aipq-stats-{len(self._pending)}-{need.entry.name}")
-        # nulls, min and max cost a footer read instead of three aggregates per row (a third of the pass's cost)
+        # nulls, min and max cost a footer read instead of aggregates per row
         footers = jvm.parquet_footer_statistics(self.spark, need.files.paths, [c for c, _ in columns])
-        metrics = [F.count(F.lit(1)).alias("rows")]
-        for index, (column, data_type) in enumerate(columns):
-            metrics += column_metrics(column, data_type, self.lg_k, f"c{index}", column in footers)
-        self._pending.append(_TableObservation(need, observation, columns, early, footers))
-        return df.observe(observation, *metrics)
+        # with no column to collect, a constant still counts the rows
+        values = [sketched_values(c, t) for c, t in columns] or [(F.lit(None).cast("bigint"), None)]
+        sketcher = jvm.ColumnSketcher(self.spark, self.lg_k, values)
+        df = df.filter(sketcher.predicate)
+        bounds = [m for i, (c, t) in enumerate(columns) if c not in footers for m in bound_metrics(c, t, f"c{i}")]
+        observation = None
+        if bounds:  # not parquet: min and max from the rows, at observe's price
+            observation = Observation(f"aipq-stats-{len(self._pending)}-{need.entry.name}")
+            df = df.observe(observation, *bounds)
+        self._pending.append(_TableObservation(need, sketcher, observation, columns, early, footers))
+        return df
 
     def output_metrics(self, stage: Stage, df: DataFrame) -> list:
         """Sketches of the keys the stage's consumer joins on, observed during its write."""
@@ -182,8 +193,9 @@ class StatisticsCollector:
 
     def _store_table(self, pending: _TableObservation) -> None:
         need = pending.need
-        values = jvm.observed_metrics(pending.observation)
-        rows = int(values["rows"])
+        sketched = pending.sketcher.results()
+        bounds = jvm.observed_metrics(pending.observation) if pending.observation is not None else {}
+        rows = sketched[0].rows
         if pending.may_stop_early and self.table_rows is not None and rows != self.table_rows(need):
             return  # the scan stopped early (LIMIT, empty broadcast side): not the table's statistics
         files = data_files(need.entry.path)
@@ -194,21 +206,19 @@ class StatisticsCollector:
         stats = TableStats(need.entry.path, need.entry.qualified_name, files.fingerprint, rows, files.bytes,
                            files.files, files.splits(parallelism=self.spark.sparkContext.defaultParallelism),
                            now, self.collected_by, dict(known.columns) if known else {})
-        for index, (column, data_type) in enumerate(pending.columns):
-            prefix = f"c{index}"
-            sketch = values.get(f"{prefix}_hll")
+        for index, ((column, data_type), figures) in enumerate(zip(pending.columns, sketched)):
             footer = pending.footers.get(column)
             if footer is not None:
-                nulls, low, high = footer.nulls, footer.min, footer.max
+                low, high = footer.min, footer.max
             else:
-                nulls = rows - int(values[f"{prefix}_present"])
-                low, high = _text(values.get(f"{prefix}_min")), _text(values.get(f"{prefix}_max"))
+                low, high = _text(bounds.get(f"c{index}_min")), _text(bounds.get(f"c{index}_max"))
             width = _fixed_width(data_type)
             if width is None:
-                width = float(values.get(f"{prefix}_width") or 0.0)
+                width = figures.width_sum / figures.present if figures.present else 0.0
+            sketch = figures.sketch
             stats.columns[column] = ColumnStats(
-                column, data_type, rows, nulls, sketches.estimate(sketch) if sketch else 0.0, self.lg_k,
-                round(width, 2), low, high, bytes(sketch) if sketch else None, now, self.collected_by)
+                column, data_type, rows, rows - figures.present, sketches.estimate(sketch) if sketch else 0.0,
+                self.lg_k, round(width, 2), low, high, sketch, now, self.collected_by)
         self.repository.save_table(stats)
         self.collected_tables.append(need.entry.qualified_name)
 

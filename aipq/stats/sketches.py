@@ -19,13 +19,14 @@ def sketch_input_sql(column: str, data_type: str) -> str:
     """The SQL expression to sketch for a column, the same everywhere (table statistics, stage outputs,
     summaries) so that sketches of two sides of a join can be intersected: integral keys as BIGINT (INT and
     BIGINT keys then hash alike), strings as they are, everything else by its 64-bit hash (formatting a date as
-    a string per row cost a third of a TPC-H scan; hashing costs a tenth of that)."""
+    a string per row cost a third of a TPC-H scan; hashing costs a tenth of that). NULL stays NULL: sketches
+    count only values."""
     quoted = "`" + column.replace("`", "``") + "`"
     if data_type in INTEGRAL_TYPES:
         return f"CAST({quoted} AS BIGINT)"
     if data_type == "string":
         return quoted
-    return f"xxhash64({quoted})"
+    return f"IF({quoted} IS NULL, NULL, xxhash64({quoted}))"  # xxhash64 of NULL is its seed, not NULL
 
 
 def relative_standard_error(lg_k: int) -> float:
