@@ -119,7 +119,7 @@ def test_column_sketcher_sees_every_row_below_later_filters_and_sketches_like_hl
         "date_add(DATE'2020-01-01', CAST(id % 300 AS INT)) AS d")
     columns = [("k", "bigint"), ("s", "string"), ("d", "date")]
     sketcher = jvm.ColumnSketcher(spark, 12, [sketched_values(c, t) for c, t in columns])
-    kept = frame.filter(sketcher.predicate).filter("k % 10 = 0").count()
+    kept = sketcher.observe(frame).filter("k % 10 = 0").count()
     assert kept == 5000  # the query's own filter still applies
     figures = sketcher.results()
     assert [f.rows for f in figures] == [50000] * 3  # every row, not only those the later filter keeps

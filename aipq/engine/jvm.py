@@ -17,11 +17,12 @@ from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
 
-from pyspark.sql import Column, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 _CATALYST = "org.apache.spark.sql.catalyst.expressions"
 COLLECTOR_JAR = Path(__file__).with_name("jars") / "aipq-spark.jar"  # put on the session's classpath at start
+_RECORD, _FIELD = "\u0000", "\u0001"  # separators of the strings aipq's JVM classes take and return
 
 
 def _jvm(spark: SparkSession):
@@ -78,32 +79,31 @@ class SketchedColumn:
 
 
 class ColumnSketcher:
-    """HLL sketches, row and null counts and width sums of a few columns, gathered inside generated code.
+    """HLL sketches, row and null counts and width sums of a few columns, gathered inside generated code by the
+    JVM accumulator ``aipq.spark.ColumnSketches`` (java/src; its comment says how and why).
 
-    ``predicate`` is an always-true, nondeterministic filter condition to put on a raw table read: every row
-    passes it and feeds each column's value (a BIGINT or STRING expression) and width (an INT expression or
-    None) to the JVM accumulator ``aipq.spark.ColumnSketches``; ``results`` reads it once the job ran. Unlike
-    ``DataFrame.observe`` it keeps the scan inside whole-stage codegen (docs/spark-notes.md has the numbers)."""
+    ``columns``: per column (the SQL of the value to sketch, BIGINT or STRING; the SQL of an INT width for a
+    BIGINT value or None; whether the value is STRING, whose width is its byte count). ``observe`` puts the
+    always-true predicate feeding them on a raw table read; ``results`` reads the figures once the job ran."""
 
-    def __init__(self, spark: SparkSession, lg_k: int, values: Sequence[tuple[Column, Column | None]]):
-        jvm = _jvm(spark)
-        self._count = len(values)
-        self._accumulator = jvm.aipq.spark.ColumnSketches(self._count, lg_k)
-        spark.sparkContext._jsc.sc().register(self._accumulator)
-        condition = None
-        for index, (value, width) in enumerate(values):
-            width = F.lit(None).cast("int") if width is None else width.cast("int")
-            update = jvm.aipq.spark.SketchUpdate.predicate(self._accumulator, index, value._jc, width._jc)
-            condition = _to_column_from_jc(update) if condition is None else condition & _to_column_from_jc(update)
-        self.predicate: Column = condition if condition is not None else F.lit(True)
+    def __init__(self, spark: SparkSession, lg_k: int, columns: Sequence[tuple[str, str | None, bool]]):
+        self._spark = spark
+        self._count = len(columns)
+        self._accumulator = _jvm(spark).aipq.spark.ColumnSketches.register(spark._jsparkSession, self._count, lg_k)
+        self._spec = _RECORD.join(f"{'text' if text else 'long'}{_RECORD}{value}{_RECORD}{width or ''}"
+                                  for value, width, text in columns)
+
+    def observe(self, df: DataFrame) -> DataFrame:
+        from pyspark.sql.classic.dataframe import DataFrame as ClassicDataFrame
+
+        return ClassicDataFrame(self._accumulator.observe(df._jdf, self._spec), self._spark)
 
     def results(self) -> list[SketchedColumn]:
         found = []
-        for index in range(self._count):
-            sketch = self._accumulator.sketchBytes(index)
-            found.append(SketchedColumn(int(self._accumulator.seen(index)), int(self._accumulator.present(index)),
-                                        int(self._accumulator.widthSum(index)),
-                                        bytes(sketch) if sketch is not None else None))
+        for record in str(self._accumulator.results()).split(_RECORD)[:self._count]:
+            seen, present, widths, sketch = record.split(" ")
+            found.append(SketchedColumn(int(seen), int(present), int(widths),
+                                        None if sketch == "-" else base64.b64decode(sketch)))
         return found
 
 
@@ -247,9 +247,6 @@ def parquet_footer_statistics(spark: SparkSession, files: Sequence[str],
             values = has_values == "1"
             found[name] = FooterColumn(int(nulls), low if values else None, high if values else None)
     return found
-
-
-_RECORD, _FIELD = "\u0000", "\u0001"  # FooterStatistics.RECORD and FIELD
 
 
 @dataclass(frozen=True)

@@ -5,11 +5,11 @@ scan in generated code; stage outputs' key sketches are ``DataFrame.observe`` me
 its row count anyway. Spark merges both across tasks (HLL sketches union losslessly).
 
 Per table: rows, bytes, files, splits. Per collected column: HLL sketch (lg_k configurable), NDV estimate,
-nulls, average width, min and max; nulls, min and max come from the parquet footers' row-group statistics when
-every row group has them (no data read), else from the rows in the same pass (observed). Per stage output: rows, bytes
-and the NDV of the keys its consumer joins on, under a canonical key of the stage's subplan. A table's
-observation counts only if it saw every row (a LIMIT or an empty broadcast side can stop a scan early): its row
-count must equal the table's.
+nulls, average width (from the rows), min and max: from the parquet footers' row-group statistics (no data read;
+unknown for a column some row group has none for), else, for other formats, observed from the rows in the same
+pass. Per stage output: rows, bytes and the NDV of the keys its consumer joins on, under a canonical key of the
+stage's subplan. A table's observation counts only if it saw every row (a LIMIT or an empty broadcast side can
+stop a scan early): its row count must equal the table's.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -35,6 +36,8 @@ from aipq.stats.plan_key import stage_plan_key, tables_under
 from aipq.stats.planner import TableNeed, plan_statistics
 from aipq.stats.repository import ColumnStats, StageStats, StatsRepository, TableStats
 
+_FOOTER_READER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="aipq-footers")
+
 FIXED_WIDTHS = {"tinyint": 1, "smallint": 2, "int": 4, "bigint": 8, "float": 4, "double": 8, "date": 4,
                 "timestamp": 8, "timestamp_ntz": 8, "boolean": 1}
 
@@ -52,19 +55,18 @@ def _fixed_width(data_type: str) -> float | None:
     return None
 
 
-def sketched_values(column: str, data_type: str) -> tuple[Column, Column | None]:
-    """What ``jvm.ColumnSketcher`` gets for a column: the value to sketch (the same expression as every other
-    sketch of it) and, for types without a fixed width, the width of each value."""
+def sketched_values(column: str, data_type: str) -> tuple[str, str | None, bool]:
+    """What ``jvm.ColumnSketcher`` gets for a column: the SQL of the value to sketch (the same expression as every
+    other sketch of it), for other types without a fixed width the SQL of each value's width, and whether the
+    value is text."""
     quoted = _quoted(column)
-    width = None
-    if _fixed_width(data_type) is None:
-        text = quoted if data_type == "string" else f"CAST({quoted} AS STRING)"
-        width = F.expr(f"octet_length({text})")
-    return F.expr(sketches.sketch_input_sql(column, data_type)), width
+    text = data_type == "string"
+    width = None if text or _fixed_width(data_type) is not None else f"octet_length(CAST({quoted} AS STRING))"
+    return sketches.sketch_input_sql(column, data_type), width, text
 
 
 def bound_metrics(column: str, data_type: str, prefix: str) -> list[Column]:
-    """Min and max computed from the rows, for a column whose files' footers do not give them (not parquet)."""
+    """Min and max computed from the rows, for a table without parquet footers."""
     if data_type.startswith(("array", "map", "struct", "binary")):
         return []
     quoted = _quoted(column)
@@ -82,7 +84,7 @@ class _TableObservation:
     observation: Observation | None  # min and max of the columns the footers lack (None: the footers had all)
     columns: list[tuple[str, str]]  # (column, type) collected
     may_stop_early: bool = True  # LIMIT or a broadcast join in the stage: check the row count
-    footers: dict[str, jvm.FooterColumn] = field(default_factory=dict)  # nulls, min, max the footers gave
+    footers: Future | None = None  # → dict of the min and max the parquet footers gave, read beside the scan
 
 
 def may_stop_early(stage: Stage) -> bool:
@@ -140,13 +142,17 @@ class StatisticsCollector:
 
     def _observe_table(self, df: DataFrame, need: TableNeed, columns: list[tuple[str, str]],
                        early: bool = True) -> DataFrame:
-        # nulls, min and max cost a footer read instead of aggregates per row
-        footers = jvm.parquet_footer_statistics(self.spark, need.files.paths, [c for c, _ in columns])
+        # parquet footers give min and max without a per-row aggregate; read on a thread while the stage runs,
+        # since on the driver they cost a tenth of a second per table through py4j, 10 ms in one JVM call
+        footers = None
+        if need.entry.format == "parquet":
+            footers = _FOOTER_READER.submit(jvm.parquet_footer_statistics, self.spark, need.files.paths,
+                                            [c for c, _ in columns])
         # with no column to collect, a constant still counts the rows
-        values = [sketched_values(c, t) for c, t in columns] or [(F.lit(None).cast("bigint"), None)]
+        values = [sketched_values(c, t) for c, t in columns] or [("CAST(NULL AS BIGINT)", None, False)]
         sketcher = jvm.ColumnSketcher(self.spark, self.lg_k, values)
-        df = df.filter(sketcher.predicate)
-        bounds = [m for i, (c, t) in enumerate(columns) if c not in footers for m in bound_metrics(c, t, f"c{i}")]
+        df = sketcher.observe(df)
+        bounds = [] if footers else [m for i, (c, t) in enumerate(columns) for m in bound_metrics(c, t, f"c{i}")]
         observation = None
         if bounds:  # not parquet: min and max from the rows, at observe's price
             observation = Observation(f"aipq-stats-{len(self._pending)}-{need.entry.name}")
@@ -195,6 +201,7 @@ class StatisticsCollector:
         need = pending.need
         sketched = pending.sketcher.results()
         bounds = jvm.observed_metrics(pending.observation) if pending.observation is not None else {}
+        footers = pending.footers.result() if pending.footers is not None else {}
         rows = sketched[0].rows
         if pending.may_stop_early and self.table_rows is not None and rows != self.table_rows(need):
             return  # the scan stopped early (LIMIT, empty broadcast side): not the table's statistics
@@ -207,10 +214,10 @@ class StatisticsCollector:
                            files.files, files.splits(parallelism=self.spark.sparkContext.defaultParallelism),
                            now, self.collected_by, dict(known.columns) if known else {})
         for index, ((column, data_type), figures) in enumerate(zip(pending.columns, sketched)):
-            footer = pending.footers.get(column)
+            footer = footers.get(column)
             if footer is not None:
                 low, high = footer.min, footer.max
-            else:
+            else:  # observed, or unknown: parquet files written without statistics for this column
                 low, high = _text(bounds.get(f"c{index}_min")), _text(bounds.get(f"c{index}_max"))
             width = _fixed_width(data_type)
             if width is None:
