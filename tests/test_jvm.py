@@ -152,3 +152,19 @@ def test_collector_jar_is_built_from_the_java_sources():
     with zipfile.ZipFile(jvm.COLLECTOR_JAR) as jar:
         recorded = jar.read("META-INF/aipq-source.sha256").decode().strip()
     assert recorded == digest.hexdigest(), "java/src changed: rebuild the jar with java/build.sh"
+
+
+def test_py4j_sends_and_answers_16_kb_without_waiting_for_a_delayed_ack(spark):
+    import time
+
+    assert jvm.disable_nagle(spark)  # both ends of this thread's connection
+    jvm_side = spark.sparkContext._jvm
+    text = "x" * 16000
+    builder = jvm_side.java.lang.StringBuilder(text)
+    timings = []
+    for _ in range(5):
+        started = time.perf_counter()
+        assert len(builder.toString()) == len(text)
+        assert jvm_side.java.lang.StringBuilder(text).length() == len(text)
+        timings.append(time.perf_counter() - started)
+    assert min(timings) < 0.03  # 85 ms with Nagle's algorithm on

@@ -56,8 +56,11 @@ def get_session(settings: Settings, home: Path):
     check_java()
     from pyspark.sql import SparkSession
 
+    from aipq.engine.jvm import COLLECTOR_JAR, disable_nagle
+
     active = SparkSession.getActiveSession()
     if active is not None:
+        disable_nagle(active)  # this thread's connection may be new
         return active
     _quiet_python_error_logs()
     builder = (
@@ -73,14 +76,13 @@ def get_session(settings: Settings, home: Path):
     )
     for key, value in settings.spark_conf.items():
         builder = builder.config(key, value)
-    from aipq.engine.jvm import COLLECTOR_JAR
-
     jars = [j for j in settings.spark_conf.get("spark.jars", "").split(",") if j]
     builder = builder.config("spark.jars", ",".join([*jars, str(COLLECTOR_JAR)]))
     if settings.spark_conf.get("spark.sql.catalogImplementation") == "hive":
         builder = builder.enableHiveSupport()
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("FATAL")
+    disable_nagle(spark)
     return spark
 
 
