@@ -49,7 +49,7 @@ import scala.jdk.javaapi.CollectionConverters;
  */
 public final class ColumnSketches extends AccumulatorV2<Object, Long> {
     private static final long serialVersionUID = 1L;
-    private static final int RECENT = 4096;  // direct-mapped cache of values just sketched, per column
+    private static final int RECENT = 16384;  // direct-mapped cache of values just sketched, per column
 
     private final int columns;
     private final int lgK;
