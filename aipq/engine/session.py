@@ -13,9 +13,6 @@ from aipq.config import Settings
 from aipq.errors import BadInputError, EnvironmentProblem
 
 LOG_CONFIG = Path(__file__).with_name("log4j2.properties")
-# HotSpot leaves methods over 8,000 bytes of bytecode interpreted; a scan's generated loop with the statistics
-# collector's predicate crosses that (Spark's docs on spark.sql.codegen.hugeMethodLimit advise the same).
-JIT_OPTIONS = "-XX:-DontCompileHugeMethods"
 JAVA_HINT = ("install Java 17 or newer (e.g. `apt-get install openjdk-17-jre-headless` or `brew install openjdk@17`)"
              " and put `java` on PATH or set JAVA_HOME")
 
@@ -74,8 +71,8 @@ def get_session(settings: Settings, home: Path):
         .config("spark.sql.warehouse.dir", str(Path(home) / "spark-warehouse"))
         .config("spark.log.level", "ERROR")
         .config("spark.driver.extraJavaOptions",
-                f"-Dderby.system.home={Path(home) / 'derby'} -Dlog4j2.configurationFile={LOG_CONFIG} {JIT_OPTIONS}")
-        .config("spark.executor.extraJavaOptions", f"-Dlog4j2.configurationFile={LOG_CONFIG} {JIT_OPTIONS}")
+                f"-Dderby.system.home={Path(home) / 'derby'} -Dlog4j2.configurationFile={LOG_CONFIG}")
+        .config("spark.executor.extraJavaOptions", f"-Dlog4j2.configurationFile={LOG_CONFIG}")
     )
     for key, value in settings.spark_conf.items():
         builder = builder.config(key, value)
