@@ -44,8 +44,9 @@ import scala.jdk.javaapi.CollectionConverters;
  * built through py4j, expression by expression, it cost 40 ms per table.
  *
  * <p>Each task updates its own deserialized copy; Spark merges the copies into the driver's instance when each
- * task ends. A re-executed task is merged twice: the sketches are unions and do not change, the counts do (the
- * caller checks the row count against the table's).
+ * task ends. A re-executed task is merged twice: the sketches are unions and do not change, the counts do. Local
+ * mode does not retry a failed task (the job fails); on a cluster, a retry inflates rows and nulls, and the caller
+ * checks the row count against the table's only where a scan may stop early.
  */
 public final class ColumnSketches extends AccumulatorV2<Object, Long> {
     private static final long serialVersionUID = 1L;
