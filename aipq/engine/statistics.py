@@ -81,7 +81,7 @@ def _text(value) -> str | None:
 class _TableObservation:
     need: TableNeed
     sketcher: jvm.ColumnSketcher  # sketches, row and null counts, widths: inside the scan's generated code
-    observation: Observation | None  # min and max of the columns the footers lack (None: the footers had all)
+    observation: Observation | None  # min and max from the rows (None: parquet, whose footers give them)
     columns: list[tuple[str, str]]  # (column, type) collected
     may_stop_early: bool = True  # LIMIT or a broadcast join in the stage: check the row count
     footers: Future | None = None  # → dict of the min and max the parquet footers gave, read beside the scan
