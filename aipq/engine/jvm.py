@@ -71,14 +71,10 @@ def disable_nagle(spark: SparkSession) -> bool:
         return False  # only slower
 
 
-def _to_column_from_jc(jc) -> Column:
+def _to_column(spark: SparkSession, expression) -> Column:
     from pyspark.sql.classic.column import Column as ClassicColumn
 
-    return ClassicColumn(jc)
-
-
-def _to_column(spark: SparkSession, expression) -> Column:
-    return _to_column_from_jc(_jvm(spark).org.apache.spark.sql.classic.ExpressionUtils.column(expression))
+    return ClassicColumn(_jvm(spark).org.apache.spark.sql.classic.ExpressionUtils.column(expression))
 
 
 def bloom_filter_agg(spark: SparkSession, hashed: Column, expected_items: int, num_bits: int) -> Column:
@@ -277,7 +273,7 @@ def parquet_footer_statistics(spark: SparkSession, files: Sequence[str],
     """Nulls, min and max of ``columns`` (top-level, any case) over all row groups of the parquet ``files``,
     read from the footers with Spark's parquet-mr (no data page is read) by ``aipq.spark.FooterStatistics`` in
     one call. A column is left out when any row group lacks its statistics or the files cannot be read as
-    parquet: the caller then computes it from the rows."""
+    parquet: its min and max are then unknown."""
     found_text = _jvm(spark).aipq.spark.FooterStatistics.read(
         spark.sparkContext._jsc.hadoopConfiguration(), _RECORD.join(files), _RECORD.join(columns))
     found = {}
