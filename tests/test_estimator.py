@@ -158,3 +158,51 @@ def test_per_task_terms_become_the_stages_wall_time():
     single = estimate(edge(0.05, probed_splits=1, shuffle_partitions=1, cores=2), 64 * 1024, CALIBRATION)
     alone = model.spark_benefit(single.job, single.delta_pages, CALIBRATION.costs, 64 * 1024, 1, 1)
     assert single.benefit.sort == pytest.approx(alone.sort) and single.benefit.shuffle == pytest.approx(alone.shuffle)
+
+
+def test_distinct_keys_left_after_pruning_rows_follow_cardenas():
+    from aipq.estimator.cardinality import kept_distinct
+
+    assert kept_distinct(1000, 1000, 0.1) == pytest.approx(100)  # unique keys: as many as rows kept
+    # four rows a key: a key stays if any of its rows does, 1 − 0.9^4 = 34.4 %
+    assert kept_distinct(1000, 4000, 0.1) == pytest.approx(1000 * (1 - 0.9 ** 4))
+    assert kept_distinct(1000, 4000, 1.0) == 1000
+
+
+def test_pruning_chosen_below_a_stage_scales_what_its_subplan_wrote_before(tpch):
+    """Q7: once nation n1's summary prunes supplier in S1, S1's output, and every stage above it, is expected to
+    hold that summary's surviving share of what the repository recorded for the unpruned subplan."""
+    from aipq.config import Settings
+    from aipq.planner.ip import BuiltInfo, IpPlanner
+    from aipq.planner.pipeline import plan_query
+    from aipq.tpch.queries import query_text
+
+    settings = Settings(ip="adaptive", broadcast_threshold=0)
+    dag = plan_query(query_text(7), tpch, settings).dag
+    n1 = next(s for s in dag.stages if s.operator == "SCAN" and "n_nationkey" in s.output_columns)
+
+    class Figure:
+        def __init__(self, survive: float):
+            self.total, self.one_time, self.savings, self.downstream = 1.0, 0.0, 1.0, 0.0
+            self.filter_bytes, self.expected_keys, self.survive = 1024, None, survive
+
+        def with_downstream(self, saved):
+            return self
+
+        def as_dict(self):
+            return {"B": self.total}
+
+    def estimator(candidate, built):
+        return Figure(0.08 if candidate.producer == n1.id else 1.0)
+
+    estimator.pruned_share = None  # the planner sets it
+    planner = IpPlanner(dag, settings, estimator=estimator)
+    assert estimator.pruned_share == planner.share_after_pruning
+    built = {(n1.id, "n_nationkey"): BuiltInfo("bloom", 1024, 2)}
+    first = dag.stage(1)
+    assert planner.share_after_pruning(first.id) == 1.0
+    uses = planner.decide(first, built).uses
+    assert [(u.producer, u.target.label) for u in uses] == [(n1.id, "supplier")]
+    assert planner.share_after_pruning(first.id) == pytest.approx(0.08)
+    assert planner.share_after_pruning(dag.final.id) == pytest.approx(0.08)
+    assert planner.share_after_pruning(n1.id) == 1.0

@@ -98,7 +98,7 @@ class _Figure:
 
     def __init__(self, total: float, one_time: float = 0.0, savings: float = 0.0, downstream: float = 0.0):
         self.total, self.one_time, self.savings, self.downstream = total, one_time, savings, downstream
-        self.filter_bytes, self.expected_keys = 1024, None
+        self.filter_bytes, self.expected_keys, self.survive = 1024, None, 1.0
 
     def with_downstream(self, saved: float):
         return _Figure(self.total + saved, self.one_time, self.savings, saved) if saved > 0 else self

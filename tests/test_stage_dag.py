@@ -105,3 +105,29 @@ def test_explain_shows_q20_in_subqueries_as_semi_joins_over_an_aggregate(aipq):
     stages = _explained(aipq, 20)
     assert [j["kind"] for j in _joins(stages)].count("semi") == 2
     assert any(s["operator"] == "GROUP-BY" and s["reduce"]["group_by"] for s in stages)
+
+
+def test_a_disjunction_over_two_tables_filters_each_of_them(tpch):
+    """Q7's ((n1 = FRANCE and n2 = GERMANY) or (n1 = GERMANY and n2 = FRANCE)) implies a filter on each nation
+    scan; the condition itself stays on the join."""
+    from aipq.planner.logical import Scan, render
+
+    dag = dag_of(tpch, 7, **REPARTITION)
+    nations = [n for s in dag.stages for n in s.plan.walk() if isinstance(n, Scan) and n.table.name == "nation"]
+    assert len(nations) == 2
+    for scan in nations:
+        [condition] = [render(f) for f in scan.filters]
+        assert "'FRANCE'" in condition and "'GERMANY'" in condition and " OR " in condition
+
+
+def test_a_disjunction_implies_nothing_for_a_table_one_branch_leaves_free():
+    from sqlglot import parse_one
+
+    from aipq.planner.pushdown import implied_filter
+
+    condition = parse_one("(a = 1 AND b = 2) OR (b = 3 AND c > a)")
+    assert implied_filter(condition, {"a"}) is None  # the second branch constrains a only together with c
+    implied = implied_filter(condition, {"b"})
+    assert implied is not None and implied.sql() == "b = 2 OR b = 3"
+    assert implied_filter(parse_one("a = 1 AND b = 2"), {"a"}) is None  # conjuncts are pushed as they are
+    assert implied_filter(parse_one("(a = 1 AND b = 2) OR (a = 2)"), {"a"}).sql() == "a = 1 OR a = 2"

@@ -20,6 +20,7 @@ Defaults, when nothing better is known:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from sqlglot import exp
@@ -27,7 +28,7 @@ from sqlglot import exp
 from aipq.config import Settings
 from aipq.engine.session import table_rows
 from aipq.estimator.benefit import EdgeEstimate, EdgeInputs, best_estimate
-from aipq.estimator.cardinality import Cardinality, StatsLookup
+from aipq.estimator.cardinality import Cardinality, StatsLookup, kept_distinct
 from aipq.estimator.parameters import PAGE_BYTES, Calibration, parse_memory, sort_buffer_pages
 from aipq.planner.ip import BuiltInfo
 from aipq.planner.ip_candidates import Candidate, leaf_sources
@@ -98,6 +99,10 @@ class EdgeEstimator:
         self.sort_buffer = self._sort_buffer_pages()
         self._tables: dict[str, object] = {}
         self._listed: dict[str, DataFiles] = {}
+        self._stages: dict[int, object] = {}
+        # set by the IP planner: of what a stage's subplan wrote in an earlier run, the share expected now that
+        # summaries chosen for it or below it prune (the repository keeps only unpruned subplans' figures)
+        self.pruned_share: Callable[[int], float] = lambda stage_id: 1.0
         self.cardinality = Cardinality(StatsLookup(
             table_rows=lambda scan: self._table_rows(scan)[0], column=self._column_stats,
             stage_rows=self._stage_rows, stage_distinct=self._stage_distinct))
@@ -148,7 +153,9 @@ class EdgeEstimator:
             return KeySet(float(built.items), built.sketch, "measured: the summary's own keys")
         known = self._stage_stats(candidate.producer)
         if known is not None and candidate.column in known.columns:
-            return KeySet(known.columns[candidate.column], None, "repository: same subplan in an earlier query")
+            share = self.pruned_share(candidate.producer)
+            return KeySet(kept_distinct(known.columns[candidate.column], known.rows, share), None,
+                          "repository: same subplan in an earlier query" + _scaled(share))
         bound = self._distinct_bound(candidate.producer, candidate.column)
         return KeySet(bound[0], None, bound[1], bound=True)
 
@@ -171,7 +178,9 @@ class EdgeEstimator:
         """Rows the producer will write (each passes through the summary's aggregates): as its subplan wrote
         before, else the bound on its keys."""
         known = self._stage_stats(stage_id)
-        return float(known.rows) if known is not None else self._distinct_bound(stage_id, column)[0]
+        if known is not None:
+            return float(known.rows) * self.pruned_share(stage_id)
+        return self._distinct_bound(stage_id, column)[0]
 
     def _distinct_bound(self, stage_id: int, column: str) -> tuple[float, str]:
         """At most as many distinct keys as any input the column's values come from has rows."""
@@ -186,9 +195,13 @@ class EdgeEstimator:
         return min(bounds, default=(1e6, "default"))
 
     def _stage_stats(self, stage_id: int):
+        """What an earlier run of the stage's subplan wrote, looked up once per estimator."""
         if self.repository is None:
             return None
-        return self.repository.stage(stage_plan_key(self.dag, stage_id), lambda p: self._files(p).fingerprint)
+        if stage_id not in self._stages:
+            self._stages[stage_id] = self.repository.stage(stage_plan_key(self.dag, stage_id),
+                                                           lambda p: self._files(p).fingerprint)
+        return self._stages[stage_id]
 
     # ---- the probed side ------------------------------------------------------------------------------
     def probed_input(self, candidate: Candidate) -> ProbedInput | None:
@@ -241,10 +254,12 @@ class EdgeEstimator:
                                shuffled, source)
         known = self._stage_stats(stage.id)
         if known is not None:
-            distinct = known.columns.get(column, float(known.rows))
-            return ProbedInput(float(known.rows), FIXED_WIDTH * max(len(stage.output_columns), 1) * known.rows,
-                               max(1.0, known.bytes / (128 << 20)), KeySet(distinct, None, "repository"),
-                               shuffled, "repository: same subplan in an earlier query")
+            share = self.pruned_share(stage.id)
+            rows = float(known.rows) * share
+            distinct = kept_distinct(known.columns.get(column, float(known.rows)), known.rows, share)
+            source = "repository: same subplan in an earlier query" + _scaled(share)
+            return ProbedInput(rows, FIXED_WIDTH * max(len(stage.output_columns), 1) * rows,
+                               max(1.0, known.bytes / (128 << 20)), KeySet(distinct, None, source), shuffled, source)
         rows, source = self._distinct_bound(stage.id, column)
         return ProbedInput(rows, rows * FIXED_WIDTH * max(len(stage.output_columns), 1), 1.0,
                            KeySet(rows, None, "default: every row a distinct key"), shuffled, source)
@@ -258,14 +273,16 @@ class EdgeEstimator:
         if read.stage_id in self.state.rows_written:
             return float(self.state.rows_written[read.stage_id])
         known = self._stage_stats(read.stage_id)
-        return float(known.rows) if known is not None else None
+        return float(known.rows) * self.pruned_share(read.stage_id) if known is not None else None
 
     def _stage_distinct(self, read: StageRead, column: str) -> float | None:
         sketch = self.state.output_sketches.get((read.stage_id, column))
         if sketch:
             return sketches.estimate(sketch)
         known = self._stage_stats(read.stage_id)
-        return known.columns.get(column) if known is not None else None
+        if known is None or column not in known.columns:
+            return None
+        return kept_distinct(known.columns[column], known.rows, self.pruned_share(read.stage_id))
 
     # ---- helpers -------------------------------------------------------------------------------------------
     def _table_stats(self, path: str):
@@ -319,3 +336,7 @@ class EdgeEstimator:
         else:
             memory, fraction = conf.get("spark.driver.memory", "1g"), float(conf.get("spark.memory.fraction", 0.6))
         return sort_buffer_pages(parse_memory(memory), fraction, self._parallelism())
+
+
+def _scaled(share: float) -> str:
+    return "" if share >= 1.0 else f", × {share:.3g} for the pruning chosen in or below it"

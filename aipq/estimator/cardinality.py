@@ -281,3 +281,10 @@ class Cardinality:
                 share *= self.selectivity(node.child, node.condition)
         return max(min(share, 1.0), 0.0)
 
+
+def kept_distinct(distinct: float, rows: float, share: float) -> float:
+    """Distinct keys left when a random ``share`` of ``rows`` rows holding ``distinct`` keys is kept: a key
+    goes only when all its rows do, d·(1 − (1 − p)^(n/d)) (Cardenas' formula)."""
+    if share >= 1.0 or distinct <= 0 or rows <= 0:
+        return distinct
+    return distinct * (1.0 - (1.0 - share) ** max(rows / distinct, 1.0))

@@ -136,6 +136,9 @@ class Estimate(Protocol):
     @property
     def one_time(self) -> float: ...
 
+    @property
+    def survive(self) -> float: ...  # share of the probed rows the summary keeps
+
     def with_downstream(self, saved: float) -> Estimate: ...
 
     def as_dict(self) -> dict: ...
@@ -306,6 +309,24 @@ class IpPlanner:
         self.expected_items = expected_items or (lambda stage, column: None)
         self.estimator = estimator
         self._estimates: dict[tuple, Estimate | None] = {}
+        self._surviving: dict[int, list[float]] = {}  # target stage → surviving shares of the summaries used there
+        if hasattr(estimator, "pruned_share"):  # what an earlier run of a subplan wrote, scaled by pruning chosen since
+            estimator.pruned_share = self.share_after_pruning
+
+    def share_after_pruning(self, stage_id: int) -> float:
+        """Of what ``stage_id``'s subplan wrote when nothing pruned it (the repository's figures), the share
+        expected now: the product of the surviving shares of the summaries already chosen for it and the stages
+        below it (independent keys; rows assumed to carry their share through the joins above)."""
+        share, seen, stack = 1.0, set(), [stage_id]
+        while stack:
+            current = stack.pop()
+            if current in seen:
+                continue
+            seen.add(current)
+            for survive in self._surviving.get(current, []):
+                share *= survive
+            stack.extend(self.dag.dependency.get(current, []))
+        return share
 
     def estimate(self, candidate: Candidate, built: BuiltInfo | None) -> Estimate | None:
         """The benefit of an edge: its own, plus the largest saving of the places further on its path that it
@@ -322,7 +343,9 @@ class IpPlanner:
         """The estimator's figure for an edge at its own place, once per edge and state of its summary."""
         if self.estimator is None:
             return None
-        key = (candidate.producer, candidate.column, candidate.target.key, built)
+        # pruning chosen since an earlier estimate changes what the producer and a probed stage output hold
+        key = (candidate.producer, candidate.column, candidate.target.key, built,
+               sum(map(len, self._surviving.values())))
         if key not in self._estimates:
             self._estimates[key] = self.estimator(candidate, built)
         return self._estimates[key]
@@ -405,6 +428,8 @@ class IpPlanner:
                 uses.append(SummaryUse(candidate.producer, candidate.column, candidate.target,
                                        candidate.relation, reason, figures))
                 self.used.add((candidate.producer, candidate.column, candidate.target.key))
+                if estimate is not None:
+                    self._surviving.setdefault(candidate.target.stage, []).append(estimate.survive)
         return uses, rejected
 
     def decide(self, stage: Stage, built: dict[tuple[int, str], BuiltInfo]) -> StageDecisions:

@@ -1,4 +1,11 @@
-"""Push single-relation predicates of a join block down to the relation they read (map-side filtering)."""
+"""Push single-relation predicates of a join block down to the relation they read (map-side filtering).
+
+A predicate over several relations whose every OR branch also constrains one relation alone implies that
+relation's part: from ``(n1.n_name = 'FRANCE' AND n2.n_name = 'GERMANY') OR (n1.n_name = 'GERMANY' AND
+n2.n_name = 'FRANCE')`` (TPC-H Q7) each nation scan gets ``n_name = 'FRANCE' OR n_name = 'GERMANY'``. The
+derived filter is pushed down and the original stays where it was, so results are unchanged; what changes is
+that a small table becomes a filtered one, whose keys can then prune the large inputs it joins with.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +13,7 @@ from dataclasses import replace
 
 from sqlglot import exp
 
-from aipq.planner.logical import Filter, Join, JoinBlock, Node, Scan, conjuncts, refs, transform_up
+from aipq.planner.logical import Filter, Join, JoinBlock, Node, Scan, and_all, conjuncts, refs, transform_up
 
 
 def with_filter(node: Node, condition: exp.Expression) -> Node:
@@ -21,6 +28,23 @@ def with_filter(node: Node, condition: exp.Expression) -> Node:
     return Filter(node, condition)
 
 
+def implied_filter(condition: exp.Expression, columns: set[str]) -> exp.Expression | None:
+    """What ``condition`` implies about a relation with ``columns`` alone: for an OR whose every branch has
+    conjuncts reading only those columns, the OR of those conjuncts (a TRUE branch makes its own part TRUE);
+    otherwise None."""
+    while isinstance(condition, exp.Paren):
+        condition = condition.this
+    if not isinstance(condition, exp.Or):
+        return None
+    parts = []
+    for branch in condition.flatten():
+        own = [c for c in conjuncts(branch) if refs(c) and refs(c) <= columns]
+        if not own:
+            return None
+        parts.append(and_all(c.copy() for c in own))
+    return exp.or_(*parts, copy=False)
+
+
 def push_down_filters(root: Node) -> Node:
     def push(node: Node) -> Node:
         if isinstance(node, JoinBlock):
@@ -31,6 +55,10 @@ def push_down_filters(root: Node) -> Node:
                 owner = next((i for i, rel in enumerate(relations) if reads and reads <= set(rel.output)), None)
                 if owner is None:
                     remaining.append(condition)
+                    for i, relation in enumerate(relations):
+                        implied = implied_filter(condition, set(relation.output))
+                        if implied is not None:
+                            relations[i] = with_filter(relation, implied)
                 else:
                     relations[owner] = with_filter(relations[owner], condition)
             return JoinBlock(tuple(relations), tuple(remaining))
