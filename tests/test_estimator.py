@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from aipq.estimator import cost_model as model
@@ -203,6 +205,47 @@ def test_pruning_chosen_below_a_stage_scales_what_its_subplan_wrote_before(tpch)
     assert planner.share_after_pruning(first.id) == 1.0
     uses = planner.decide(first, built).uses
     assert [(u.producer, u.target.label) for u in uses] == [(n1.id, "supplier")]
+    join = next(c.join_stage for c in planner.candidates if c.producer == n1.id and c.target.label == "supplier")
+    below_join = [s.id for s in dag.stages if s.id in dag.dependency.get(join, [])]
+    assert join > first.id and below_join
     assert planner.share_after_pruning(first.id) == pytest.approx(0.08)
-    assert planner.share_after_pruning(dag.final.id) == pytest.approx(0.08)
+    assert planner.share_after_pruning(below_join[0]) == pytest.approx(0.08)
+    # nation's join drops those rows anyway: from it on, outputs are what they were
+    assert planner.share_after_pruning(join) == 1.0
+    assert planner.share_after_pruning(dag.final.id) == 1.0
     assert planner.share_after_pruning(n1.id) == 1.0
+
+
+def test_a_summary_pruning_for_its_own_join_leaves_the_joins_output_as_it_was(tpch):
+    """Q18: S1's l_orderkey summary prunes orders for S2's own join, so S2 writes what it wrote unpruned."""
+    from aipq.config import Settings
+    from aipq.planner.ip import BuiltInfo, IpPlanner
+    from aipq.planner.pipeline import plan_query
+    from aipq.tpch.queries import query_text
+
+    settings = Settings(ip="always", broadcast_threshold=0)
+    dag = plan_query(query_text(18), tpch, settings).dag
+
+    class Figure:
+        total, one_time, savings, downstream, filter_bytes, expected_keys, survive = 1, 0, 1, 0, 1024, None, 1e-4
+
+        def with_downstream(self, saved):
+            return self
+
+        def as_dict(self):
+            return {"B": 1}
+
+    planner = IpPlanner(dag, settings, estimator=lambda candidate, built: Figure())
+    second = dag.stage(2)
+    mine = [c for c in planner.candidates if c.target.stage == second.id and c.join_stage == second.id]
+    assert mine
+    built = {(c.producer, c.column): BuiltInfo("bloom", 1024, 57) for c in mine}
+    assert planner.decide(second, built).uses
+    assert planner.share_after_pruning(second.id) == 1.0
+
+
+def test_a_filter_for_a_handful_of_keys_uses_a_bounded_number_of_hash_functions():
+    from aipq.planner.ip import MAX_HASH_FUNCTIONS, least_items
+
+    bits = 1 << 16
+    assert round(bits / least_items(bits) * math.log(2)) <= MAX_HASH_FUNCTIONS

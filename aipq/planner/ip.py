@@ -33,6 +33,7 @@ from aipq.planner.stages import Stage, StageDag
 
 SummaryKind = Literal["bloom", "hash-list", "exact"]
 STRATEGIES = ("off", "hip", "always", "oracle", "adaptive")
+MAX_HASH_FUNCTIONS = 16
 MIN_BLOOM_BITS = 1 << 16
 # Auto-sized filters stop here unless --bloom-size says otherwise: the distinct-key bounds available before a
 # stage runs (input row counts) are loose, and Spark's runtime filters use the same 1 MB default.
@@ -107,6 +108,13 @@ def bloom_bits(expected_items: int, fpp: float, cap_bytes: int) -> int:
     wanted = -max(expected_items, 1) * math.log(fpp) / (math.log(2) ** 2)
     bits = max(MIN_BLOOM_BITS, min(int(wanted), cap_bytes * 8))
     return (bits + 63) // 64 * 64
+
+
+def least_items(bits: int) -> int:
+    """The fewest items to tell Spark a filter of ``bits`` holds: with k = round(bits/n · ln 2), one expected key
+    in 64 Kbit means 45,000 hash functions per probe (Q18 once ran 40 s of them on lineitem), while beyond
+    MAX_HASH_FUNCTIONS the false-positive rate is already below 2^-16."""
+    return max(math.ceil(bits * math.log(2) / MAX_HASH_FUNCTIONS), 1)
 
 
 def bloom_items(bits: int, fpp: float) -> int:
@@ -309,24 +317,33 @@ class IpPlanner:
         self.expected_items = expected_items or (lambda stage, column: None)
         self.estimator = estimator
         self._estimates: dict[tuple, Estimate | None] = {}
-        self._surviving: dict[int, list[float]] = {}  # target stage → surviving shares of the summaries used there
+        self._surviving: list[tuple[int, int, float]] = []  # (target stage, join stage, surviving share) per use
         if hasattr(estimator, "pruned_share"):  # what an earlier run of a subplan wrote, scaled by pruning chosen since
             estimator.pruned_share = self.share_after_pruning
 
     def share_after_pruning(self, stage_id: int) -> float:
         """Of what ``stage_id``'s subplan wrote when nothing pruned it (the repository's figures), the share
-        expected now: the product of the surviving shares of the summaries already chosen for it and the stages
-        below it (independent keys; rows assumed to carry their share through the joins above)."""
-        share, seen, stack = 1.0, set(), [stage_id]
+        expected now: the product of the surviving shares of the summaries already chosen in it or below it
+        whose join lies further on (independent keys; rows assumed to carry their share up to that join).
+        A summary whose join is this stage or one below it removes only rows that join drops anyway: Q18's
+        ``l_orderkey`` summary on orders leaves S2's output as it was, Q7's nation summary on supplier in S1
+        shrinks the outputs of S1 to S3, up to nation's join in S4."""
+        below = self._stages_up_to(stage_id)
+        share = 1.0
+        for target_stage, join_stage, survive in self._surviving:
+            if target_stage in below and join_stage not in below:
+                share *= survive
+        return share
+
+    def _stages_up_to(self, stage_id: int) -> set[int]:
+        """The stage and every stage whose output reaches it."""
+        found, stack = set(), [stage_id]
         while stack:
             current = stack.pop()
-            if current in seen:
-                continue
-            seen.add(current)
-            for survive in self._surviving.get(current, []):
-                share *= survive
-            stack.extend(self.dag.dependency.get(current, []))
-        return share
+            if current not in found:
+                found.add(current)
+                stack.extend(self.dag.dependency.get(current, []))
+        return found
 
     def estimate(self, candidate: Candidate, built: BuiltInfo | None) -> Estimate | None:
         """The benefit of an edge: its own, plus the largest saving of the places further on its path that it
@@ -344,8 +361,7 @@ class IpPlanner:
         if self.estimator is None:
             return None
         # pruning chosen since an earlier estimate changes what the producer and a probed stage output hold
-        key = (candidate.producer, candidate.column, candidate.target.key, built,
-               sum(map(len, self._surviving.values())))
+        key = (candidate.producer, candidate.column, candidate.target.key, built, len(self._surviving))
         if key not in self._estimates:
             self._estimates[key] = self.estimator(candidate, built)
         return self._estimates[key]
@@ -400,6 +416,7 @@ class IpPlanner:
                     expected = max(int(distinct), 1)
                 else:  # an upper bound: hash functions for the keys this size holds at the target rate
                     expected = min(expected or bits, bloom_items(bits, self.settings.bloom_fpp))
+                expected = max(expected, least_items(bits))
                 builds.append(SummaryBuild(stage.id, column, "bloom", bits, expected, reason,
                                            best.as_dict() if best is not None else None))
             else:
@@ -429,7 +446,7 @@ class IpPlanner:
                                        candidate.relation, reason, figures))
                 self.used.add((candidate.producer, candidate.column, candidate.target.key))
                 if estimate is not None:
-                    self._surviving.setdefault(candidate.target.stage, []).append(estimate.survive)
+                    self._surviving.append((candidate.target.stage, candidate.join_stage, estimate.survive))
         return uses, rejected
 
     def decide(self, stage: Stage, built: dict[tuple[int, str], BuiltInfo]) -> StageDecisions:
