@@ -171,9 +171,24 @@ def test_distinct_keys_left_after_pruning_rows_follow_cardenas():
     assert kept_distinct(1000, 4000, 1.0) == 1000
 
 
+class _Figure:
+    """A positive estimate with only what the IP planner reads of one, keeping ``survive`` of the probed rows."""
+
+    def __init__(self, survive: float):
+        self.total, self.one_time, self.savings, self.downstream = 1.0, 0.0, 1.0, 0.0
+        self.filter_bytes, self.expected_keys, self.survive = 1024, None, survive
+
+    def with_downstream(self, saved):
+        return self
+
+    def as_dict(self):
+        return {"B": self.total}
+
+
 def test_pruning_chosen_below_a_stage_scales_what_its_subplan_wrote_before(tpch):
-    """Q7: once nation n1's summary prunes supplier in S1, S1's output, and every stage above it, is expected to
-    hold that summary's surviving share of what the repository recorded for the unpruned subplan."""
+    """Q7: once nation n1's summary prunes supplier in S1, the outputs of S1 and of the stages above it up to
+    nation's join are expected to hold that summary's surviving share of what the repository recorded for the
+    unpruned subplan; from the join on, outputs are as they were."""
     from aipq.config import Settings
     from aipq.planner.ip import BuiltInfo, IpPlanner
     from aipq.planner.pipeline import plan_query
@@ -183,19 +198,8 @@ def test_pruning_chosen_below_a_stage_scales_what_its_subplan_wrote_before(tpch)
     dag = plan_query(query_text(7), tpch, settings).dag
     n1 = next(s for s in dag.stages if s.operator == "SCAN" and "n_nationkey" in s.output_columns)
 
-    class Figure:
-        def __init__(self, survive: float):
-            self.total, self.one_time, self.savings, self.downstream = 1.0, 0.0, 1.0, 0.0
-            self.filter_bytes, self.expected_keys, self.survive = 1024, None, survive
-
-        def with_downstream(self, saved):
-            return self
-
-        def as_dict(self):
-            return {"B": self.total}
-
     def estimator(candidate, built):
-        return Figure(0.08 if candidate.producer == n1.id else 1.0)
+        return _Figure(0.08 if candidate.producer == n1.id else 1.0)
 
     estimator.pruned_share = None  # the planner sets it
     planner = IpPlanner(dag, settings, estimator=estimator)
@@ -226,16 +230,7 @@ def test_a_summary_pruning_for_its_own_join_leaves_the_joins_output_as_it_was(tp
     settings = Settings(ip="always", broadcast_threshold=0)
     dag = plan_query(query_text(18), tpch, settings).dag
 
-    class Figure:
-        total, one_time, savings, downstream, filter_bytes, expected_keys, survive = 1, 0, 1, 0, 1024, None, 1e-4
-
-        def with_downstream(self, saved):
-            return self
-
-        def as_dict(self):
-            return {"B": 1}
-
-    planner = IpPlanner(dag, settings, estimator=lambda candidate, built: Figure())
+    planner = IpPlanner(dag, settings, estimator=lambda candidate, built: _Figure(1e-4))
     second = dag.stage(2)
     mine = [c for c in planner.candidates if c.target.stage == second.id and c.join_stage == second.id]
     assert mine
