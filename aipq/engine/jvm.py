@@ -23,6 +23,7 @@ from pyspark.sql import functions as F
 
 _CATALYST = "org.apache.spark.sql.catalyst.expressions"
 COLLECTOR_JAR = Path(__file__).with_name("jars") / "aipq-spark.jar"  # put on the session's classpath at start
+SKETCH_BATCHES_EXTENSION = "aipq.spark.SketchBatches"  # spark.sql.extensions: sketches columnar scans per batch
 _RECORD, _FIELD = "\u0000", "\u0001"  # separators of the strings aipq's JVM classes take and return
 
 
@@ -117,15 +118,17 @@ class ColumnSketcher:
     JVM accumulator ``aipq.spark.ColumnSketches`` (java/src; its comment says how and why).
 
     ``columns``: per column (the SQL of the value to sketch, BIGINT or STRING; the SQL of an INT width for a
-    BIGINT value or None; whether the value is STRING, whose width is its byte count). ``observe`` puts the
-    always-true predicate feeding them on a raw table read; ``results`` reads the figures once the job ran."""
+    BIGINT value or None; whether the value is STRING, whose width is its byte count; the table column the value
+    is computed from, or None). ``observe`` puts the always-true predicate feeding them on a raw table read;
+    over a columnar scan the session extension ``aipq.spark.SketchBatches`` feeds them batch by batch instead,
+    from the named table columns. ``results`` reads the figures once the job ran."""
 
-    def __init__(self, spark: SparkSession, lg_k: int, columns: Sequence[tuple[str, str | None, bool]]):
+    def __init__(self, spark: SparkSession, lg_k: int, columns: Sequence[tuple[str, str | None, bool, str | None]]):
         self._spark = spark
         self._count = len(columns)
         self._accumulator = _jvm(spark).aipq.spark.ColumnSketches.register(spark._jsparkSession, self._count, lg_k)
         self._spec = _RECORD.join(f"{'text' if text else 'long'}{_RECORD}{value}{_RECORD}{width or ''}"
-                                  for value, width, text in columns)
+                                  f"{_RECORD}{source or ''}" for value, width, text, source in columns)
 
     def observe(self, df: DataFrame) -> DataFrame:
         from pyspark.sql.classic.dataframe import DataFrame as ClassicDataFrame

@@ -56,7 +56,7 @@ def get_session(settings: Settings, home: Path):
     check_java()
     from pyspark.sql import SparkSession
 
-    from aipq.engine.jvm import COLLECTOR_JAR, disable_nagle
+    from aipq.engine.jvm import COLLECTOR_JAR, SKETCH_BATCHES_EXTENSION, disable_nagle
 
     active = SparkSession.getActiveSession()
     if active is not None:
@@ -78,6 +78,8 @@ def get_session(settings: Settings, home: Path):
         builder = builder.config(key, value)
     jars = [j for j in settings.spark_conf.get("spark.jars", "").split(",") if j]
     builder = builder.config("spark.jars", ",".join([*jars, str(COLLECTOR_JAR)]))
+    extensions = [e for e in settings.spark_conf.get("spark.sql.extensions", "").split(",") if e]
+    builder = builder.config("spark.sql.extensions", ",".join([*extensions, SKETCH_BATCHES_EXTENSION]))
     if settings.spark_conf.get("spark.sql.catalogImplementation") == "hive":
         builder = builder.enableHiveSupport()
     spark = builder.getOrCreate()

@@ -55,14 +55,14 @@ def _fixed_width(data_type: str) -> float | None:
     return None
 
 
-def sketched_values(column: str, data_type: str) -> tuple[str, str | None, bool]:
+def sketched_values(column: str, data_type: str) -> tuple[str, str | None, bool, str]:
     """What ``jvm.ColumnSketcher`` gets for a column: the SQL of the value to sketch (the same expression as every
-    other sketch of it), for other types without a fixed width the SQL of each value's width, and whether the
-    value is text."""
+    other sketch of it), for other types without a fixed width the SQL of each value's width, whether the value
+    is text, and the column it reads."""
     quoted = _quoted(column)
     text = data_type == "string"
     width = None if text or _fixed_width(data_type) is not None else f"octet_length(CAST({quoted} AS STRING))"
-    return sketches.sketch_input_sql(column, data_type), width, text
+    return sketches.sketch_input_sql(column, data_type), width, text, column
 
 
 def bound_metrics(column: str, data_type: str, prefix: str) -> list[Column]:
@@ -149,7 +149,7 @@ class StatisticsCollector:
             footers = _FOOTER_READER.submit(jvm.parquet_footer_statistics, self.spark, need.files.paths,
                                             [c for c, _ in columns])
         # with no column to collect, a constant still counts the rows
-        values = [sketched_values(c, t) for c, t in columns] or [("CAST(NULL AS BIGINT)", None, False)]
+        values = [sketched_values(c, t) for c, t in columns] or [("CAST(NULL AS BIGINT)", None, False, None)]
         sketcher = jvm.ColumnSketcher(self.spark, self.lg_k, values)
         df = sketcher.observe(df)
         bounds = [] if footers else [m for i, (c, t) in enumerate(columns) for m in bound_metrics(c, t, f"c{i}")]

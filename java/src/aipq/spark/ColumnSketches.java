@@ -15,17 +15,25 @@ import org.apache.spark.sql.Column;
 import org.apache.spark.sql.Dataset;
 import org.apache.spark.sql.Row;
 import org.apache.spark.sql.SparkSession;
+import org.apache.spark.sql.catalyst.expressions.Attribute;
 import org.apache.spark.sql.catalyst.expressions.Expression;
 import org.apache.spark.sql.catalyst.expressions.Literal;
+import org.apache.spark.sql.catalyst.expressions.XXH64;
 import org.apache.spark.sql.catalyst.expressions.objects.Invoke;
 import org.apache.spark.sql.classic.ExpressionUtils;
+import org.apache.spark.sql.execution.vectorized.WritableColumnVector;
 import org.apache.spark.sql.functions;
 import org.apache.spark.sql.types.AbstractDataType;
+import org.apache.spark.sql.types.DataType;
 import org.apache.spark.sql.types.DataTypes;
+import org.apache.spark.sql.types.DecimalType;
 import org.apache.spark.sql.types.ObjectType;
+import org.apache.spark.sql.vectorized.ColumnVector;
+import org.apache.spark.sql.vectorized.ColumnarBatch;
 import org.apache.spark.unsafe.types.UTF8String;
 import org.apache.spark.util.AccumulatorV2;
 
+import scala.collection.immutable.Seq;
 import scala.jdk.javaapi.CollectionConverters;
 
 /**
@@ -47,13 +55,27 @@ import scala.jdk.javaapi.CollectionConverters;
  * task ends. A re-executed task is merged twice: the sketches are unions and do not change, the counts do. Local
  * mode does not retry a failed task (the job fails); on a cluster, a retry inflates rows and nulls, and the caller
  * checks the row count against the table's only where a scan may stop early.
+ *
+ * <p>Over a columnar scan the filter never runs: {@link SketchBatches} replaces it with {@link SketchBatchesExec},
+ * which hands each batch to {@link #observeBatch}. Both paths give the same figures and sketches.
  */
 public final class ColumnSketches extends AccumulatorV2<Object, Long> {
     private static final long serialVersionUID = 1L;
     private static final int RECENT = 16384;  // direct-mapped cache of values just sketched, per column
+    private static final long XXHASH64_SEED = 42L;  // Spark's xxhash64 seed
+    // Batch kinds: how observeBatch reads a column's vector (decimals also carry precision and scale above 8 bits)
+    private static final int ROWS_ONLY = 0;
+    private static final int BYTE = 1;
+    private static final int SHORT = 2;
+    private static final int INT = 3;
+    private static final int LONG = 4;
+    private static final int TEXT = 5;
+    private static final int DATE = 6;
+    private static final int DECIMAL = 7;
 
     private final int columns;
     private final int lgK;
+    private String[] sources = new String[0];  // per column the table column it reads ("" for none), for batches
     private transient HllSketch[] sketches;
     private long[] seen;
     private long[] present;
@@ -63,6 +85,10 @@ public final class ColumnSketches extends AccumulatorV2<Object, Long> {
     private transient long[][] recentLongs;
     private transient boolean[][] recentFilled;
     private transient UTF8String[][] recentTexts;
+    // Dictionary-encoded vectors: the batch in which each dictionary id was last sketched, and its value's width
+    private transient int[][] sketchedIn;
+    private transient int[][] idWidths;
+    private transient int batches;
 
     public ColumnSketches(int columns, int lgK) {
         this.columns = columns;
@@ -78,29 +104,32 @@ public final class ColumnSketches extends AccumulatorV2<Object, Long> {
     }
 
     /**
-     * {@code df} filtered by the predicate feeding every column. {@code spec}: per column three fields, all
+     * {@code df} filtered by the predicate feeding every column. {@code spec}: per column four fields, all
      * separated by NUL: "long" or "text", the SQL of the value (BIGINT or STRING), the SQL of an INT width for a
-     * long value or an empty field (width 0).
+     * long value or an empty field (width 0), and the table column the value is computed from (empty: none, or
+     * an expression the batch path cannot compute).
      */
     public Dataset<Row> observe(Dataset<Row> df, String spec) {
         String[] fields = spec.split("\u0000", -1);
-        if (fields.length != 3 * columns) {
-            throw new IllegalArgumentException("expected " + columns + " columns of 3 fields, got " + fields.length);
+        if (fields.length != 4 * columns) {
+            throw new IllegalArgumentException("expected " + columns + " columns of 4 fields, got " + fields.length);
         }
+        sources = new String[columns];
         Expression target = new Literal(this, new ObjectType(ColumnSketches.class));
         Column condition = functions.lit(true);
         for (int i = 0; i < columns; i++) {
-            String value = "(" + fields[3 * i + 1] + ")";
+            String value = "(" + fields[4 * i + 1] + ")";
+            sources[i] = fields[4 * i + 3];
             List<Expression> arguments = new ArrayList<>();
             arguments.add(expression(functions.lit(i)));
             String method;
-            if (fields[3 * i].equals("text")) {
+            if (fields[4 * i].equals("text")) {
                 method = "updateText";
                 arguments.add(expression(functions.expr(value)));
             } else {
                 method = "updateLong";
-                String width = fields[3 * i + 2].isEmpty()
-                    ? "0" : "coalesce(CAST((" + fields[3 * i + 2] + ") AS INT), 0)";
+                String width = fields[4 * i + 2].isEmpty()
+                    ? "0" : "coalesce(CAST((" + fields[4 * i + 2] + ") AS INT), 0)";
                 arguments.add(expression(functions.expr("isnull" + value)));
                 arguments.add(expression(functions.expr("coalesce(CAST(" + value + " AS BIGINT), 0L)")));
                 arguments.add(expression(functions.expr(width)));
@@ -124,19 +153,22 @@ public final class ColumnSketches extends AccumulatorV2<Object, Long> {
      */
     public boolean updateLong(int column, boolean isNull, long value, int width) {
         seen[column]++;
-        if (isNull) {
-            return true;
+        if (!isNull) {
+            sketchLong(column, value, width);
         }
+        return true;
+    }
+
+    private void sketchLong(int column, long value, int width) {
         present[column]++;
         widths[column] += width;
         int slot = (int) (value ^ (value >>> 29) ^ (value >>> 47)) & (RECENT - 1);
         if (recentFilled[column][slot] && recentLongs[column][slot] == value) {
-            return true;
+            return;
         }
         recentFilled[column][slot] = true;
         recentLongs[column][slot] = value;
         sketch(column).update(value);
-        return true;
     }
 
     /**
@@ -145,19 +177,152 @@ public final class ColumnSketches extends AccumulatorV2<Object, Long> {
      */
     public boolean updateText(int column, UTF8String value) {
         seen[column]++;
-        if (value == null) {
-            return true;
+        if (value != null) {
+            sketchText(column, value);
         }
+        return true;
+    }
+
+    private void sketchText(int column, UTF8String value) {
         present[column]++;
         widths[column] += value.numBytes();
         int slot = value.hashCode() & (RECENT - 1);
         UTF8String recent = recentTexts[column][slot];
         if (recent != null && recent.equals(value)) {
-            return true;
+            return;
         }
         recentTexts[column][slot] = value.copy();  // the row's bytes may be reused for the next row
         sketch(column).update(value.getBytes());
-        return true;
+    }
+
+    /**
+     * Per column, the ordinal in {@code output} of the table column it reads and how to read its vector; null
+     * when some column cannot be read from batches (then the row-by-row filter stays).
+     */
+    public int[][] batchLayout(Seq<Attribute> output) {
+        List<Attribute> attributes = CollectionConverters.asJava(output);
+        int[] ordinals = new int[columns];
+        int[] kinds = new int[columns];
+        for (int i = 0; i < columns; i++) {
+            if (sources.length != columns) {
+                return null;
+            }
+            if (sources[i].isEmpty()) {
+                ordinals[i] = -1;
+                kinds[i] = ROWS_ONLY;
+                continue;
+            }
+            ordinals[i] = -1;
+            for (int a = 0; a < attributes.size(); a++) {
+                if (attributes.get(a).name().equalsIgnoreCase(sources[i])) {
+                    if (ordinals[i] >= 0) {
+                        return null;  // ambiguous
+                    }
+                    ordinals[i] = a;
+                }
+            }
+            if (ordinals[i] < 0) {
+                return null;
+            }
+            kinds[i] = batchKind(attributes.get(ordinals[i]).dataType());
+            if (kinds[i] < 0) {
+                return null;
+            }
+        }
+        return new int[][] {ordinals, kinds};
+    }
+
+    /** How a vector of this type is read so that it sketches as sketch_input_sql's value does; -1: unknown. */
+    private static int batchKind(DataType type) {
+        if (type.equals(DataTypes.ByteType)) {
+            return BYTE;
+        } else if (type.equals(DataTypes.ShortType)) {
+            return SHORT;
+        } else if (type.equals(DataTypes.IntegerType)) {
+            return INT;
+        } else if (type.equals(DataTypes.LongType)) {
+            return LONG;
+        } else if (type.equals(DataTypes.StringType)) {
+            return TEXT;
+        } else if (type.equals(DataTypes.DateType)) {
+            return DATE;
+        } else if (type instanceof DecimalType decimal && decimal.precision() <= 18 && decimal.scale() >= 0) {
+            return DECIMAL | decimal.precision() << 8 | decimal.scale() << 16;
+        }
+        return -1;
+    }
+
+    /**
+     * One batch of a columnar scan: the same figures as {@link #updateLong} and {@link #updateText} on each of its
+     * rows. A dictionary-encoded string is read and sketched once per batch per dictionary id.
+     */
+    public void observeBatch(ColumnarBatch batch, int[] ordinals, int[] kinds) {
+        int rows = batch.numRows();
+        batches++;
+        for (int column = 0; column < columns; column++) {
+            seen[column] += rows;
+            if (ordinals[column] < 0) {
+                continue;
+            }
+            ColumnVector vector = batch.column(ordinals[column]);
+            int kind = kinds[column];
+            // decoding a dictionary-encoded string allocates it; numbers decode cheaply and are cached below
+            WritableColumnVector ids = kind == TEXT && vector instanceof WritableColumnVector writable
+                && writable.hasDictionary() ? writable.getDictionaryIds() : null;
+            boolean nulls = vector.hasNull();
+            for (int row = 0; row < rows; row++) {
+                if (nulls && vector.isNullAt(row)) {
+                    continue;
+                }
+                if (ids == null) {
+                    sketchRow(column, vector, row, kind);
+                    continue;
+                }
+                int id = ids.getInt(row);
+                int[] marks = dictionaryMarks(column, id);
+                if (marks[id] == batches) {
+                    present[column]++;
+                    widths[column] += idWidths[column][id];
+                    continue;
+                }
+                marks[id] = batches;
+                long before = widths[column];
+                sketchRow(column, vector, row, kind);
+                idWidths[column][id] = (int) (widths[column] - before);
+            }
+        }
+    }
+
+    private void sketchRow(int column, ColumnVector vector, int row, int kind) {
+        switch (kind & 0xff) {
+            case BYTE -> sketchLong(column, vector.getByte(row), 0);
+            case SHORT -> sketchLong(column, vector.getShort(row), 0);
+            case INT -> sketchLong(column, vector.getInt(row), 0);
+            case LONG -> sketchLong(column, vector.getLong(row), 0);
+            case TEXT -> sketchText(column, vector.getUTF8String(row));
+            case DATE -> sketchLong(column, XXH64.hashInt(vector.getInt(row), XXHASH64_SEED), 0);
+            case DECIMAL -> sketchLong(column, XXH64.hashLong(unscaled(vector, row, kind), XXHASH64_SEED), 0);
+            default -> throw new IllegalStateException("unknown batch kind " + kind);
+        }
+    }
+
+    /** A decimal's unscaled value, as Spark's xxhash64 hashes a decimal of at most 18 digits. */
+    private static long unscaled(ColumnVector vector, int row, int kind) {
+        int precision = (kind >>> 8) & 0xff;
+        if (vector instanceof WritableColumnVector) {  // Spark's own vectors hold such decimals as int or long
+            return precision <= 9 ? vector.getInt(row) : vector.getLong(row);
+        }
+        return vector.getDecimal(row, precision, (kind >>> 16) & 0xff).toUnscaledLong();
+    }
+
+    private int[] dictionaryMarks(int column, int id) {
+        if (sketchedIn[column] == null || sketchedIn[column].length <= id) {
+            int size = Math.max(id + 1, sketchedIn[column] == null ? 1024 : 2 * sketchedIn[column].length);
+            sketchedIn[column] = sketchedIn[column] == null ? new int[size]
+                : java.util.Arrays.copyOf(sketchedIn[column], size);
+            idWidths[column] = idWidths[column] == null ? new int[size] : java.util.Arrays.copyOf(idWidths[column], size);
+        }
+        return sketchedIn[column];
     }
 
     private HllSketch sketch(int column) {
@@ -194,6 +359,9 @@ public final class ColumnSketches extends AccumulatorV2<Object, Long> {
         recentLongs = new long[columns][RECENT];
         recentFilled = new boolean[columns][RECENT];
         recentTexts = new UTF8String[columns][RECENT];
+        sketchedIn = new int[columns][];
+        idWidths = new int[columns][];
+        batches = 0;
     }
 
     @Override public void add(Object ignored) {
