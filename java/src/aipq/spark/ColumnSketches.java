@@ -63,6 +63,7 @@ public final class ColumnSketches extends AccumulatorV2<Object, Long> {
     private static final long serialVersionUID = 1L;
     private static final int RECENT = 16384;  // direct-mapped cache of values just sketched, per column
     private static final long XXHASH64_SEED = 42L;  // Spark's xxhash64 seed
+    private static final int SMALL_VALUES = 1 << 23;  // integral values below this are deduplicated by a bitmap
     // Batch kinds: how observeBatch reads a column's vector (decimals also carry precision and scale above 8 bits)
     private static final int ROWS_ONLY = 0;
     private static final int BYTE = 1;
@@ -85,6 +86,10 @@ public final class ColumnSketches extends AccumulatorV2<Object, Long> {
     private transient long[][] recentLongs;
     private transient boolean[][] recentFilled;
     private transient UTF8String[][] recentTexts;
+    // Values in [0, SMALL_VALUES) already sketched, per column (1 MB, made when the first such value comes):
+    // surrogate keys (an order's, a part's, a supplier's) are small integers, and in random order the recent
+    // cache misses on most rows; the bitmap hashes each distinct key once per task.
+    private transient long[][] smallSeen;
     // Dictionary-encoded vectors: the batch in which each dictionary id was last sketched, and its value's width
     private transient int[][] sketchedIn;
     private transient int[][] idWidths;
@@ -162,6 +167,19 @@ public final class ColumnSketches extends AccumulatorV2<Object, Long> {
     private void sketchLong(int column, long value, int width) {
         present[column]++;
         widths[column] += width;
+        if (value >= 0 && value < SMALL_VALUES) {
+            long[] bits = smallSeen[column];
+            if (bits == null) {
+                bits = smallSeen[column] = new long[SMALL_VALUES / 64];
+            }
+            int word = (int) (value >>> 6);
+            long mask = 1L << value;
+            if ((bits[word] & mask) == 0) {
+                bits[word] |= mask;
+                sketch(column).update(value);
+            }
+            return;
+        }
         int slot = (int) (value ^ (value >>> 29) ^ (value >>> 47)) & (RECENT - 1);
         if (recentFilled[column][slot] && recentLongs[column][slot] == value) {
             return;
@@ -359,6 +377,7 @@ public final class ColumnSketches extends AccumulatorV2<Object, Long> {
         recentLongs = new long[columns][RECENT];
         recentFilled = new boolean[columns][RECENT];
         recentTexts = new UTF8String[columns][RECENT];
+        smallSeen = new long[columns][];
         sketchedIn = new int[columns][];
         idWidths = new int[columns][];
         batches = 0;
