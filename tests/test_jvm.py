@@ -145,18 +145,21 @@ def _sketched_plan(frame) -> str:
     return frame._jdf.queryExecution().executedPlan().toString()
 
 
-@pytest.mark.parametrize("extra", [None, ("x", "double")], ids=["batches", "unknown-type-keeps-the-filter"])
-def test_columnar_scans_are_sketched_per_batch_exactly_as_row_by_row(spark, tmp_path, extra):
-    """Over parquet the session extension replaces the sketching filter by SketchBatchesExec; every type it reads
-    (dictionary-encoded and plain strings, dates, both decimal widths, every integer) gives hll_sketch_agg's
-    sketch and exact counts. A column type it does not read keeps the row-by-row filter, with the same figures."""
+@pytest.mark.parametrize("fmt,extra", [("parquet", None), ("orc", None), ("parquet", ("x", "double"))],
+                         ids=["parquet-batches", "orc-batches", "unknown-type-keeps-the-filter"])
+def test_columnar_scans_are_sketched_per_batch_exactly_as_row_by_row(spark, tmp_path, fmt, extra):
+    """Over a columnar scan the session extension replaces the sketching filter by SketchBatchesExec; every type
+    it reads (dictionary-encoded and plain strings, dates, both decimal widths, every integer, keys inside and
+    outside the small-value bitmap) gives hll_sketch_agg's sketch and exact counts. A column type it does not
+    read keeps the row-by-row filter, with the same figures."""
     from datasketches import hll_sketch
 
     from aipq.engine.statistics import sketched_values
     from aipq.stats.sketches import sketch_input_sql
 
     columns = [("b", "tinyint"), ("h", "smallint"), ("i", "int"), ("l", "bigint"), ("flag", "string"),
-               ("name", "string"), ("d", "date"), ("small", "decimal(7,2)"), ("price", "decimal(15,2)")]
+               ("name", "string"), ("d", "date"), ("small", "decimal(7,2)"), ("price", "decimal(15,2)"),
+               ("big", "bigint")]
     if extra:
         columns.append(extra)
     spark.range(0, 40000, numPartitions=3).selectExpr(
@@ -166,8 +169,9 @@ def test_columnar_scans_are_sketched_per_batch_exactly_as_row_by_row(spark, tmp_
         "CONCAT('customer#', CAST(id * 31 % 39000 AS STRING)) AS name",
         "IF(id % 17 = 0, NULL, date_add(DATE'1992-01-01', CAST(id % 2500 AS INT))) AS d",
         "CAST(id % 9000 / 100 AS DECIMAL(7,2)) AS small", "CAST(id * 13 % 100000 / 100 AS DECIMAL(15,2)) AS price",
-        "CAST(id % 500 AS DOUBLE) / 7 AS x").write.parquet(str(tmp_path / "t"))
-    table = spark.read.parquet(str(tmp_path / "t"))
+        "IF(id % 2 = 0, id * 1000003 - 20000000, NULL) AS big",  # negative, small and beyond 2^23
+        "CAST(id % 500 AS DOUBLE) / 7 AS x").write.format(fmt).save(str(tmp_path / "t"))
+    table = spark.read.format(fmt).load(str(tmp_path / "t"))
     sketcher = jvm.ColumnSketcher(spark, 12, [sketched_values(c, t) for c, t in columns])
     observed = sketcher.observe(table).filter("i % 10 = 0")
     plan = _sketched_plan(observed)
