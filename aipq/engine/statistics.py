@@ -1,7 +1,8 @@
 """The statistics collector (the paper's piggybacked collection, section 3.3): statistics computed by the
 query's own scans and stage-output writes, in the same pass, then stored in the repository. A scan's statistics
 come from ``jvm.ColumnSketcher``, an accumulator fed by an always-true predicate on the raw read, which keeps the
-scan in generated code; stage outputs' key sketches are ``DataFrame.observe`` metrics of the write, which observes
+scan in generated code (over a columnar scan, the session extension ``aipq.spark.SketchBatches`` feeds it batch
+by batch instead); stage outputs' key sketches are ``DataFrame.observe`` metrics of the write, which observes
 its row count anyway. Spark merges both across tasks (HLL sketches union losslessly).
 
 Per table: rows, bytes, files, splits. Per collected column: HLL sketch (lg_k configurable), NDV estimate,

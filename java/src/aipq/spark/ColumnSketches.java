@@ -218,13 +218,13 @@ public final class ColumnSketches extends AccumulatorV2<Object, Long> {
      * when some column cannot be read from batches (then the row-by-row filter stays).
      */
     public int[][] batchLayout(Seq<Attribute> output) {
+        if (sources.length != columns) {
+            return null;  // not made by observe: no source columns
+        }
         List<Attribute> attributes = CollectionConverters.asJava(output);
         int[] ordinals = new int[columns];
         int[] kinds = new int[columns];
         for (int i = 0; i < columns; i++) {
-            if (sources.length != columns) {
-                return null;
-            }
             if (sources[i].isEmpty()) {
                 ordinals[i] = -1;
                 kinds[i] = ROWS_ONLY;

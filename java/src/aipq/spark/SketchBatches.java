@@ -23,8 +23,8 @@ import scala.runtime.BoxedUnit;
  * puts an always-true filter on a table read whose predicate calls it for every row; over a columnar scan
  * (parquet, ORC) this rule replaces {@code Filter(sketches) ← ColumnarToRow ← scan} with
  * {@code ColumnarToRow ← SketchBatchesExec ← scan}, which reads each column vector in a tight loop and sketches a
- * dictionary-encoded value once per batch instead of decoding it on every row (the row-by-row filter cost a
- * TPC-H lineitem scan up to half its time). The sketches are the same; anything the batch path cannot read
+ * dictionary-encoded string once per batch instead of decoding it on every row (the row-by-row filter cost a
+ * TPC-H lineitem scan up to half its time: docs/spark-notes.md). The sketches are the same; anything the batch path cannot read
  * (another plan shape, a column type it does not know) keeps the filter.
  */
 public final class SketchBatches implements Function1<SparkSessionExtensions, BoxedUnit> {
