@@ -146,6 +146,19 @@ def test_building_is_charged_before_the_summary_exists_and_sunk_after():
     assert best_estimate(edge(0.6, summary_rows=4e7, cores=2), CALIBRATION, alpha=4 << 20).total < 0
 
 
+def test_the_margin_counts_a_share_of_the_savings_and_all_of_the_costs():
+    """A close call (savings a little above the sure costs) pays at margin 0 and is skipped at 0.5, while a
+    summary that prunes 99 % still pays."""
+    full = estimate(edge(0.4, summary_rows=9e6, cores=2), 256 * 1024, CALIBRATION)
+    costs = full.savings - full.total
+    assert 1.0 < full.savings / costs < 1.5 and full.total > 0  # the case is a close call
+    halved = estimate(edge(0.4, summary_rows=9e6, cores=2, savings_share=1 / 1.5), 256 * 1024, CALIBRATION)
+    assert halved.total == pytest.approx(full.savings / 1.5 - costs) and halved.total < 0
+    assert halved.as_dict()["savings_share"] == pytest.approx(0.6667, abs=1e-4)
+    clear = best_estimate(edge(0.01, savings_share=1 / 1.5), CALIBRATION, alpha=4 << 20)
+    assert clear.total > 0.5
+
+
 def test_per_task_terms_become_the_stages_wall_time():
     """Eqs. (2)-(4) are one task's; the stage runs m map tasks and r reducers over its cores."""
     one_core = estimate(edge(0.05, probed_splits=8, cores=1), 64 * 1024, CALIBRATION)

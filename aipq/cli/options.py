@@ -43,6 +43,9 @@ def planning_options(fn):
                   help="α: summaries larger than SIZE are not loaded.")
     @click.option("--beta", type=float, default=0.0, show_default=True,
                   help="β: least estimated benefit (seconds) to build or use a summary (benefit estimator).")
+    @click.option("--margin", type=click.FloatRange(0.0, 100.0), default=0.5, show_default=True,
+                  help="Build or use a summary only when it is expected to save (1 + MARGIN)× its sure costs "
+                       "(benefit estimator); 0 = B > β alone, as in the paper.")
     @click.option("--bloom-size", default="auto", show_default=True, metavar="SIZE|auto",
                   help="|F|: Bloom filter size (e.g. 512KB, 4MB); auto sizes each filter for --bloom-fpp.")
     @click.option("--bloom-fpp", type=click.FloatRange(1e-9, 0.5), default=0.01, show_default=True,
@@ -59,7 +62,7 @@ def planning_options(fn):
                   help="More columns to collect statistics on: COLUMN, TABLE.COLUMN, comma-separated.")
     @wraps(fn)
     def wrapper(*args, plan, broadcast_threshold, shuffle_partitions, dialect, master, confs, ip, alpha, beta,
-                bloom_size, bloom_fpp, scan_summaries, statistics, stats_lg_k, stats_columns, **kwargs):
+                margin, bloom_size, bloom_fpp, scan_summaries, statistics, stats_lg_k, stats_columns, **kwargs):
         spark_conf = {}
         for item in confs:
             if "=" not in item:
@@ -68,7 +71,7 @@ def planning_options(fn):
             spark_conf[key.strip()] = value.strip()
         settings = Settings(plan=plan, broadcast_threshold=parse_size(broadcast_threshold),
                             shuffle_partitions=shuffle_partitions, dialect=dialect, spark_conf=spark_conf,
-                            master=master, ip=ip, alpha=parse_size(alpha), beta=beta,
+                            master=master, ip=ip, alpha=parse_size(alpha), beta=beta, margin=margin,
                             bloom_size=0 if bloom_size.strip().lower() == "auto" else parse_size(bloom_size),
                             bloom_fpp=bloom_fpp, scan_summaries=parse_size(scan_summaries), statistics=statistics,
                             stats_lg_k=stats_lg_k,

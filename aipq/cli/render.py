@@ -126,6 +126,9 @@ def _add_estimate(node: Tree, estimate: dict[str, Any] | None) -> None:
     node.add(f"[dim]B = {estimate['B']:.4f} s = B_sort {estimate['B_sort']:.4f} + B_shuffle "
              f"{estimate['B_shuffle']:.4f} + B_merge {estimate['B_merge']:.4f} + other {estimate['other']:.4f} "
              f"− C_summary {estimate['C_summary']:.4f}[/dim]")
+    if estimate.get("savings_share", 1.0) < 1.0:
+        node.add(f"[dim]the savings terms count {estimate['savings_share']:.0%} of their estimate (--margin): "
+                 f"the costs are sure, the savings predicted[/dim]")
     if estimate.get("downstream"):
         node.add(f"[dim]other includes {estimate['downstream']:.4f} s saved further on: the places this edge "
                  f"makes redundant (the largest of their savings)[/dim]")

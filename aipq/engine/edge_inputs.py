@@ -139,6 +139,7 @@ class EdgeEstimator:
             summary_is_bound=summary.bound,
             summary_rows=self.producer_rows(candidate.producer, candidate.column) if built is None else 0.0,
             cores=self._parallelism(), prepass_pages=self.prepass_pages(candidate.producer) if built is None else None,
+            savings_share=1.0 / (1.0 + self.settings.margin),
             sources={"probed size": probed.source, "probed keys": probed.keys.source,
                      "summary keys": summary.source, "overlap": overlap,
                      "shuffle share": "estimated: filters and map-side joins between the input and the shuffle"

@@ -23,6 +23,13 @@ summary's costs are paid once, so adding them to one task's saving undervalues e
 tasks than there are cores (`aipq bench decisions`: Q21's orders summary on lineitem was estimated at −0.82 s
 and measured +0.46 s).
 ``stage_seconds`` turns the per-task terms into the stage's wall time, and every figure here is wall seconds.
+
+The savings (B_sort, B_shuffle, B_merge, a sibling's saved write, the downstream saving) are predictions; the
+costs (probe, build, pre-pass, C_summary) are paid for sure. The decision counts on ``savings_share`` of the
+savings, 1 / (1 + margin) (``--margin``, default 0.5): a summary must be expected to save 1.5× what it surely
+costs. `aipq bench decisions` (docs/benchmarks.md, at 300ab90) measured the edges that pay at about half of their
+estimated benefit, and six of the eight edges estimated between 0 and +0.12 s ran slower with the edge than
+without it.
 """
 
 from __future__ import annotations
@@ -60,6 +67,7 @@ class EdgeInputs:
     summary_rows: float = 0.0  # rows the producer writes, when its summary is still to be built (else 0: sunk)
     cores: int = 1  # tasks running at once: the build's per-row cost is spread over them
     prepass_pages: float | None = None  # a SCAN stage's summary still to be built: pages of the table it reads
+    savings_share: float = 1.0  # of the estimated savings, the share the decision counts on (1 / (1 + margin))
     sources: dict[str, str] = field(default_factory=dict)
 
 
@@ -102,6 +110,7 @@ class EdgeEstimate:
             "B_shuffle": round(self.benefit.shuffle, 6), "B_merge": round(self.benefit.merge, 6),
             "C_summary": round(self.benefit.summary, 6), "other": round(self.benefit.extra, 6),
             "downstream": round(self.downstream, 6), "one_time": round(self.one_time, 6),
+            "savings": round(self.savings + self.downstream, 6), "savings_share": round(self.inputs.savings_share, 4),
             "filter_bytes": self.filter_bytes, "false_positive_rate": round(self.false_positive_rate, 6),
             "surviving_share": round(self.survive, 6), "delta_pages": round(self.delta_pages, 4),
             "m": round(self.job.m, 2), "r": self.job.r, "M_pages": round(self.job.pages_per_map, 4),
@@ -149,9 +158,12 @@ def estimate(inputs: EdgeInputs, filter_bytes: int, calibration: Calibration) ->
     build_cost = inputs.summary_rows / max(inputs.cores, 1) * calibration.build_seconds_per_row
     # an output place saves its write and the consumer's read of those pages, in each of its map tasks
     written_saved = delta * (costs.c_write + costs.c_read) * map_waves if inputs.place == "output" else 0.0
+    # the costs are paid for sure, the savings are a prediction: count only the share the margin allows
+    share = inputs.savings_share
+    written_saved *= share
     one_time = build_cost + prepass_cost(inputs, calibration)
     extra = written_saved - probe_cost - one_time
-    result = model.Benefit(base.sort, base.shuffle, base.merge, base.summary, extra)
+    result = model.Benefit(base.sort * share, base.shuffle * share, base.merge * share, base.summary, extra)
     return EdgeEstimate(result, filter_bytes, fpp, survive, delta, job, inputs, written_saved, one_time=one_time)
 
 
