@@ -42,9 +42,9 @@ KNOBS: tuple[Knob, ...] = (
          "heap-safety threshold; its experiments used 512 KB and 4 MB)."),
     Knob("beta", 0.0, "β: the least estimated benefit (seconds) for which a summary is built or used; read by the "
          "benefit estimator (strategy 'adaptive'), ignored by the strategies without estimation."),
-    Knob("margin", 0.5, "How much more than its sure costs (probe, build, pre-pass) a summary must be expected to "
+    Knob("margin", 0.0, "How much more than its sure costs (probe, build, pre-pass) a summary must be expected to "
          "save: the benefit estimator counts on 1 / (1 + margin) of its estimated savings, since those are a "
-         "prediction and the costs are not (strategy 'adaptive'). 0: the paper's B > beta alone."),
+         "prediction and the costs are not (strategy 'adaptive'). 0 (default): the paper's B > beta alone."),
     Knob("bloom_size", 0, "|F|: Bloom filter size in bytes; 0 = sized per summary from an upper bound on its "
          "distinct keys for the target false-positive rate, capped at alpha."),
     Knob("bloom_fpp", 0.01, "Target false-positive rate of Bloom filters sized per summary."),
@@ -73,7 +73,7 @@ class Settings:
     ip: str = "off"
     alpha: int = 4 * MB
     beta: float = 0.0
-    margin: float = 0.5
+    margin: float = 0.0
     bloom_size: int = 0
     bloom_fpp: float = 0.01
     statistics: str = "collect"

@@ -43,7 +43,7 @@ def planning_options(fn):
                   help="α: summaries larger than SIZE are not loaded.")
     @click.option("--beta", type=float, default=0.0, show_default=True,
                   help="β: least estimated benefit (seconds) to build or use a summary (benefit estimator).")
-    @click.option("--margin", type=click.FloatRange(0.0, 100.0), default=0.5, show_default=True,
+    @click.option("--margin", type=click.FloatRange(0.0, 100.0), default=0.0, show_default=True,
                   help="Build or use a summary only when it is expected to save (1 + MARGIN)× its sure costs "
                        "(benefit estimator); 0 = B > β alone, as in the paper.")
     @click.option("--bloom-size", default="auto", show_default=True, metavar="SIZE|auto",
