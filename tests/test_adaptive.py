@@ -138,3 +138,38 @@ def test_a_measured_edge_is_found_again_in_every_new_plan_of_the_query(tpch):
     chosen = [c for c in again if measured.usage(None, c, None) is not None]
     assert [(c.producer, c.column, c.target.stable_key) for c in chosen] == [
         (edge.producer, edge.column, edge.target.stable_key)]
+
+
+def _estimates(plan: dict) -> dict[tuple, dict]:
+    found = {}
+    for stage in plan["stages"]:
+        passing = stage.get("information_passing") or {}
+        for kind in ("builds", "uses", "rejected"):
+            for item in passing.get(kind, []):
+                if item.get("estimate"):
+                    key = (stage["id"], kind, item.get("column") or item.get("summary"), item.get("target"))
+                    found[key] = item["estimate"]
+    return found
+
+
+def test_a_margin_discounts_every_edges_savings_in_explain(aipq):
+    """--margin 0.5: each edge's savings terms count two thirds, its costs all, it takes no edge that the
+    paper's check skips, and explain says so."""
+    args = ("explain", "tpch:3", "--ip", "adaptive", "--broadcast-threshold", "0")
+    plain = _estimates(json.loads(aipq(*args, "--format", "json").output))
+    cautious = _estimates(json.loads(aipq(*args, "--margin", "0.5", "--format", "json").output))
+    taken = {key for key in cautious if key[1] != "rejected"}
+    assert taken <= plain.keys()  # a margin only ever skips more
+    compared = 0
+    for key in plain.keys() & cautious.keys():
+        estimate, other = plain[key], cautious[key]
+        assert estimate["savings_share"] == 1.0 and other["savings_share"] == pytest.approx(2 / 3, abs=1e-4)
+        if other["filter_bytes"] != estimate["filter_bytes"]:
+            continue  # the margin may pick another filter size, with other savings and costs
+        compared += 1
+        assert other["B_shuffle"] == pytest.approx(estimate["B_shuffle"] * 2 / 3, abs=1e-5), key
+        costs = estimate["savings"] - estimate["B"]
+        assert other["B"] == pytest.approx(other["savings"] - costs, abs=1e-5), key
+    assert compared
+    assert "of their estimate (--margin)" in aipq(*args, "--margin", "0.5").output
+    assert "of their estimate (--margin)" not in aipq(*args).output
