@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import base64
 import json
-import re
 import struct
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
@@ -207,55 +206,20 @@ def counted_filter(condition: Column, mark: int) -> Column:
 def filter_row_counts(spark: SparkSession, job_group: str,
                       marks: Collection[int]) -> dict[int, tuple[int | None, int | None]]:
     """Rows into and out of each ``counted_filter`` of ``marks`` in the SQL executions that ran the jobs of
-    ``job_group``, from Spark's SQL status store (the plan graph and its metrics). A filter Spark removed or
-    never ran is left out."""
+    ``job_group``, from Spark's SQL status store (the plan graph and its metrics), read in one JVM call by
+    ``aipq.spark.FilterRowCounts``. A filter Spark removed or never ran is left out."""
     sc = spark.sparkContext
     jobs = list(sc.statusTracker().getJobIdsForGroup(job_group))
     if not jobs or not marks:
         return {}
     sc._jsc.sc().listenerBus().waitUntilEmpty(10_000)  # the status store is fed asynchronously
     store = spark._jsparkSession.sharedState().statusStore()
-    total = int(store.executionsCount())
-    recent = store.executionsList(max(0, total - _RECENT_EXECUTIONS), _RECENT_EXECUTIONS)
+    found = _jvm(spark).aipq.spark.FilterRowCounts.count(
+        store, ",".join(map(str, jobs)), ",".join(map(str, marks)), _RECENT_EXECUTIONS)
     counts: dict[int, tuple[int | None, int | None]] = {}
-    for e in range(recent.size()):
-        execution = recent.apply(e)
-        if any(execution.jobs().contains(job) for job in jobs):
-            counts.update(_counted_filter_rows(store, execution.executionId(), marks))
-    return counts
-
-
-_MARK = re.compile(r"monotonically_increasing_id\(\) > (-\d+)\)")
-
-
-def _counted_filter_rows(store, execution_id, marks: Collection[int]) -> dict[int, tuple[int | None, int | None]]:
-    """Rows into and out of the marked filters of one SQL execution's plan graph."""
-    graph = store.planGraph(execution_id)
-    values = store.executionMetrics(execution_id)
-    nodes = {int(n.id()): n for n in (graph.allNodes().apply(i) for i in range(graph.allNodes().size()))}
-    children: dict[int, list[int]] = {}
-    for i in range(graph.edges().size()):
-        edge = graph.edges().apply(i)
-        children.setdefault(int(edge.toId()), []).append(int(edge.fromId()))
-
-    def output_rows(node_id: int | None) -> int | None:
-        while node_id is not None:  # a node without the metric (a Project) keeps its child's rows
-            metrics = nodes[node_id].metrics()
-            for m in range(metrics.size()):
-                metric = metrics.apply(m)
-                if metric.name() == "number of output rows":
-                    value = values.get(metric.accumulatorId())
-                    return int(str(value.get()).replace(",", "")) if value.isDefined() else None
-            below = children.get(node_id, [])
-            node_id = below[0] if len(below) == 1 else None
-        return None
-
-    counts = {}
-    for node_id, node in nodes.items():
-        found = _MARK.search(str(node.desc())) if node.name() == "Filter" else None
-        if found and int(found.group(1)) in marks:
-            below = children.get(node_id, [])
-            counts[int(found.group(1))] = (output_rows(below[0]) if below else None, output_rows(node_id))
+    for record in filter(None, found.split(";")):
+        mark, rows_in, rows_out = record.split(",")
+        counts[int(mark)] = (int(rows_in) if rows_in else None, int(rows_out) if rows_out else None)
     return counts
 
 
