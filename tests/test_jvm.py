@@ -3,6 +3,8 @@ these fail first and say which one."""
 
 from __future__ import annotations
 
+import struct
+
 import pytest
 from pyspark.sql import Observation
 from pyspark.sql import functions as F
@@ -23,8 +25,21 @@ def test_bloom_filter_is_built_inside_observe_during_a_write_and_has_no_false_ne
     assert set(range(3000)) <= kept  # every key put in passes
     assert len(kept) < 3000 + 0.05 * 97000  # and few others do
 
-    shape = jvm.bloom_filter_shape(spark, data)
+    shape = jvm.bloom_filter_shape(data)
     assert shape.bits == 1 << 16 and 0 < shape.expected_fpp < 0.05
+    # fails if a Spark upgrade changes the serialized format that bloom_filter_shape parses
+    spark_reads = spark._jvm.org.apache.spark.util.sketch.BloomFilter.readFrom(
+        spark._jvm.java.io.ByteArrayInputStream(bytearray(data)))
+    assert (shape.bits, shape.expected_fpp) == (spark_reads.bitSize(), pytest.approx(spark_reads.expectedFpp()))
+
+
+def test_bloom_filter_shape_reads_both_serialized_versions_and_refuses_others():
+    words = (0b1011).to_bytes(8, "big") + bytes(8)  # 3 of 128 bits set
+    for header in (struct.pack(">iii", 1, 2, 2), struct.pack(">iiii", 2, 2, 0, 2)):  # version 2 adds a seed
+        shape = jvm.bloom_filter_shape(header + words)
+        assert shape.bits == 128 and shape.expected_fpp == pytest.approx((3 / 128) ** 2)
+    with pytest.raises(ValueError, match="version 3"):
+        jvm.bloom_filter_shape(struct.pack(">iiii", 3, 2, 0, 2) + words)
 
 
 def test_hash_set_probe_keeps_exactly_the_observed_values(spark, tmp_path):

@@ -166,7 +166,7 @@ class SummaryStore:
                 data = bytes(values[f"ip_{i}"] or b"")
                 summary.payload = data or None
                 summary.size_bytes = len(data)
-                summary.expected_fpp = jvm.bloom_filter_shape(self.spark, data).expected_fpp if data else 0.0
+                summary.expected_fpp = jvm.bloom_filter_shape(data).expected_fpp if data else 0.0
                 base.with_suffix(".bloom").write_bytes(data)
                 summary.path = str(base.with_suffix(".bloom"))
             elif build.kind == "hash-list":
