@@ -19,12 +19,13 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import ByteType, DataType, IntegerType, LongType, ShortType
 
 from aipq.engine import jvm
-from aipq.planner.ip import BuiltInfo, SummaryBuild, SummaryUse
+from aipq.planner.ip import AUTO_BLOOM_CAP_BYTES, BuiltInfo, SummaryBuild, SummaryUse
 from aipq.stats import sketches
 from aipq.stats.sketches import sketch_input_sql
 
 _INTEGRAL = (ByteType, ShortType, IntegerType, LongType)
-LITERAL_FILTER_BYTES = 256 * 1024
+# every auto-sized filter (the cap's bits and Spark's header of at most 16 bytes) is probed as a literal (_condition)
+LITERAL_FILTER_BYTES = AUTO_BLOOM_CAP_BYTES + 16
 SKETCH_LG_K = 12
 
 
@@ -249,8 +250,10 @@ class SummaryStore:
             return F.rand(0) < F.lit(-1.0)
         if len(summary.payload) <= LITERAL_FILTER_BYTES:
             return jvm.might_contain(self.spark, summary.payload, hashed_key(df, column))
-        # A large filter is read from its file as a scalar subquery, as Spark's own runtime filters are: a
-        # literal would put megabytes into the query plan that Spark renders for every execution (a subquery
-        # costs one small job instead).
+        # A filter above 1 MB (only a user's --bloom-size makes one) is read from its file as a scalar subquery,
+        # as Spark's own runtime filters are, rather than put into a plan Spark renders at every re-plan. Up to
+        # 1 MB the literal is faster: the subquery's own small job cost more than the literal's rendering and
+        # shipping (orders probed with Q9's 350 KB filter: 0.65 s against 0.72 s, median of 25; 1 MB: 0.79
+        # against 0.83 s; 4 MB: even, docs/spark-notes.md).
         bloom = self.spark.read.format("binaryFile").load(summary.path).select("content").scalar()
         return jvm.might_contain_column(self.spark, bloom, hashed_key(df, column))
