@@ -1,8 +1,9 @@
 """What piggybacked statistics cost and how accurate they are: ``aipq bench stats`` (the paper's Figs. 11–12).
 
 Per query, each round runs it once with statistics off and once per lg_k with every statistic collected again
-(``recollect``), interleaved; the slowdown is the median collecting time over the median time without. After
-each collecting run, the NDV estimates just stored are compared with exact distinct counts of the same columns.
+(``recollect``), interleaved, the order rotated round by round (as ``strategy_bench`` does) so that no setting
+always runs first; the slowdown is the median collecting time over the median time without. After each
+collecting run, the NDV estimates just stored are compared with exact distinct counts of the same columns.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from aipq.engine.session import read_table
 from aipq.stats.repository import StatsRepository
 from aipq.stats.sketches import relative_standard_error
 from aipq.tpch.bench import bench_session
-from aipq.tpch.strategy_bench import QueryRunner
+from aipq.tpch.strategy_bench import QueryRunner, rotated
 
 
 @dataclass
@@ -68,7 +69,7 @@ def _measure(spark, catalog, runner: QueryRunner, repository: StatsRepository, w
         settings.update({k: replace(base, statistics="recollect", stats_lg_k=k) for k in lg_ks})
         mine = {k: CollectionOverhead(label, k) for k in settings}
         for round_number in range(repeat + 1):  # round 0 warms up
-            for lg_k, chosen in settings.items():
+            for lg_k, chosen in rotated(list(settings.items()), round_number):
                 measurement, _ = runner.aipq(text, chosen)
                 if round_number > 0:
                     mine[lg_k].seconds.append(measurement.seconds)
