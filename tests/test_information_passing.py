@@ -101,6 +101,9 @@ def test_hip_passes_child_to_parent_only_and_respects_alpha(aipq):
 
 @pytest.mark.parametrize("size, kilobytes", [("512KB", 512), ("2MB", 2048)])
 def test_fixed_bloom_size_is_honoured_whether_probed_as_a_literal_or_read_from_its_file(aipq, size, kilobytes):
+    from aipq.engine.summaries import LITERAL_FILTER_BYTES
+
+    assert (kilobytes * 1024 > LITERAL_FILTER_BYTES) == (size == "2MB")  # the two sizes take the two paths
     info = analyzed(aipq, "tpch:3", "--ip", "always", "--bloom-size", size)
     summaries = [s for st in info["stages"] for s in st["measured"]["summaries"]]
     assert summaries and all(s["bits"] == kilobytes * 1024 * 8 for s in summaries)
