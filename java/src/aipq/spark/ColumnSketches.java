@@ -81,15 +81,12 @@ public final class ColumnSketches extends AccumulatorV2<Object, Long> {
     private long[] seen;
     private long[] present;
     private long[] widths;
-    // A value already in its sketch changes nothing (unions are idempotent): the cache skips its hash. Sorted
-    // or low-cardinality columns (an order's line items, a date, a flag) hit it on most rows.
-    private transient long[][] recentLongs;
-    private transient boolean[][] recentFilled;
+    // Per column, the values already in its sketch (a repeat changes nothing: unions are idempotent), so that a
+    // repeat skips the hash: keyed by the value sketched on the row path, by the column's raw value on the batch
+    // path (a date's day, a decimal's unscaled value: hashed only when new). Made on first use.
+    private transient SeenValues[] rowSeen;
+    private transient SeenValues[] batchSeen;
     private transient UTF8String[][] recentTexts;
-    // Values in [0, SMALL_VALUES) already sketched, per column (1 MB, made when the first such value comes):
-    // surrogate keys (an order's, a part's, a supplier's) are small integers, and in random order the recent
-    // cache misses on most rows; the bitmap hashes each distinct key once per task.
-    private transient long[][] smallSeen;
     // Dictionary-encoded vectors: the batch in which each dictionary id was last sketched, and its value's width
     private transient int[][] sketchedIn;
     private transient int[][] idWidths;
@@ -167,26 +164,14 @@ public final class ColumnSketches extends AccumulatorV2<Object, Long> {
     private void sketchLong(int column, long value, int width) {
         present[column]++;
         widths[column] += width;
-        if (value >= 0 && value < SMALL_VALUES) {
-            long[] bits = smallSeen[column];
-            if (bits == null) {
-                bits = smallSeen[column] = new long[SMALL_VALUES / 64];
-            }
-            int word = (int) (value >>> 6);
-            long mask = 1L << value;
-            if ((bits[word] & mask) == 0) {
-                bits[word] |= mask;
-                sketch(column).update(value);
-            }
-            return;
+        if (seenValues(rowSeen, column).add(value)) {
+            sketch(column).update(value);
         }
-        int slot = (int) (value ^ (value >>> 29) ^ (value >>> 47)) & (RECENT - 1);
-        if (recentFilled[column][slot] && recentLongs[column][slot] == value) {
-            return;
-        }
-        recentFilled[column][slot] = true;
-        recentLongs[column][slot] = value;
-        sketch(column).update(value);
+    }
+
+    private static SeenValues seenValues(SeenValues[] perColumn, int column) {
+        SeenValues values = perColumn[column];
+        return values != null ? values : (perColumn[column] = new SeenValues());
     }
 
     /**
@@ -196,14 +181,14 @@ public final class ColumnSketches extends AccumulatorV2<Object, Long> {
     public boolean updateText(int column, UTF8String value) {
         seen[column]++;
         if (value != null) {
+            present[column]++;
+            widths[column] += value.numBytes();
             sketchText(column, value);
         }
         return true;
     }
 
     private void sketchText(int column, UTF8String value) {
-        present[column]++;
-        widths[column] += value.numBytes();
         int slot = value.hashCode() & (RECENT - 1);
         UTF8String recent = recentTexts[column][slot];
         if (recent != null && recent.equals(value)) {
@@ -272,56 +257,107 @@ public final class ColumnSketches extends AccumulatorV2<Object, Long> {
 
     /**
      * One batch of a columnar scan: the same figures as {@link #updateLong} and {@link #updateText} on each of its
-     * rows. A dictionary-encoded string is read and sketched once per batch per dictionary id.
+     * rows. Each column is read in a loop of its own type, its repeats found by raw value before any hashing; a
+     * dictionary-encoded column is read and sketched once per batch per dictionary id. (Row by row through one
+     * generic path this cost 10 ns per sorted or small key and 21 ns per date: a tenth of a second per TPC-H
+     * orders scan.)
      */
     public void observeBatch(ColumnarBatch batch, int[] ordinals, int[] kinds) {
         int rows = batch.numRows();
         batches++;
         for (int column = 0; column < columns; column++) {
             seen[column] += rows;
-            if (ordinals[column] < 0) {
-                continue;
-            }
-            ColumnVector vector = batch.column(ordinals[column]);
-            int kind = kinds[column];
-            // decoding a dictionary-encoded string allocates it; numbers decode cheaply and are cached below
-            WritableColumnVector ids = kind == TEXT && vector instanceof WritableColumnVector writable
-                && writable.hasDictionary() ? writable.getDictionaryIds() : null;
-            boolean nulls = vector.hasNull();
-            for (int row = 0; row < rows; row++) {
-                if (nulls && vector.isNullAt(row)) {
-                    continue;
-                }
-                if (ids == null) {
-                    sketchRow(column, vector, row, kind);
-                    continue;
-                }
-                int id = ids.getInt(row);
-                int[] marks = dictionaryMarks(column, id);
-                if (marks[id] == batches) {
-                    present[column]++;
-                    widths[column] += idWidths[column][id];
-                    continue;
-                }
-                marks[id] = batches;
-                long before = widths[column];
-                sketchRow(column, vector, row, kind);
-                idWidths[column][id] = (int) (widths[column] - before);
+            if (ordinals[column] >= 0) {
+                observeVector(column, batch.column(ordinals[column]), rows, kinds[column]);
             }
         }
     }
 
-    private void sketchRow(int column, ColumnVector vector, int row, int kind) {
+    private void observeVector(int column, ColumnVector vector, int rows, int kind) {
+        SeenValues known = seenValues(batchSeen, column);
+        boolean nulls = vector.hasNull();
+        WritableColumnVector ids = vector instanceof WritableColumnVector writable && writable.hasDictionary()
+            ? writable.getDictionaryIds() : null;
+        int absent = 0;
+        if (ids != null) {
+            absent = observeDictionary(column, vector, ids, rows, kind, known);
+        } else if ((kind & 0xff) == LONG) {
+            for (int row = 0; row < rows; row++) {
+                if (nulls && vector.isNullAt(row)) {
+                    absent++;
+                } else {
+                    long value = vector.getLong(row);
+                    if (known.add(value)) {
+                        sketch(column).update(value);
+                    }
+                }
+            }
+        } else if ((kind & 0xff) == DATE) {
+            for (int row = 0; row < rows; row++) {
+                if (nulls && vector.isNullAt(row)) {
+                    absent++;
+                } else {
+                    int day = vector.getInt(row);
+                    if (known.add(day)) {
+                        sketch(column).update(XXH64.hashInt(day, XXHASH64_SEED));
+                    }
+                }
+            }
+        } else {
+            for (int row = 0; row < rows; row++) {
+                if (nulls && vector.isNullAt(row)) {
+                    absent++;
+                } else {
+                    widths[column] += sketchValue(column, vector, row, kind, known);
+                }
+            }
+        }
+        present[column] += rows - absent;
+    }
+
+    /** A dictionary-encoded vector: each id's value sketched (and its width taken) once per batch. */
+    private int observeDictionary(int column, ColumnVector vector, WritableColumnVector ids, int rows, int kind,
+                                  SeenValues known) {
+        boolean nulls = vector.hasNull();
+        int absent = 0;
+        for (int row = 0; row < rows; row++) {
+            if (nulls && vector.isNullAt(row)) {
+                absent++;
+                continue;
+            }
+            int id = ids.getInt(row);
+            int[] marks = dictionaryMarks(column, id);
+            if (marks[id] != batches) {
+                marks[id] = batches;
+                idWidths[column][id] = sketchValue(column, vector, row, kind, known);
+            }
+            widths[column] += idWidths[column][id];
+        }
+        return absent;
+    }
+
+    /** One non-null value of a batch into its sketch (when not known to be there); its width (text only). */
+    private int sketchValue(int column, ColumnVector vector, int row, int kind, SeenValues known) {
+        long raw;
         switch (kind & 0xff) {
-            case BYTE -> sketchLong(column, vector.getByte(row), 0);
-            case SHORT -> sketchLong(column, vector.getShort(row), 0);
-            case INT -> sketchLong(column, vector.getInt(row), 0);
-            case LONG -> sketchLong(column, vector.getLong(row), 0);
-            case TEXT -> sketchText(column, vector.getUTF8String(row));
-            case DATE -> sketchLong(column, XXH64.hashInt(vector.getInt(row), XXHASH64_SEED), 0);
-            case DECIMAL -> sketchLong(column, XXH64.hashLong(unscaled(vector, row, kind), XXHASH64_SEED), 0);
+            case TEXT -> {
+                UTF8String text = vector.getUTF8String(row);
+                sketchText(column, text);
+                return text.numBytes();
+            }
+            case BYTE -> raw = vector.getByte(row);
+            case SHORT -> raw = vector.getShort(row);
+            case INT, DATE -> raw = vector.getInt(row);
+            case LONG -> raw = vector.getLong(row);
+            case DECIMAL -> raw = unscaled(vector, row, kind);
             default -> throw new IllegalStateException("unknown batch kind " + kind);
         }
+        if (known.add(raw)) {
+            int base = kind & 0xff;
+            sketch(column).update(base == DATE ? XXH64.hashInt((int) raw, XXHASH64_SEED)
+                : base == DECIMAL ? XXH64.hashLong(raw, XXHASH64_SEED) : raw);
+        }
+        return 0;
     }
 
     /** A decimal's unscaled value, as Spark's xxhash64 hashes a decimal of at most 18 digits. */
@@ -374,10 +410,9 @@ public final class ColumnSketches extends AccumulatorV2<Object, Long> {
     }
 
     private void clearRecent() {
-        recentLongs = new long[columns][RECENT];
-        recentFilled = new boolean[columns][RECENT];
+        rowSeen = new SeenValues[columns];
+        batchSeen = new SeenValues[columns];
         recentTexts = new UTF8String[columns][RECENT];
-        smallSeen = new long[columns][];
         sketchedIn = new int[columns][];
         idWidths = new int[columns][];
         batches = 0;
@@ -450,5 +485,43 @@ public final class ColumnSketches extends AccumulatorV2<Object, Long> {
             sketches[i] = bytes == null ? null : HllSketch.heapify(Memory.wrap(bytes));
         }
         clearRecent();
+    }
+
+    /**
+     * Values known to be in a sketch: a bitmap of [0, SMALL_VALUES) (surrogate keys are small integers, and in
+     * random order a cache misses on most of them: the bitmap hashes each distinct key once per task) and, for
+     * other values, a direct-mapped cache of recent ones (sorted or low-cardinality columns hit it on most rows).
+     */
+    private static final class SeenValues {
+        private long[] small;  // 1 MB, made when the first small value comes
+        private long[] recent;
+        private boolean[] filled;
+
+        /** Whether the value is new (it may have been seen before); remembers it. */
+        boolean add(long value) {
+            if (value >= 0 && value < SMALL_VALUES) {
+                if (small == null) {
+                    small = new long[SMALL_VALUES / 64];
+                }
+                int word = (int) (value >>> 6);
+                long mask = 1L << value;
+                if ((small[word] & mask) != 0) {
+                    return false;
+                }
+                small[word] |= mask;
+                return true;
+            }
+            if (recent == null) {
+                recent = new long[RECENT];
+                filled = new boolean[RECENT];
+            }
+            int slot = (int) (value ^ (value >>> 29) ^ (value >>> 47)) & (RECENT - 1);
+            if (filled[slot] && recent[slot] == value) {
+                return false;
+            }
+            filled[slot] = true;
+            recent[slot] = value;
+            return true;
+        }
     }
 }
