@@ -33,6 +33,24 @@ def test_table_add_csv_and_query_it(aipq, duck, tmp_path):
     assert aipq("table", "drop", "people").exit_code == 2
 
 
+def test_tables_are_read_with_the_catalogs_schema_not_one_inferred_again(spark, tmp_path):
+    """Reading a registered table hands Spark the catalog's schema, so it infers nothing per query (a parquet
+    footer read on the driver; a CSV's whole data): catalog types that differ from what inference would give
+    show through."""
+    from aipq.catalog import TableEntry
+    from aipq.engine.session import read_table
+
+    spark.range(3).selectExpr("CAST(id AS INT) AS k").write.parquet(str(tmp_path / "t.parquet"))
+    (tmp_path / "t.csv").write_text("k,v\n1,2\n3,4\n")
+    as_bigint = TableEntry("default", "t", str(tmp_path / "t.parquet"), "parquet", (("k", "bigint"),))
+    assert read_table(spark, as_bigint).schema.simpleString() == "struct<k:bigint>"
+    assert sorted(r.k for r in read_table(spark, as_bigint).collect()) == [0, 1, 2]
+    as_text = TableEntry("default", "c", str(tmp_path / "t.csv"), "csv", (("k", "string"), ("v", "bigint")))
+    assert [tuple(r) for r in read_table(spark, as_text).collect()] == [("1", 2), ("3", 4)]
+    unknown = TableEntry("default", "u", str(tmp_path / "t.csv"), "csv", ())  # registering: inferred
+    assert read_table(spark, unknown).schema.simpleString() == "struct<k:int,v:int>"
+
+
 def test_table_add_rejects_missing_data(aipq, tmp_path):
     result = aipq("table", "add", "ghost", str(tmp_path / "none.parquet"))
     assert result.exit_code == 2 and "no data" in result.output

@@ -11,6 +11,7 @@ from collections.abc import Callable
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
+from pyspark.sql.types import StructType
 
 from aipq.catalog import TableEntry
 from aipq.engine.session import read_table
@@ -34,6 +35,8 @@ class StageCompiler:
         self.input_hooks: dict[int, Callable[[DataFrame], DataFrame]] = {}
         # id of a Scan → an observer of the raw table read, before its filters (piggybacked statistics)
         self.scan_observers: dict[int, Callable[[DataFrame], DataFrame]] = {}
+        # stage id → the schema its output was written with: read back without Spark inferring it from a footer
+        self.stage_schemas: dict[int, StructType] = {}
 
     def table(self, entry: TableEntry) -> DataFrame:
         key = entry.qualified_name
@@ -58,8 +61,10 @@ class StageCompiler:
                 df = df.filter(F.expr(render(condition)))
             return df.select(*[_quoted(name) for name, _ in node.columns]) if node.filter_only else df
         if isinstance(node, StageRead):
-            return self.spark.read.parquet(self.stage_paths[node.stage_id]).select(
-                *[_quoted(c) for c in node.columns])
+            reader = self.spark.read
+            if node.stage_id in self.stage_schemas:
+                reader = reader.schema(self.stage_schemas[node.stage_id])
+            return reader.parquet(self.stage_paths[node.stage_id]).select(*[_quoted(c) for c in node.columns])
         if isinstance(node, Filter):
             return self.compile(node.child).filter(F.expr(render(node.condition)))
         if isinstance(node, Project):

@@ -197,6 +197,7 @@ def _run_stage(spark, compiler: StageCompiler, store: SummaryStore, stage: Stage
         df = df.observe(observation, F.count(F.lit(1)).alias("rows"),
                         *store.build_columns(df, decisions.builds, sketched), *key_sketches)
         df.write.mode("errorifexists").parquet(str(path))
+        compiler.stage_schemas[stage.id] = df.schema
         values = jvm.observed_metrics(observation, keep_in_jvm=store.jvm_resident(decisions.builds))
         rows = int(values["rows"])
         seconds = time.perf_counter() - started

@@ -113,6 +113,11 @@ def user_runtime_conf(spark, settings: Settings) -> dict[str, str]:
     return runtime
 
 
+# Formats read with the catalog's schema: Spark then skips inferring it (parquet and ORC read a footer on the
+# driver, 70 ms a table on this machine; CSV reads all its data). CSV applies it by position, as it was inferred.
+_SCHEMA_ON_READ = ("parquet", "orc", "csv")
+
+
 def read_table(spark, entry: TableEntry):
     if entry.source == "spark":
         return spark.table(entry.qualified_name)
@@ -120,6 +125,9 @@ def read_table(spark, entry: TableEntry):
     options = dict(entry.options)
     if entry.format == "csv":
         options = {"header": "true", "inferSchema": "true", **options}
+    if entry.columns and entry.format in _SCHEMA_ON_READ:
+        reader = reader.schema(", ".join(f"`{name.replace('`', '``')}` {data_type}"
+                                         for name, data_type in entry.columns))
     return reader.options(**options).load(entry.path)
 
 
