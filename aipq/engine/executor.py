@@ -3,6 +3,7 @@ directory and read back by its consumers (the paper's job plan, with each job's 
 
 from __future__ import annotations
 
+import contextlib
 import re
 import shutil
 import time
@@ -53,7 +54,7 @@ class RunRecord:
     stages: list[StageMetrics] = field(default_factory=list)
     seconds: float = 0.0
     strategy: str = "off"
-    statistics_seconds: float = 0.0  # storing piggybacked statistics after the stages (the pass itself is shared)
+    statistics_seconds: float = 0.0  # storing piggybacked statistics, on a thread beside later stages
     statistics_collected: list[str] = field(default_factory=list)  # tables whose statistics this run stored
 
 
@@ -130,8 +131,13 @@ def run_dag(spark, dag: StageDag, settings: Settings, home: Path,
     conf = {**stage_sql_conf(settings), **user_runtime_conf(spark, settings)}
     try:
         _run_stages(spark, dag, compiler, store, ip, record, paths, written, conf, listener, analyze, statistics)
+        if statistics is not None:
+            statistics.settle()
     except BaseException:
         remove_work_dir(record)  # a failed run leaves no half-written stage outputs behind
+        if statistics is not None:
+            with contextlib.suppress(Exception):  # the run's own failure is the one to report
+                statistics.settle()
         raise
     record.seconds = time.perf_counter() - started
     record.result_rows = record.stages[-1].rows_written
@@ -148,6 +154,8 @@ def _run_stages(spark, dag: StageDag, compiler: StageCompiler, store: SummarySto
     with sql_conf(spark, conf):
         for index, stage in enumerate(dag.stages, start=1):
             group = f"aipq-{run_id}-{stage.name}"
+            if statistics is not None and ip.estimator is not None:
+                statistics.settle()  # the estimator reads the repository: decide on what earlier stages stored
             deciding = time.perf_counter()
             decisions = ip.decide(stage, store.infos())
             decision_seconds = time.perf_counter() - deciding
