@@ -6,6 +6,7 @@ import json
 import os
 import shutil
 import sqlite3
+import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -190,8 +191,20 @@ def test_bench_stats_reports_overhead_and_ndv_error(aipq, tmp_path):
     assert result.exit_code == 0, result.output
     data = json.loads((out / "results.json").read_text())
     assert [row["lg_k"] for row in data["overhead"]] == [10]
-    assert {"slowdown", "off_seconds", "median_seconds", "storing_seconds"} <= set(data["overhead"][0])
+    assert {"slowdown", "paired_slowdown", "off_seconds", "median_seconds", "storing_seconds"} <= set(
+        data["overhead"][0])
+    runs = {run["lg_k"]: run["seconds"] for run in data["runs"]}
+    assert data["overhead"][0]["paired_slowdown"] == pytest.approx(runs[10][0] / runs[None][0] - 1, abs=1e-4)
     errors = data["ndv_errors"]
     assert errors and all(e["lg_k"] == 10 and e["exact"] > 0 for e in errors)
     assert all(e["error"] <= 5 * e["rse"] for e in errors)  # well inside what lg_k 10 promises
     assert (out / "statistics.png").read_bytes()[:4] == b"\x89PNG" and "slowdown" in (out / "report.md").read_text()
+
+
+def test_paired_slowdown_compares_each_round_with_itself():
+    from aipq.tpch.stats_bench import paired_slowdown
+
+    off = [1.0, 1.0, 1.0, 2.0, 2.0]  # the machine slowed down for the last two rounds
+    collecting = [1.05, 1.05, 2.1, 2.1, 2.1]
+    assert paired_slowdown(collecting, off) == pytest.approx(0.05)
+    assert statistics.median(collecting) / statistics.median(off) - 1 == pytest.approx(1.1)  # what medians say

@@ -265,12 +265,14 @@ def stats_overhead_table(overheads, errors, title: str) -> Table:
     from aipq.tpch.stats_bench import overhead_rows
 
     table = Table(title=title)
-    for column in ("query", "lg_k", "RSE", "off s", "collecting s", "slowdown", "storing s", "mean NDV err"):
+    for column in ("query", "lg_k", "RSE", "off s", "collecting s", "slowdown", "paired", "storing s",
+                   "mean NDV err"):
         table.add_column(column, justify="right")
     mean_error = {k: stats_module.mean(e.error for e in errors if e.lg_k == k) for k in {e.lg_k for e in errors}}
     for r in overhead_rows(overheads):
         error = mean_error.get(r["lg_k"])
         table.add_row(r["query"], str(r["lg_k"]), f"{r['rse']:.1%}", f"{r['off_seconds']:.2f}",
-                      f"{r['median_seconds']:.2f}", f"{r['slowdown']:+.1%}", f"{r['storing_seconds']:.2f}",
+                      f"{r['median_seconds']:.2f}", f"{r['slowdown']:+.1%}", f"{r['paired_slowdown']:+.1%}",
+                      f"{r['storing_seconds']:.2f}",
                       "" if error is None else f"{error:.2%}")
     return table

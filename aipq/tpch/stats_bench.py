@@ -2,7 +2,8 @@
 
 Per query, each round runs it once with statistics off and once per lg_k with every statistic collected again
 (``recollect``), interleaved, the order rotated round by round (as ``strategy_bench`` does) so that no setting
-always runs first; the slowdown is the median collecting time over the median time without. After each
+always runs first; the slowdown is the median collecting time over the median time without, and also the
+median of the rounds' own ratios (``paired_slowdown``), which a slow spell spanning a round leaves out. After each
 collecting run, the NDV estimates just stored are compared with exact distinct counts of the same columns.
 """
 
@@ -108,11 +109,19 @@ def _ndv_errors(spark, catalog, estimates: dict[tuple[str, str, int], float]) ->
                   key=lambda e: (e.table, e.column, e.lg_k))
 
 
+def paired_slowdown(collecting: list[float], off: list[float]) -> float:
+    """The median over rounds of each round's slowdown: a round runs both settings back to back, so a slow
+    spell of the machine that spans it cancels out, where the medians taken apart keep it."""
+    return statistics.median(on / without - 1 for on, without in zip(collecting, off))
+
+
 def overhead_rows(overheads: list[CollectionOverhead]) -> list[dict]:
-    """Per query and lg_k: median seconds and the slowdown against statistics off."""
-    off = {o.query: o.median for o in overheads if o.lg_k is None}
+    """Per query and lg_k: median seconds and the slowdown against statistics off, as the ratio of the medians
+    and paired round by round."""
+    off = {o.query: o for o in overheads if o.lg_k is None}
     return [{"query": o.query, "lg_k": o.lg_k, "rse": round(relative_standard_error(o.lg_k), 5),
-             "median_seconds": round(o.median, 4), "off_seconds": round(off[o.query], 4),
-             "slowdown": round(o.median / off[o.query] - 1, 4),
+             "median_seconds": round(o.median, 4), "off_seconds": round(off[o.query].median, 4),
+             "slowdown": round(o.median / off[o.query].median - 1, 4),
+             "paired_slowdown": round(paired_slowdown(o.seconds, off[o.query].seconds), 4),
              "storing_seconds": round(statistics.median(o.statistics_seconds), 4)}
             for o in overheads if o.lg_k is not None]
