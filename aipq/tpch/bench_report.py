@@ -224,7 +224,7 @@ def write_stats_outputs(out_dir: Path, context: BenchContext, overheads, errors)
     lines = [f"### {context.title}", "", f"Command: `{context.command}`  ", f"Machine: {context.machine}  ",
              f"Date: {context.date}", "",
              "| query | lg_k | RSE | no statistics, s | collecting all, s | slowdown | paired by round "
-             "| of which storing, s |",
+             "| storing beside the stages, s |",
              "|---|--:|--:|--:|--:|--:|--:|--:|"]
     lines += [f"| {r['query']} | {r['lg_k']} | {r['rse']:.1%} | {r['off_seconds']:.2f} | {r['median_seconds']:.2f} "
               f"| {r['slowdown']:+.1%} | {r['paired_slowdown']:+.1%} | {r['storing_seconds']:.2f} |" for r in rows]
