@@ -208,3 +208,28 @@ def test_paired_slowdown_compares_each_round_with_itself():
     collecting = [1.05, 1.05, 2.1, 2.1, 2.1]
     assert paired_slowdown(collecting, off) == pytest.approx(0.05)
     assert statistics.median(collecting) / statistics.median(off) - 1 == pytest.approx(1.1)  # what medians say
+
+
+def test_a_run_ends_only_once_its_statistics_are_stored(fresh, monkeypatch):
+    """Statistics are stored on a thread beside later stages; a run must not return before they are stored
+    (a slow store makes the race sure to show), and a store that fails fails the run with a clear error."""
+    import time
+
+    from aipq.engine.statistics import StatisticsCollector
+
+    store = StatisticsCollector._store_table
+
+    def slow_store(self, pending):
+        time.sleep(0.5)
+        store(self, pending)
+
+    monkeypatch.setattr(StatisticsCollector, "_store_table", slow_store)
+    assert fresh("run", "tpch:5", "--quiet").exit_code == 0
+    assert set(by_table(show(fresh))) == set(Q5_COLUMNS)
+
+    def failing_store(self, pending):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(StatisticsCollector, "_store_table", failing_store)
+    failed = fresh("run", "tpch:5", "--quiet", "--statistics", "recollect")
+    assert failed.exit_code != 0 and "storing statistics failed: disk full" in failed.output
