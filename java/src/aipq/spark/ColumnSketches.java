@@ -282,7 +282,7 @@ public final class ColumnSketches extends AccumulatorV2<Object, Long> {
             && writable.hasDictionary() ? writable.getDictionaryIds() : null;
         int absent = 0;
         if (ids != null) {
-            absent = observeDictionary(column, vector, ids, rows, kind, known);
+            absent = observeDictionary(column, vector, ids, rows);
         } else if ((kind & 0xff) == LONG) {
             for (int row = 0; row < rows; row++) {
                 if (nulls && vector.isNullAt(row)) {
@@ -318,8 +318,7 @@ public final class ColumnSketches extends AccumulatorV2<Object, Long> {
     }
 
     /** A dictionary-encoded string vector: each id's value sketched (and its width taken) once per batch. */
-    private int observeDictionary(int column, ColumnVector vector, WritableColumnVector ids, int rows, int kind,
-                                  SeenValues known) {
+    private int observeDictionary(int column, ColumnVector vector, WritableColumnVector ids, int rows) {
         boolean nulls = vector.hasNull();
         int absent = 0;
         for (int row = 0; row < rows; row++) {
@@ -331,7 +330,9 @@ public final class ColumnSketches extends AccumulatorV2<Object, Long> {
             int[] marks = dictionaryMarks(column, id);
             if (marks[id] != batches) {
                 marks[id] = batches;
-                idWidths[column][id] = sketchValue(column, vector, row, kind, known);
+                UTF8String text = vector.getUTF8String(row);
+                sketchText(column, text);
+                idWidths[column][id] = text.numBytes();
             }
             widths[column] += idWidths[column][id];
         }
