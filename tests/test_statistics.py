@@ -96,6 +96,16 @@ def test_stage_outputs_are_known_by_their_subplan(fresh):
     stages = show(fresh)["stages"]
     assert stages and all(s["rows"] >= 0 and s["bytes"] > 0 for s in stages)
     keys = {s["plan_key"]: s["rows"] for s in stages}
+    # S1 (BUILDING customers' orders before the date) is sketched on o_orderkey, the key S2 joins it on
+    joined = [s for s in stages if "o_orderkey" in s["columns"]]
+    assert len(joined) == 1
+    data = fresh.home / "warehouse" / "tpch" / "sf0_01"
+    exact = duckdb.execute(
+        f"SELECT count(DISTINCT o_orderkey) FROM read_parquet('{data / 'customer.parquet'}') c "
+        f"JOIN read_parquet('{data / 'orders.parquet'}') o ON c.c_custkey = o.o_custkey "
+        "WHERE c_mktsegment = 'BUILDING' AND o_orderdate < DATE '1995-03-15'").fetchone()[0]
+    assert joined[0]["rows"] == exact  # o_orderkey is unique
+    assert abs(joined[0]["columns"]["o_orderkey"] - exact) <= 3 * sketches.relative_standard_error(12) * exact
     assert fresh("run", "tpch:3", "--quiet", "--broadcast-threshold", "0").exit_code == 0
     assert {s["plan_key"]: s["rows"] for s in show(fresh)["stages"]} == keys  # same subplans, same keys
     explained = json.loads(fresh("explain", "tpch:3", "--broadcast-threshold", "0", "--format", "json").output)

@@ -199,14 +199,17 @@ def _run_stage(spark, compiler: StageCompiler, store: SummaryStore, stage: Stage
         if is_final and _final_needs_order(stage):
             df = df.coalesce(1)  # one ordered file: reading it back keeps ORDER BY's order
         observation = Observation(f"{group}-rows")
-        key_sketches = statistics.output_metrics(stage, df) if statistics else []
         # a summary's key sketch is the statistics' sketch of the same column when that is observed anyway
         sketched = statistics.output_sketch_names(stage, df) if statistics else {}
+        if statistics:
+            df = statistics.observe_output(stage, df)
         df = df.observe(observation, F.count(F.lit(1)).alias("rows"),
-                        *store.build_columns(df, decisions.builds, sketched), *key_sketches)
+                        *store.build_columns(df, decisions.builds, sketched))
         df.write.mode("errorifexists").parquet(str(path))
         compiler.stage_schemas[stage.id] = df.schema
         values = jvm.observed_metrics(observation, keep_in_jvm=store.jvm_resident(decisions.builds))
+        if statistics:
+            values.update(statistics.output_values(stage))
         rows = int(values["rows"])
         seconds = time.perf_counter() - started
         store.collect(df, decisions.builds, observation, values, sketched)

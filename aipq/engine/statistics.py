@@ -124,6 +124,7 @@ class StatisticsCollector:
     _storing: list[Future] = field(default_factory=list)
     _claimed: set[str] = field(default_factory=set)
     _altered: set[int] = field(default_factory=set)
+    _output_sketchers: dict[int, tuple[jvm.ColumnSketcher, list[str]]] = field(default_factory=dict)
 
     def scan_observers(self, stage: Stage) -> dict[int, Callable[[DataFrame], DataFrame]]:
         """For the first scan of each table that lacks statistics: wrap the raw table read in an observation."""
@@ -166,15 +167,31 @@ class StatisticsCollector:
         self._pending.append(_TableObservation(need, sketcher, observation, columns, early, footers))
         return df
 
-    def output_metrics(self, stage: Stage, df: DataFrame) -> list:
-        """Sketches of the keys the stage's consumer joins on, observed during its write."""
+    def observe_output(self, stage: Stage, df: DataFrame) -> DataFrame:
+        """``df`` feeding the sketches of the keys the stage's consumer joins on as its rows are written.
+
+        A ``jvm.ColumnSketcher`` in the write's generated code hashes each distinct key once per task; an
+        ``hll_sketch_agg`` metric of the write's observation hashed every row, outside generated code."""
+        names = self.output_sketch_names(stage, df)
+        if not names:
+            return df
         types = {f.name: f.dataType.simpleString() for f in df.schema.fields}
-        return [F.expr(f"hll_sketch_agg({sketches.sketch_input_sql(c, types[c])}, {self.lg_k})").alias(name)
-                for c, name in self.output_sketch_names(stage, df).items()]
+        # no widths: only the sketches are kept; the source lets a write of a bare columnar scan sketch batches
+        values = [(sketches.sketch_input_sql(c, types[c]), None, types[c] == "string", c) for c in names]
+        sketcher = jvm.ColumnSketcher(self.spark, self.lg_k, values)
+        self._output_sketchers[stage.id] = (sketcher, list(names.values()))
+        return sketcher.observe(df)
+
+    def output_values(self, stage: Stage) -> dict[str, bytes | None]:
+        """Once the stage has written: each observed key sketch by its metric name."""
+        sketcher, names = self._output_sketchers.pop(stage.id, (None, []))
+        if sketcher is None:
+            return {}
+        return {name: figure.sketch or sketches.empty(self.lg_k) for name, figure in zip(names, sketcher.results())}
 
     @staticmethod
     def output_sketch_names(stage: Stage, df: DataFrame) -> dict[str, str]:
-        """Column → metric name of each key sketch ``output_metrics`` observes (summaries reuse them)."""
+        """Column → metric name of each key sketch ``observe_output`` feeds (summaries reuse them)."""
         names = set(df.columns)
         return {c: f"k{i}_hll" for i, c in enumerate(stage.consumer_keys) if c in names}
 

@@ -40,6 +40,13 @@ def estimate(sketch: bytes) -> float:
     return hll_sketch.deserialize(sketch).get_estimate()
 
 
+def empty(lg_k: int = DEFAULT_LG_K) -> bytes:
+    """A sketch that saw no value, as ``hll_sketch_agg`` gives over no rows."""
+    from datasketches import hll_sketch, tgt_hll_type
+
+    return hll_sketch(lg_k, tgt_hll_type.HLL_8).serialize_compact()
+
+
 def union(sketches: list[bytes], lg_k: int = DEFAULT_LG_K) -> bytes:
     """One sketch of the union of the values the given sketches saw (partial sketches merge losslessly)."""
     from datasketches import hll_sketch, hll_union
