@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import struct
 
+import duckdb
 import pytest
 from pyspark.sql import Observation
 from pyspark.sql import functions as F
@@ -185,7 +186,15 @@ def test_columnar_scans_are_sketched_per_batch_exactly_as_row_by_row(spark, tmp_
         "IF(id % 17 = 0, NULL, date_add(DATE'1992-01-01', CAST(id % 2500 AS INT))) AS d",
         "CAST(id % 9000 / 100 AS DECIMAL(7,2)) AS small", "CAST(id * 13 % 100000 / 100 AS DECIMAL(15,2)) AS price",
         "IF(id % 2 = 0, id * 1000003 - 20000000, NULL) AS big",  # negative, small and beyond 2^23
-        "CAST(id % 500 AS DOUBLE) / 7 AS x").write.format(fmt).save(str(tmp_path / "t"))
+        "CAST(id % 500 AS DOUBLE) / 7 AS x").write.format(fmt).option("parquet.block.size", 32 * 1024).save(
+        str(tmp_path / "t"))
+    if fmt == "parquet":  # dictionary-encoded key columns in several row groups a file: sketched per chunk
+        assert spark.sparkContext._jvm.aipq.spark.ColumnSketches.sketchesParquetDictionaries()
+        chunks = duckdb.execute(
+            "SELECT count(DISTINCT (file_name, row_group_id)), count(DISTINCT file_name), bool_and(encodings LIKE "
+            f"'%DICTIONARY%') FROM parquet_metadata('{tmp_path / 't'}/*.parquet') WHERE path_in_schema = 'l'"
+        ).fetchone()
+        assert chunks[0] > 2 * chunks[1] and chunks[2], chunks
     table = spark.read.format(fmt).load(str(tmp_path / "t"))
     sketcher = jvm.ColumnSketcher(spark, 12, [sketched_values(c, t) for c, t in columns])
     observed = sketcher.observe(table).filter("i % 10 = 0")
@@ -237,3 +246,22 @@ def test_py4j_sends_and_answers_16_kb_without_waiting_for_a_delayed_ack(spark):
         assert jvm_side.java.lang.StringBuilder(text).length() == len(text)
         timings.append(time.perf_counter() - started)
     assert min(timings) < 0.03  # 85 ms with Nagle's algorithm on
+
+
+def test_hll_updates_after_the_coupon_modes_give_datasketches_own_sketch_byte_for_byte(spark):
+    """Hll8Updates takes over from DataSketches once a sketch is in HLL mode, copying its registers and HIP state
+    from the serialized image and updating them itself: fails if a DataSketches upgrade changes either."""
+    import random
+
+    updates = spark.sparkContext._jvm.aipq.spark.Hll8Updates
+    assert updates.takesOverInHllMode()  # else every update stays with DataSketches (slower, same sketches)
+    gateway = spark.sparkContext._gateway
+    generator = random.Random(7)
+    for lg_k in (4, 8, 12, 14):
+        for count in (10, 300, 5000, 100000):
+            values = [generator.getrandbits(64) - 2 ** 63 for _ in range(count)] + list(range(count // 2))
+            array = gateway.new_array(gateway.jvm.long, len(values))
+            buffer = gateway.jvm.java.nio.ByteBuffer.wrap(bytearray(struct.pack(f">{len(values)}q", *values)))
+            buffer.asLongBuffer().get(array)
+            assert bytes(updates.sketchOf(array, lg_k)) == bytes(updates.dataSketchesSketchOf(array, lg_k)), (
+                lg_k, count)
