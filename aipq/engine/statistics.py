@@ -2,8 +2,8 @@
 query's own scans and stage-output writes, in the same pass, then stored in the repository. A scan's statistics
 come from ``jvm.ColumnSketcher``, an accumulator fed by an always-true predicate on the raw read, which keeps the
 scan in generated code (over a columnar scan, the session extension ``aipq.spark.SketchBatches`` feeds it batch
-by batch instead); stage outputs' key sketches are ``DataFrame.observe`` metrics of the write, which observes
-its row count anyway. Spark merges both across tasks (HLL sketches union losslessly).
+by batch instead); stage outputs' keys are sketched by another such predicate in the write's generated code
+(``observe_output``). Spark merges the tasks' sketches (HLL sketches union losslessly).
 
 Per table: rows, bytes, files, splits. Per collected column: HLL sketch (lg_k configurable), NDV estimate,
 nulls, average width (from the rows), min and max: from the parquet footers' row-group statistics (no data read;
