@@ -182,7 +182,7 @@ class StatisticsCollector:
         self._output_sketchers[stage.id] = (sketcher, list(names.values()))
         return sketcher.observe(df)
 
-    def output_values(self, stage: Stage) -> dict[str, bytes | None]:
+    def output_values(self, stage: Stage) -> dict[str, bytes]:
         """Once the stage has written: each observed key sketch by its metric name."""
         sketcher, names = self._output_sketchers.pop(stage.id, (None, []))
         if sketcher is None:

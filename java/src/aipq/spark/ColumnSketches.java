@@ -267,10 +267,10 @@ public final class ColumnSketches extends AccumulatorV2<Object, Long> {
     /**
      * One batch of a columnar scan: the same figures as {@link #updateLong} and {@link #updateText} on each of its
      * rows. Each column is read in a loop of its own type, its repeats found by raw value before any hashing; a
-     * dictionary-encoded string is read and sketched once per batch per dictionary id; a dictionary-encoded parquet
-     * integer or date column is not read at all: its column chunk's dictionary is sketched instead. (Row by row through one
-     * generic path this cost 10 ns per sorted or small key and 21 ns per date in a micro-benchmark; 2.6 and 2.5 ns
-     * this way.)
+     * dictionary-encoded string is read and sketched once per batch per dictionary id; the rows of a
+     * dictionary-encoded parquet integer or date column are not read: its column chunk's dictionary is sketched
+     * instead. (Row by row through one generic path this cost 10 ns per sorted or small key and 21 ns per date in
+     * a micro-benchmark; 2.6 and 2.5 ns this way.)
      */
     public void observeBatch(ColumnarBatch batch, int[] ordinals, int[] kinds) {
         int rows = batch.numRows();
@@ -331,7 +331,8 @@ public final class ColumnSketches extends AccumulatorV2<Object, Long> {
 
     /**
      * Whether a batch of a dictionary-encoded parquet integer or date column needs no row read: its column
-     * chunk's dictionary holds exactly the chunk's distinct values, so the first batch of each chunk sketches the
+     * chunk's dictionary holds exactly the chunk's distinct values (a parquet writer adds a value to the chunk's
+     * dictionary when it writes the value), so the first batch of each chunk sketches the
      * dictionary, entry by entry in order, and the chunk's rows are never read. (Row by row, every value is
      * decoded again at a random place in a dictionary of up to ~1 MB: TPC-H l_partkey's chunks hold 87,000
      * values; that decoding, not the hashing, was most of a sketched lineitem scan's cost.) A task reads whole
