@@ -61,9 +61,8 @@ public final class Hll8Updates {
     }
 
     private final int lgK;
-    private HllSketch warmup;  // DataSketches' own while in its coupon modes; null once registers take over
-    private byte[] image;      // the updatable HLL image at the switch, written back by result()
-    private byte[] registers;
+    private HllSketch warmup;  // DataSketches' own while in its coupon modes; null once the image takes over
+    private byte[] image;      // the updatable HLL image from the switch on: its registers updated in place
     private double hipAccum;
     private double kxq0;
     private double kxq1;
@@ -76,7 +75,7 @@ public final class Hll8Updates {
 
     /** As {@code HllSketch.update(long)}. */
     void update(long datum) {
-        if (registers == null) {
+        if (image == null) {
             warmup.update(datum);
             switchWhenHll();
         } else {
@@ -86,7 +85,7 @@ public final class Hll8Updates {
 
     /** As {@code HllSketch.update(byte[])}: an empty array is no value. */
     void update(byte[] data) {
-        if (registers == null) {
+        if (image == null) {
             warmup.update(data);
             switchWhenHll();
         } else if (data.length > 0) {
@@ -105,8 +104,6 @@ public final class Hll8Updates {
         kxq0 = state.getDouble(KXQ0);
         kxq1 = state.getDouble(KXQ1);
         numAtCurMin = state.getInt(NUM_AT_CUR_MIN);
-        registers = new byte[1 << lgK];
-        System.arraycopy(image, REGISTERS, registers, 0, registers.length);
         warmup = null;
     }
 
@@ -139,14 +136,14 @@ public final class Hll8Updates {
 
     /** BaseHllSketch.coupon and Hll8Array.couponUpdate on the registers, from the hash's two halves. */
     private void updateRegisters(long hash0, long hash1) {
-        int slot = (int) hash0 & ((1 << lgK) - 1);
+        int slot = REGISTERS + ((int) hash0 & ((1 << lgK) - 1));
         int leadingZeros = Long.numberOfLeadingZeros(hash1);
         int value = Math.min(leadingZeros, 62) + 1;
-        int old = registers[slot];
+        int old = image[slot];
         if (value <= old) {
             return;
         }
-        registers[slot] = (byte) value;
+        image[slot] = (byte) value;
         // the HIP accumulator grows before the KxQ sums change, by K over their sum (hipAndKxQIncrementalUpdate)
         hipAccum += (1 << lgK) / (kxq0 + kxq1);
         if (old < 32) {
@@ -183,14 +180,13 @@ public final class Hll8Updates {
 
     /** The sketch so far, as DataSketches would hold it. */
     HllSketch result() {
-        if (registers == null) {
+        if (image == null) {
             return warmup;
         }
         ByteBuffer state = ByteBuffer.wrap(image).order(ByteOrder.LITTLE_ENDIAN);
         state.putDouble(HIP_ACCUM, hipAccum).putDouble(KXQ0, kxq0).putDouble(KXQ1, kxq1)
             .putInt(NUM_AT_CUR_MIN, numAtCurMin);
-        System.arraycopy(registers, 0, image, REGISTERS, registers.length);
-        return HllSketch.heapify(Memory.wrap(image));
+        return HllSketch.heapify(Memory.wrap(image));  // a copy: later updates do not change it
     }
 
     /** The compact serialized sketch of {@code values} fed one by one through this class (tests compare it). */
