@@ -265,3 +265,27 @@ def test_hll_updates_after_the_coupon_modes_give_datasketches_own_sketch_byte_fo
             buffer.asLongBuffer().get(array)
             assert bytes(updates.sketchOf(array, lg_k)) == bytes(updates.dataSketchesSketchOf(array, lg_k)), (
                 lg_k, count)
+
+
+def test_frames_parse_sql_steps_in_one_call_like_pyspark(spark):
+    orders = spark.createDataFrame([(1, 10, 5.0), (2, 10, 7.5), (3, 20, None), (4, 30, 1.0)],
+                                   "o_orderkey bigint, o_custkey bigint, o_price double")
+    customers = spark.createDataFrame([(10, "a"), (20, "b"), (40, "c")], "c_custkey bigint, c_name string")
+
+    selected = jvm.select_sql(orders, ["o_orderkey AS `key`", "o_price * 2 AS `double price`"])
+    assert selected.columns == ["key", "double price"]
+    assert sorted(selected.collect()) == sorted(orders.selectExpr("o_orderkey", "o_price * 2").collect())
+
+    grouped = jvm.aggregate_sql(orders, ["o_custkey AS c"], ["sum(o_price) AS total", "count(*) AS n"])
+    assert sorted(map(tuple, grouped.collect())) == [(10, 12.5, 2), (20, None, 1), (30, 1.0, 1)]
+    assert [tuple(r) for r in jvm.aggregate_sql(orders, [], ["max(o_orderkey) AS m"]).collect()] == [(4,)]
+    assert sorted(r[0] for r in jvm.aggregate_sql(orders, ["o_custkey AS c"], []).collect()) == [10, 20, 30]
+
+    for how, expected in [("inner", [(1, "a"), (2, "a"), (3, "b")]), ("left_anti", [(4, None)])]:
+        joined = jvm.join_sql(orders, customers, "o_custkey = c_custkey", how)
+        names = ["o_orderkey", "c_name"] if how == "inner" else ["o_orderkey"]
+        rows = sorted(tuple(r) for r in joined.select(*names).collect())
+        assert rows == [e[:len(names)] for e in expected]
+
+    # the one-call path splits on NUL: an expression holding one goes through PySpark instead
+    assert jvm.select_sql(orders, ["'a\u0000b' AS s"]).first()["s"] == "a\u0000b"

@@ -1,8 +1,8 @@
 """One stage's plan → a Spark DataFrame.
 
-Expressions are rendered to Spark SQL and evaluated with ``F.expr``; joins get an explicit broadcast hint when
-the planner chose a map-side join (automatic broadcast is off in aipq's stages, so every other join is a
-repartition join).
+Expressions are rendered to Spark SQL and parsed by Spark; projections, aggregates and join conditions go through
+``jvm`` in one py4j call each. Joins get an explicit broadcast hint when the planner chose a map-side join
+(automatic broadcast is off in aipq's stages, so every other join is a repartition join).
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
 from aipq.catalog import TableEntry
+from aipq.engine import jvm
 from aipq.engine.session import read_table
 from aipq.planner.logical import Aggregate, Filter, Join, Limit, Node, Project, Scan, Sort, Union, render
 from aipq.planner.stages import StageRead
@@ -52,33 +53,28 @@ class StageCompiler:
     def _compile(self, node: Node) -> DataFrame:
         if isinstance(node, Scan):
             source = self.table(node.table)
+            read = node.columns + node.filter_only
             observer = self.scan_observers.get(id(node))
             if observer is not None:  # sees only the columns the scan reads (it keeps Spark's column pruning)
-                source = observer(source.select(*dict.fromkeys(_quoted(src) for _, src in node.columns
-                                                               + node.filter_only)))
-            df = source.select(*[F.col(_quoted(src)).alias(name) for name, src in node.columns + node.filter_only])
-            for condition in node.filters:
-                df = df.filter(F.expr(render(condition)))
-            return df.select(*[_quoted(name) for name, _ in node.columns]) if node.filter_only else df
+                source = observer(jvm.select_sql(source, list(dict.fromkeys(_quoted(src) for _, src in read))))
+            df = jvm.select_sql(source, [f"{_quoted(src)} AS {_quoted(name)}" for name, src in read])
+            if node.filters:
+                df = df.filter(" AND ".join(f"({render(condition)})" for condition in node.filters))
+            return jvm.select_sql(df, [_quoted(name) for name, _ in node.columns]) if node.filter_only else df
         if isinstance(node, StageRead):
             reader = self.spark.read
             if node.stage_id in self.stage_schemas:
                 reader = reader.schema(self.stage_schemas[node.stage_id])
-            return reader.parquet(self.stage_paths[node.stage_id]).select(*[_quoted(c) for c in node.columns])
+            return jvm.select_sql(reader.parquet(self.stage_paths[node.stage_id]), [_quoted(c) for c in node.columns])
         if isinstance(node, Filter):
-            return self.compile(node.child).filter(F.expr(render(node.condition)))
+            return self.compile(node.child).filter(render(node.condition))
         if isinstance(node, Project):
-            child = self.compile(node.child)
-            return child.select(*[F.expr(render(e)).alias(name) for name, e in node.items])
+            return jvm.select_sql(self.compile(node.child), [_aliased(e, name) for name, e in node.items])
         if isinstance(node, Join):
             return self.join(node)
         if isinstance(node, Aggregate):
-            child = self.compile(node.child)
-            groups = [F.expr(render(e)).alias(name) for name, e in node.groups]
-            aggregates = [F.expr(render(e)).alias(name) for name, e in node.aggregates]
-            if not aggregates:
-                return child.select(*groups).distinct()
-            return child.groupBy(*groups).agg(*aggregates) if groups else child.agg(*aggregates)
+            return jvm.aggregate_sql(self.compile(node.child), [_aliased(e, name) for name, e in node.groups],
+                                     [_aliased(e, name) for name, e in node.aggregates])
         if isinstance(node, Sort):
             return self.compile(node.child).orderBy(*[_sort_column(k) for k in node.keys])
         if isinstance(node, Limit):
@@ -103,7 +99,11 @@ class StageCompiler:
             if node.kind in ("semi", "anti"):
                 return left.join(right, F.lit(True), _HOW[node.kind])
             return left.crossJoin(right)
-        return left.join(right, F.expr(render(condition)), _HOW[node.kind])
+        return jvm.join_sql(left, right, render(condition), _HOW[node.kind])
+
+
+def _aliased(expression, name: str) -> str:
+    return f"{render(expression)} AS {_quoted(name)}"
 
 
 def _sort_column(key):

@@ -30,6 +30,54 @@ def _jvm(spark: SparkSession):
     return spark.sparkContext._jvm
 
 
+def _aipq_class(spark: SparkSession, name: str):
+    """One of aipq's JVM classes (``aipq.spark.<name>``), looked up once per SparkContext: py4j resolves each
+    level of ``jvm.aipq.spark.<name>`` with a round trip of its own."""
+    classes = spark.sparkContext.__dict__.setdefault("_aipq_classes", {})
+    if name not in classes:
+        classes[name] = getattr(_jvm(spark).aipq.spark, name)
+    return classes[name]
+
+
+def _frame(spark: SparkSession, jdf) -> DataFrame:
+    from pyspark.sql.classic.dataframe import DataFrame as ClassicDataFrame
+
+    return ClassicDataFrame(jdf, spark)
+
+
+def _sql_list(expressions: Sequence[str]) -> str | None:
+    """The expressions as ``aipq.spark.Frames`` takes them, or None when one holds the separator."""
+    return None if any(_RECORD in e for e in expressions) else _RECORD.join(expressions)
+
+
+def select_sql(df: DataFrame, expressions: Sequence[str]) -> DataFrame:
+    """``df.selectExpr(*expressions)`` in one py4j call instead of about three per column."""
+    joined = _sql_list(expressions)
+    if joined is None:
+        return df.selectExpr(*expressions)
+    spark = df.sparkSession
+    return _frame(spark, _aipq_class(spark, "Frames").select(df._jdf, joined))
+
+
+def aggregate_sql(df: DataFrame, groups: Sequence[str], aggregates: Sequence[str]) -> DataFrame:
+    """``df`` grouped by the SQL expressions ``groups`` with ``aggregates`` (``expr AS name`` each) in one py4j
+    call: the distinct groups when there is no aggregate, one row when there is no group."""
+    joined_groups, joined_aggregates = _sql_list(groups), _sql_list(aggregates)
+    if joined_groups is None or joined_aggregates is None:
+        columns, values = [F.expr(g) for g in groups], [F.expr(a) for a in aggregates]
+        if not values:
+            return df.select(*columns).distinct()
+        return df.groupBy(*columns).agg(*values) if columns else df.agg(*values)
+    spark = df.sparkSession
+    return _frame(spark, _aipq_class(spark, "Frames").aggregate(df._jdf, joined_groups, joined_aggregates))
+
+
+def join_sql(left: DataFrame, right: DataFrame, condition: str, how: str) -> DataFrame:
+    """``left.join(right, F.expr(condition), how)`` in one py4j call."""
+    spark = left.sparkSession
+    return _frame(spark, _aipq_class(spark, "Frames").join(left._jdf, right._jdf, condition, how))
+
+
 def _to_expression(spark: SparkSession, column: Column):
     return _jvm(spark).org.apache.spark.sql.classic.ExpressionUtils.expression(column._jc)
 
@@ -125,14 +173,12 @@ class ColumnSketcher:
     def __init__(self, spark: SparkSession, lg_k: int, columns: Sequence[tuple[str, str | None, bool, str | None]]):
         self._spark = spark
         self._count = len(columns)
-        self._accumulator = _jvm(spark).aipq.spark.ColumnSketches.register(spark._jsparkSession, self._count, lg_k)
+        self._accumulator = _aipq_class(spark, "ColumnSketches").register(spark._jsparkSession, self._count, lg_k)
         self._spec = _RECORD.join(f"{'text' if text else 'long'}{_RECORD}{value}{_RECORD}{width or ''}"
                                   f"{_RECORD}{source or ''}" for value, width, text, source in columns)
 
     def observe(self, df: DataFrame) -> DataFrame:
-        from pyspark.sql.classic.dataframe import DataFrame as ClassicDataFrame
-
-        return ClassicDataFrame(self._accumulator.observe(df._jdf, self._spec), self._spark)
+        return _frame(self._spark, self._accumulator.observe(df._jdf, self._spec))
 
     def results(self) -> list[SketchedColumn]:
         data, offset, found = bytes(self._accumulator.results()), 0, []
@@ -214,7 +260,7 @@ def filter_row_counts(spark: SparkSession, job_group: str,
         return {}
     sc._jsc.sc().listenerBus().waitUntilEmpty(10_000)  # the status store is fed asynchronously
     store = spark._jsparkSession.sharedState().statusStore()
-    found = _jvm(spark).aipq.spark.FilterRowCounts.count(
+    found = _aipq_class(spark, "FilterRowCounts").count(
         store, ",".join(map(str, jobs)), ",".join(map(str, marks)), _RECENT_EXECUTIONS)
     counts: dict[int, tuple[int | None, int | None]] = {}
     for record in filter(None, found.split(";")):
@@ -241,7 +287,7 @@ def parquet_footer_statistics(spark: SparkSession, files: Sequence[str],
     read from the footers with Spark's parquet-mr (no data page is read) by ``aipq.spark.FooterStatistics`` in
     one call. A column is left out when any row group lacks its statistics or the files cannot be read as
     parquet: its min and max are then unknown."""
-    found_text = _jvm(spark).aipq.spark.FooterStatistics.read(
+    found_text = _aipq_class(spark, "FooterStatistics").read(
         spark.sparkContext._jsc.hadoopConfiguration(), _RECORD.join(files), _RECORD.join(columns))
     found = {}
     for record in (found_text or "").split(_RECORD):
@@ -292,5 +338,5 @@ class ShuffleFigures:
 def job_group_figures(spark: SparkSession, job_group: str) -> ShuffleFigures:
     """Spark's own I/O metrics summed over the completed stages of a job group (from its status store, in one
     call to ``aipq.spark.JobGroupFigures``, after the listener bus has fed the store)."""
-    text = _jvm(spark).aipq.spark.JobGroupFigures.sum(spark.sparkContext._jsc.sc(), job_group, 10_000)
+    text = _aipq_class(spark, "JobGroupFigures").sum(spark.sparkContext._jsc.sc(), job_group, 10_000)
     return ShuffleFigures(*(int(value) for value in text.split(",")))
