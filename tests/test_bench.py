@@ -30,6 +30,18 @@ def test_bench_tpch_smoke_writes_every_field(aipq, tmp_path):
             assert {"seconds", "shuffle", "rows_written", "bytes_written", "summaries", "probes"} <= set(stage)
     rows = list(csv.DictReader((out / "results.csv").open()))
     assert len(rows) == len(results) and "pruning_efficiency" in rows[0] and "speedup_vs_spark" in rows[0]
+    by = {(r["query"], r["broadcast_threshold"], r["strategy"]): r for r in results}
+    for row in data["summary"]:
+        if row["strategy"] == "spark":
+            continue
+        threshold = 0 if row["joins"] == "repartition" else 10 * 1024 * 1024
+        off, mine = by[(row["query"], threshold, "off")], by[(row["query"], threshold, row["strategy"])]
+        expected = off["runs"][0]["seconds"] / mine["runs"][0]["seconds"]  # one round: its only pair
+        assert abs(row["speedup_vs_off_paired"] - expected) < 1e-3, row
+    slowest = [h for h in data["headlines"] if h["measure"] == "slowest"]
+    assert {(h["strategy"], h["joins"]) for h in slowest} == {
+        (s, j) for s in ("hip", "always", "adaptive") for j in ("repartition", "broadcast")}
+    assert all(h["query"] == "Q3" and h["queries"] == 1 and h["slower"] == int(h["value"] < 0.97) for h in slowest)
     assert {r["strategy"] for r in data["summary"] if r["pruning_efficiency"] is not None} >= {"always", "oracle"}
     assert {"hip", "always"} <= {h["strategy"] for h in data["headlines"] if h["measure"] == "pruning efficiency"}
     assert {(h["strategy"], h["baseline"]) for h in data["headlines"] if h["measure"] == "speedup"} >= {
@@ -38,6 +50,7 @@ def test_bench_tpch_smoke_writes_every_field(aipq, tmp_path):
         assert (out / plot).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", plot
     report = (out / "report.md").read_text()
     assert "Command: `aipq bench tpch --sf" in report and "geo-mean speedup" in report and "![time.png]" in report
+    assert "| vs off, paired |" in report and "paired by round" in report
     always = next(r for r in results if r["strategy"] == "always" and r["broadcast_threshold"] == 0)
     probes = [p for s in always["runs"][0]["detail"]["stages"].values() for p in s["probes"]]
     assert probes and all(p["rows_out"] <= p["rows_in"] for p in probes if p["rows_in"] is not None)

@@ -232,13 +232,13 @@ def staging_table(results: list[StagingResult], scale_factor: float, repeat: int
 
 
 def strategy_table(results, title: str) -> Table:
-    """Median (min–max) time per query and strategy, speedups against off and spark, shuffled bytes, pruning
-    efficiency; the report's headline statements as the caption."""
-    from aipq.tpch.strategy_bench import headlines, joins_label, pruning_efficiency, speedup
+    """Median (min–max) time per query and strategy, speedups against off (of medians and paired by round) and
+    spark, shuffled bytes, pruning efficiency; the report's headline statements as the caption."""
+    from aipq.tpch.strategy_bench import headlines, joins_label, paired_speedup, pruning_efficiency, speedup
 
     efficiency = pruning_efficiency(results)
     table = Table(title=title)
-    for column in ("query", "joins", "strategy", "stages", "seconds (min–max)", "vs off", "vs spark",
+    for column in ("query", "joins", "strategy", "stages", "seconds (min–max)", "vs off", "paired", "vs spark",
                    "shuffle write", "pruning eff."):
         table.add_column(column, justify="left" if column in ("joins", "strategy") else "right")
     for r in results:
@@ -246,8 +246,7 @@ def strategy_table(results, title: str) -> Table:
         if r.broadcast_threshold > 0:
             joins += f" ≤ {format_size(r.broadcast_threshold)}"
         cells = []
-        for baseline in ("off", "spark"):
-            ratio = speedup(results, r, baseline)
+        for ratio in (speedup(results, r, "off"), paired_speedup(results, r, "off"), speedup(results, r, "spark")):
             cells.append("" if ratio is None else f"{ratio:.2f}×")
         times = [m.seconds for m in r.runs]
         eff = efficiency.get((r.query, r.broadcast_threshold, r.strategy))

@@ -88,23 +88,27 @@ def markdown_report(context: BenchContext, results: list[StrategyResult], plots:
     rows = {(r["query"], r["joins"], r["strategy"]): r for r in csv_rows(results)}
     lines = [f"{heading} {context.title}", "",
              f"Command: `{context.command}`  ", f"Machine: {context.machine}  ", f"Date: {context.date}", "",
-             "| query | joins | strategy | stages | median s (min–max) | vs off | vs spark | shuffle write | "
-             "rows shuffled | pruning eff. |",
-             "|---|---|---|--:|--:|--:|--:|--:|--:|--:|"]
+             "| query | joins | strategy | stages | median s (min–max) | vs off | vs off, paired | vs spark | "
+             "shuffle write | rows shuffled | pruning eff. |",
+             "|---|---|---|--:|--:|--:|--:|--:|--:|--:|--:|"]
     for r in results:
         row = rows[(r.query, joins_label(r.broadcast_threshold), r.strategy)]
         eff = efficiency.get((r.query, r.broadcast_threshold, r.strategy))
-        vs_off, vs_spark = row["speedup_vs_off"], row["speedup_vs_spark"]
+        vs_off, paired, vs_spark = row["speedup_vs_off"], row["speedup_vs_off_paired"], row["speedup_vs_spark"]
         lines.append(
             f"| {r.query} | {row['joins']} | {r.strategy} | {r.stages} | {row['median_seconds']:.2f} "
-            f"({row['min_seconds']:.2f}–{row['max_seconds']:.2f}) | "
-            f"{'' if vs_off is None else f'{vs_off:.2f}×'} | {'' if vs_spark is None else f'{vs_spark:.2f}×'} | "
+            f"({row['min_seconds']:.2f}–{row['max_seconds']:.2f}) | {_times(vs_off)} | {_times(paired)} | "
+            f"{_times(vs_spark)} | "
             f"{_mb(r.shuffle_write_bytes)} | {r.shuffle_write_records:,} | "
             f"{'' if eff is None else f'{eff:.0%}'} |")
     lines += ["", "From this run:", ""]
     lines += [f"- {line.text()}" for line in headlines(results)]
     lines += ["", *[f"![{name}]({name})" for name in plots], ""]
     return "\n".join(lines)
+
+
+def _times(ratio: float | None) -> str:
+    return "" if ratio is None else f"{ratio:.2f}×"
 
 
 def _mb(size: int) -> str:

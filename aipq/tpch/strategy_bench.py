@@ -233,6 +233,21 @@ def speedup(results: list[StrategyResult], result: StrategyResult, baseline: str
     return None
 
 
+def paired_speedup(results: list[StrategyResult], result: StrategyResult, baseline: str) -> float | None:
+    """The median over rounds of ``baseline``'s time over ``result``'s in the same round. Strategies run
+    interleaved, so a round's runs share the machine's state of the moment; on this machine the ratio of medians
+    swings by ±10% on two identical plans, the paired ratio by less."""
+    for other in results:
+        if (other.query, other.broadcast_threshold, other.strategy) == (
+                result.query, result.broadcast_threshold, baseline):
+            pairs = list(zip(other.runs, result.runs))
+            return statistics.median(b.seconds / r.seconds for b, r in pairs) if pairs else None
+    return None
+
+
+SLOWER = 0.97  # "more than 3% slower than off": issue 7's bound on adaptive
+
+
 @dataclass
 class Headline:
     """One statement of a benchmark report, e.g. "always vs off (repartition): geo-mean 1.12× over 10 queries"."""
@@ -240,21 +255,31 @@ class Headline:
     strategy: str
     baseline: str
     joins: str
-    measure: str  # "speedup" or "pruning efficiency"
+    measure: str  # "speedup", "slowest" or "pruning efficiency"
     value: float
     queries: int
+    query: str = ""  # slowest: which query
+    paired: float | None = None  # slowest: its speedup paired by round
+    slower: int = 0  # slowest: queries more than 3% slower than the baseline by the ratio of medians
+    slower_paired: int = 0  # … and paired by round
 
     def text(self) -> str:
         if self.measure == "speedup":
             return (f"{self.strategy} vs {self.baseline} ({self.joins} joins): geo-mean speedup "
                     f"{self.value:.2f}× over {self.queries} queries")
+        if self.measure == "slowest":
+            paired = "" if self.paired is None else f" ({self.paired:.2f}× paired by round)"
+            return (f"{self.strategy} vs {self.baseline} ({self.joins} joins): slowest on {self.query} at "
+                    f"{self.value:.2f}×{paired}; {self.slower} of {self.queries} queries more than 3% slower by "
+                    f"the ratio of medians, {self.slower_paired} paired by round")
         return (f"{self.strategy} ({self.joins} joins): mean pruning efficiency {self.value:.0%} "
                 f"over {self.queries} queries with prunable rows")
 
 
 def headlines(results: list[StrategyResult]) -> list[Headline]:
     """The report's statements, all from this run: geo-mean speedup of every strategy against ``off`` and
-    ``spark``, and the mean pruning efficiency of every strategy but ``off``, ``oracle`` and ``spark``."""
+    ``spark``, where each strategy but ``off``, ``oracle`` and ``spark`` fell furthest behind ``off``, and the
+    mean pruning efficiency of those strategies."""
     lines: list[Headline] = []
     strategies = list(dict.fromkeys(r.strategy for r in results))
     thresholds = sorted({r.broadcast_threshold for r in results})
@@ -269,6 +294,9 @@ def headlines(results: list[StrategyResult]) -> list[Headline]:
                           for x in [speedup(results, r, baseline)] if x is not None]
                 if ratios:
                     lines.append(Headline(strategy, baseline, joins, "speedup", geometric_mean(ratios), len(ratios)))
+        for strategy in strategies:
+            if strategy not in ("off", "oracle", SPARK):
+                lines += _slowest(results, [r for r in mine if r.strategy == strategy], joins)
         efficiency = pruning_efficiency(mine)
         for strategy in strategies:
             if strategy in ("off", "oracle", SPARK):
@@ -280,9 +308,24 @@ def headlines(results: list[StrategyResult]) -> list[Headline]:
     return lines
 
 
+def _slowest(results: list[StrategyResult], mine: list[StrategyResult], joins: str) -> list[Headline]:
+    """Where ``mine`` (one strategy, one join setting) fell furthest behind ``off``, and how often by more
+    than 3%, by medians and paired by round."""
+    found = [(ratio, paired_speedup(results, r, "off"), r.query) for r in mine
+             for ratio in [speedup(results, r, "off")] if ratio is not None]
+    if not found:
+        return []
+    ratio, paired, query = min(found)
+    slower = sum(1 for value, _, _ in found if value < SLOWER)
+    slower_paired = sum(1 for _, value, _ in found if value is not None and value < SLOWER)
+    return [Headline(mine[0].strategy, "off", joins, "slowest", ratio, len(found), query, paired, slower,
+                     slower_paired)]
+
+
 CSV_COLUMNS = ("query", "ratio", "joins", "strategy", "stages", "median_seconds", "min_seconds", "max_seconds",
-               "speedup_vs_off", "speedup_vs_spark", "shuffle_write_bytes", "shuffle_write_records",
-               "pruning_efficiency", "planning_seconds", "decision_seconds", "statistics_seconds")
+               "speedup_vs_off", "speedup_vs_off_paired", "speedup_vs_spark", "shuffle_write_bytes",
+               "shuffle_write_records", "pruning_efficiency", "planning_seconds", "decision_seconds",
+               "statistics_seconds")
 
 
 def csv_rows(results: list[StrategyResult]) -> list[dict]:
@@ -299,6 +342,7 @@ def csv_rows(results: list[StrategyResult]) -> list[dict]:
             "min_seconds": round(min(m.seconds for m in r.runs), 4),
             "max_seconds": round(max(m.seconds for m in r.runs), 4),
             "speedup_vs_off": rounded(speedup(results, r, "off")),
+            "speedup_vs_off_paired": rounded(paired_speedup(results, r, "off")),
             "speedup_vs_spark": rounded(speedup(results, r, SPARK)),
             "shuffle_write_bytes": r.shuffle_write_bytes, "shuffle_write_records": r.shuffle_write_records,
             "pruning_efficiency": rounded(efficiency.get((r.query, r.broadcast_threshold, r.strategy))),
