@@ -17,6 +17,11 @@ def test_syntax_error_shows_line_column_and_caret(aipq):
     check_bad(result, "<--sql>:2:", "syntax error", "^")
 
 
+def test_a_nul_character_in_the_sql_is_refused_with_its_position(aipq):
+    result = aipq("explain", "--sql", "select l_orderkey,\n  'a\x00b' from lineitem")
+    check_bad(result, "<--sql>:2:5", "NUL character", "chr(0)")
+
+
 def test_unknown_table_suggests_the_closest(aipq):
     check_bad(aipq("explain", "--sql", "select * from lineitme"), "unknown table 'lineitme'",
               "did you mean lineitem", "1:15")

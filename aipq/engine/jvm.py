@@ -45,31 +45,26 @@ def _frame(spark: SparkSession, jdf) -> DataFrame:
     return ClassicDataFrame(jdf, spark)
 
 
-def _sql_list(expressions: Sequence[str]) -> str | None:
-    """The expressions as ``aipq.spark.Frames`` takes them, or None when one holds the separator."""
-    return None if any(_RECORD in e for e in expressions) else _RECORD.join(expressions)
+def _sql_list(expressions: Sequence[str]) -> str:
+    """The expressions as ``aipq.spark.Frames`` takes them, NUL-separated (the front end refuses SQL text that
+    holds a NUL)."""
+    if any(_RECORD in e for e in expressions):
+        raise ValueError("a SQL expression holds a NUL character")
+    return _RECORD.join(expressions)
 
 
 def select_sql(df: DataFrame, expressions: Sequence[str]) -> DataFrame:
     """``df.selectExpr(*expressions)`` in one py4j call instead of about three per column."""
-    joined = _sql_list(expressions)
-    if joined is None:
-        return df.selectExpr(*expressions)
     spark = df.sparkSession
-    return _frame(spark, _aipq_class(spark, "Frames").select(df._jdf, joined))
+    return _frame(spark, _aipq_class(spark, "Frames").select(df._jdf, _sql_list(expressions)))
 
 
 def aggregate_sql(df: DataFrame, groups: Sequence[str], aggregates: Sequence[str]) -> DataFrame:
     """``df`` grouped by the SQL expressions ``groups`` with ``aggregates`` (``expr AS name`` each) in one py4j
     call: the distinct groups when there is no aggregate, one row when there is no group."""
-    joined_groups, joined_aggregates = _sql_list(groups), _sql_list(aggregates)
-    if joined_groups is None or joined_aggregates is None:
-        columns, values = [F.expr(g) for g in groups], [F.expr(a) for a in aggregates]
-        if not values:
-            return df.select(*columns).distinct()
-        return df.groupBy(*columns).agg(*values) if columns else df.agg(*values)
     spark = df.sparkSession
-    return _frame(spark, _aipq_class(spark, "Frames").aggregate(df._jdf, joined_groups, joined_aggregates))
+    return _frame(spark, _aipq_class(spark, "Frames").aggregate(df._jdf, _sql_list(groups),
+                                                                 _sql_list(aggregates)))
 
 
 def join_sql(left: DataFrame, right: DataFrame, condition: str, how: str) -> DataFrame:
