@@ -224,25 +224,25 @@ def pruning_efficiency(results: list[StrategyResult]) -> dict[tuple[str, int, st
     return efficiency
 
 
+def _counterpart(results: list[StrategyResult], result: StrategyResult, strategy: str) -> StrategyResult | None:
+    """``strategy``'s result on the same query and join setting as ``result``."""
+    return next((other for other in results if (other.query, other.broadcast_threshold, other.strategy)
+                 == (result.query, result.broadcast_threshold, strategy)), None)
+
+
 def speedup(results: list[StrategyResult], result: StrategyResult, baseline: str) -> float | None:
     """How many times faster ``result`` ran than ``baseline`` on the same query and join setting (medians)."""
-    for other in results:
-        if (other.query, other.broadcast_threshold, other.strategy) == (
-                result.query, result.broadcast_threshold, baseline):
-            return other.median_seconds / result.median_seconds
-    return None
+    other = _counterpart(results, result, baseline)
+    return None if other is None else other.median_seconds / result.median_seconds
 
 
 def paired_speedup(results: list[StrategyResult], result: StrategyResult, baseline: str) -> float | None:
     """The median over rounds of ``baseline``'s time over ``result``'s in the same round. Strategies run
     interleaved, so a round's runs share the machine's state of the moment; on this machine the ratio of medians
     swings by ±10% on two identical plans, the paired ratio by less."""
-    for other in results:
-        if (other.query, other.broadcast_threshold, other.strategy) == (
-                result.query, result.broadcast_threshold, baseline):
-            pairs = list(zip(other.runs, result.runs))
-            return statistics.median(b.seconds / r.seconds for b, r in pairs) if pairs else None
-    return None
+    other = _counterpart(results, result, baseline)
+    pairs = list(zip(other.runs, result.runs)) if other is not None else []
+    return statistics.median(b.seconds / r.seconds for b, r in pairs) if pairs else None
 
 
 SLOWER = 0.97  # "more than 3% slower than off": issue 7's bound on adaptive
