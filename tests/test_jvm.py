@@ -219,6 +219,39 @@ def test_columnar_scans_are_sketched_per_batch_exactly_as_row_by_row(spark, tmp_
             hll_sketch.deserialize(bytes(theirs)).get_estimate(), rel=1e-9), column
 
 
+@pytest.mark.parametrize("columnar", [True, False], ids=["parquet-batches", "row-by-row"])
+def test_a_second_sketcher_over_the_same_schema_reuses_the_analyzed_predicate_with_the_same_figures(
+        spark, tmp_path, columnar):
+    """ColumnSketches.observe keeps the analyzed sketching predicate; another read of the same schema gets it with
+    its own accumulator and columns, not analyzed again, and sketches exactly what a fresh analysis would."""
+    from aipq.engine.statistics import sketched_values
+
+    columns = [("k", "bigint"), ("s", "string"), ("d", "date")]
+
+    def rows():  # a schema of its own (the kept predicates are the JVM's), so the first sketcher analyzes
+        return spark.range(0, 30000, numPartitions=3).selectExpr(
+            "id DIV 3 AS k", "IF(id % 7 = 0, NULL, CONCAT('v', CAST(id % 900 AS STRING))) AS s",
+            "date_add(DATE'2020-01-01', CAST(id % 400 AS INT)) AS d", f"1 AS only_{'parquet' if columnar else 'rows'}")
+
+    rows().write.parquet(str(tmp_path / "t"))
+
+    def read():
+        return spark.read.parquet(str(tmp_path / "t")) if columnar else rows()
+
+    figures, plans = [], []
+    for _ in range(2):
+        sketcher = jvm.ColumnSketcher(spark, 12, [sketched_values(c, t) for c, t in columns])
+        observed = sketcher.observe(read())
+        execution, identity = observed._jdf.queryExecution(), spark.sparkContext._jvm.java.lang.System.identityHashCode
+        plans.append((identity(execution.analyzed()) == identity(execution.logical()), _sketched_plan(observed)))
+        assert observed.filter("k % 10 = 0").count() == 3000
+        figures.append(sketcher.results())
+    assert plans[1][0] and not plans[0][0]  # Spark's analysis returned the second plan as it came
+    assert all(("SketchBatches" in plan) == columnar for _, plan in plans), plans
+    assert [f.rows for f in figures[1]] == [30000] * 3
+    assert figures[1] == figures[0]  # rows, nulls, widths and sketch bytes
+
+
 def test_collector_jar_is_built_from_the_java_sources():
     import hashlib
     import zipfile
