@@ -51,6 +51,8 @@ def test_bench_tpch_smoke_writes_every_field(aipq, tmp_path):
     report = (out / "report.md").read_text()
     assert "Command: `aipq bench tpch --sf" in report and "geo-mean speedup" in report and "![time.png]" in report
     assert "| vs off, paired |" in report and "paired by round" in report
+    assert "CPU time stolen during the 12 runs kept" in report
+    assert all(r["rerun_rounds"] in (0, 1, 2) and r["runs"][0]["steal_seconds"] >= 0 for r in results)
     always = next(r for r in results if r["strategy"] == "always" and r["broadcast_threshold"] == 0)
     probes = [p for s in always["runs"][0]["detail"]["stages"].values() for p in s["probes"]]
     assert probes and all(p["rows_out"] <= p["rows_in"] for p in probes if p["rows_in"] is not None)
@@ -112,3 +114,36 @@ def test_every_strategy_takes_every_place_in_the_run_order_over_the_rounds():
     orders = [rotated(strategies, n) for n in range(3)]
     assert orders == [["off", "hip", "always"], ["hip", "always", "off"], ["always", "off", "hip"]]
     assert rotated(strategies, 4) == orders[1] and rotated([], 2) == []
+
+
+def test_steal_is_read_from_proc_stat_and_a_disturbed_round_runs_again(tmp_path):
+    """A round runs again while the hypervisor took more than 5% of the machine's CPU time during one of its
+    runs, at most three times in all, and the last attempt counts."""
+    import os
+
+    from aipq.tpch.steal import MAX_ATTEMPTS, disturbed, steal_seconds, undisturbed_round
+    from aipq.tpch.strategy_bench import Measurement
+
+    stat = tmp_path / "stat"
+    stat.write_text("cpu  9804569 0 791697 4281744 12676 0 61543 135021 0 0\ncpu0 1 2 3 4 5 6 7 8 0 0\n")
+    assert steal_seconds(stat) == 135021 / os.sysconf("SC_CLK_TCK")
+    assert steal_seconds(tmp_path / "absent") == 0.0 and steal_seconds() >= 0.0
+    assert disturbed(Measurement(10.0, 0, 0, steal_seconds=1.1), cpus=2)
+    assert not disturbed(Measurement(10.0, 0, 0, steal_seconds=0.9), cpus=2)
+    assert not disturbed(Measurement(0.0, 0, 0), cpus=2)
+
+    stolen_by_attempt = {0: 3.0, 1: 0.0}  # the first attempt lost 3 s of 2 × 10 s
+    attempts = []
+
+    def run_round(attempt):
+        attempts.append(attempt)
+        return [("off", Measurement(10.0, 0, 0)), ("adaptive", Measurement(10.0, 0, 0,
+                                                                           steal_seconds=stolen_by_attempt[attempt]))]
+
+    kept, discarded = undisturbed_round(run_round, lambda run: disturbed(run, cpus=2))
+    assert (attempts, discarded) == ([0, 1], 1) and kept[1][1].steal_seconds == 0.0
+    attempts.clear()
+    always = undisturbed_round(lambda attempt: attempts.append(attempt) or [("off", Measurement(1.0, 0, 0,
+                                                                                               steal_seconds=1.0))],
+                               lambda run: disturbed(run, cpus=2))
+    assert attempts == list(range(MAX_ATTEMPTS)) and always[1] == MAX_ATTEMPTS - 1

@@ -209,6 +209,8 @@ def test_bench_stats_reports_overhead_and_ndv_error(aipq, tmp_path):
     assert errors and all(e["lg_k"] == 10 and e["exact"] > 0 for e in errors)
     assert all(e["error"] <= 5 * e["rse"] for e in errors)  # well inside what lg_k 10 promises
     assert (out / "statistics.png").read_bytes()[:4] == b"\x89PNG" and "slowdown" in (out / "report.md").read_text()
+    assert all(len(run["steal_seconds"]) == 1 and run["rerun_rounds"] in (0, 1, 2) for run in data["runs"])
+    assert "the hypervisor took more than 5%" in (out / "report.md").read_text()
 
 
 def test_paired_slowdown_compares_each_round_with_itself():

@@ -16,6 +16,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from aipq.stats.sketches import relative_standard_error
+from aipq.tpch.steal import steal_line
 from aipq.tpch.strategy_bench import (
     CSV_COLUMNS,
     SPARK,
@@ -103,6 +104,9 @@ def markdown_report(context: BenchContext, results: list[StrategyResult], plots:
             f"{'' if eff is None else f'{eff:.0%}'} |")
     lines += ["", "From this run:", ""]
     lines += [f"- {line.text()}" for line in headlines(results)]
+    reruns = {(r.query, r.broadcast_threshold): r.rerun_rounds for r in results}  # a round reruns every strategy
+    lines.append("- " + steal_line(sum(reruns.values()), sum(m.steal_seconds for r in results for m in r.runs),
+                                   sum(len(r.runs) for r in results)))
     lines += ["", *[f"![{name}]({name})" for name in plots], ""]
     return "\n".join(lines)
 
@@ -244,6 +248,9 @@ def write_stats_outputs(out_dir: Path, context: BenchContext, overheads, errors)
         lines.append(f"- lg_k {lg_k}: mean slowdown {statistics.mean(mine):+.1%} (max {max(mine):+.1%}) "
                      f"over {len(mine)} queries when every statistic is collected; paired by round "
                      f"{statistics.mean(paired):+.1%} (max {max(paired):+.1%})")
+    reruns = {o.query: o.rerun_rounds for o in overheads}  # a round reruns every setting of its query
+    lines.append("- " + steal_line(sum(reruns.values()), sum(sum(o.steal_seconds) for o in overheads),
+                                   sum(len(o.seconds) for o in overheads)))
     lines += ["", *[f"![{p.name}]({p.name})" for p in plots], ""]
     report = out_dir / "report.md"
     report.write_text("\n".join(lines))

@@ -3,8 +3,10 @@
 Per query, each round runs it once with statistics off and once per lg_k with every statistic collected again
 (``recollect``), interleaved, the order rotated round by round (as ``strategy_bench`` does) so that no setting
 always runs first; the slowdown is the median collecting time over the median time without, and also the
-median of the rounds' own ratios (``paired_slowdown``), which a slow spell spanning a round leaves out. After each
-collecting run, the NDV estimates just stored are compared with exact distinct counts of the same columns.
+median of the rounds' own ratios (``paired_slowdown``), which a slow spell spanning a round leaves out. A round
+during which the hypervisor took more than 5% of the CPU time from one of its runs runs again
+(``aipq.tpch.steal``). After each collecting run, the NDV estimates just stored are compared with exact distinct
+counts of the same columns.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 import shutil
 import statistics
 from dataclasses import dataclass, field, replace
+from functools import partial
 from pathlib import Path
 
 from aipq.config import Settings
@@ -19,7 +22,8 @@ from aipq.engine.session import read_table
 from aipq.stats.repository import StatsRepository
 from aipq.stats.sketches import relative_standard_error
 from aipq.tpch.bench import bench_session
-from aipq.tpch.strategy_bench import QueryRunner, rotated
+from aipq.tpch.steal import undisturbed_round
+from aipq.tpch.strategy_bench import Measurement, QueryRunner, rotated
 
 
 @dataclass
@@ -28,6 +32,8 @@ class CollectionOverhead:
     lg_k: int | None  # None: statistics off
     seconds: list[float] = field(default_factory=list)
     statistics_seconds: list[float] = field(default_factory=list)
+    steal_seconds: list[float] = field(default_factory=list)  # CPU time the hypervisor took meanwhile
+    rerun_rounds: int = 0  # rounds run again because the hypervisor took CPU time during one of their runs
 
     @property
     def median(self) -> float:
@@ -69,22 +75,37 @@ def _measure(spark, catalog, runner: QueryRunner, repository: StatsRepository, w
         settings = {None: replace(base, statistics="off")}
         settings.update({k: replace(base, statistics="recollect", stats_lg_k=k) for k in lg_ks})
         mine = {k: CollectionOverhead(label, k) for k in settings}
-        for round_number in range(repeat + 1):  # round 0 warms up
-            for lg_k, chosen in rotated(list(settings.items()), round_number):
-                measurement, _ = runner.aipq(text, chosen)
-                if round_number > 0:
-                    mine[lg_k].seconds.append(measurement.seconds)
-                    mine[lg_k].statistics_seconds.append(measurement.statistics_seconds)
-                if lg_k is not None:
-                    for table in repository.tables():
-                        for column in table.columns.values():
-                            if column.lg_k == lg_k:
-                                estimates[(table.path, column.column, lg_k)] = column.ndv
-                if progress:
-                    progress()
+        one_round = partial(_run_round, runner, repository, text, list(settings.items()), estimates, progress)
+        one_round(0, round_number=0)  # round 0 warms up
+        for round_number in range(1, repeat + 1):
+            kept, discarded = undisturbed_round(partial(one_round, round_number=round_number))
+            for lg_k, measurement in kept:
+                mine[lg_k].seconds.append(measurement.seconds)
+                mine[lg_k].statistics_seconds.append(measurement.statistics_seconds)
+                mine[lg_k].steal_seconds.append(measurement.steal_seconds)
+                mine[lg_k].rerun_rounds += discarded
         overheads += mine.values()
     errors = _ndv_errors(spark, catalog, estimates)
     return overheads, errors
+
+
+def _run_round(runner: QueryRunner, repository: StatsRepository, text: str,
+               settings: list[tuple[int | None, Settings]], estimates: dict[tuple[str, str, int], float], progress,
+               attempt: int, round_number: int) -> list[tuple[int | None, Measurement]]:
+    """One run per setting, in an order rotated for the round; after each collecting run, the NDV estimates it
+    stored. Progress is told on a round's first attempt only."""
+    runs = []
+    for lg_k, chosen in rotated(settings, round_number):
+        measurement, _ = runner.aipq(text, chosen)
+        runs.append((lg_k, measurement))
+        if lg_k is not None:
+            for table in repository.tables():
+                for column in table.columns.values():
+                    if column.lg_k == lg_k:
+                        estimates[(table.path, column.column, lg_k)] = column.ndv
+        if progress and attempt == 0:
+            progress()
+    return runs
 
 
 def _ndv_errors(spark, catalog, estimates: dict[tuple[str, str, int], float]) -> list[NdvError]:

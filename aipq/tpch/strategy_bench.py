@@ -6,9 +6,10 @@ each strategy runs once to warm up and then ``repeat`` times, strategies interle
 drift hits all of them alike, their order rotated each round so that each takes every place in the round (a
 rotation keeps the cyclic order: each strategy still follows the same one, save when it runs first). (A
 full garbage collection in the driver before each run was tried and dropped: in that run every strategy ran up to
-50% slower, with bimodal times.) Every run's rows are compared with the first strategy's; a difference fails the
-benchmark, naming the query and strategy. ``spark`` hands the whole query to ``spark.sql`` with Spark's own
-defaults (AQE, its runtime Bloom filter, dynamic partition pruning)."""
+50% slower, with bimodal times.) A round during which the hypervisor took more than 5% of the machine's CPU time
+from one of its runs runs again, whole (``aipq.tpch.steal``). Every run's rows are compared with the first
+strategy's; a difference fails the benchmark, naming the query and strategy. ``spark`` hands the whole query to
+``spark.sql`` with Spark's own defaults (AQE, its runtime Bloom filter, dynamic partition pruning)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ import shutil
 import statistics
 import time
 from dataclasses import dataclass, field, replace
+from functools import partial
 from pathlib import Path
 
 from aipq.catalog import Catalog
@@ -31,6 +33,7 @@ from aipq.planner.pipeline import plan_query
 from aipq.planner.stages import StageDag
 from aipq.tpch.bench import bench_session, spark_sql_text
 from aipq.tpch.queries import query_text
+from aipq.tpch.steal import steal_seconds, undisturbed_round
 
 SPARK = "spark"
 
@@ -64,6 +67,7 @@ class Measurement:
     decision_seconds: float = 0.0
     statistics_seconds: float = 0.0  # piggybacked statistics: sketches merged and stored after the stages
     detail: dict | None = None  # aipq: per stage figures, summaries and probes
+    steal_seconds: float = 0.0  # CPU time the hypervisor took from the machine meanwhile (all CPUs)
 
 
 @dataclass
@@ -74,6 +78,7 @@ class StrategyResult:
     stages: int
     ratio: float | None = None
     runs: list[Measurement] = field(default_factory=list)
+    rerun_rounds: int = 0  # rounds run again because the hypervisor took CPU time during one of their runs
 
     @property
     def median_seconds(self) -> float:
@@ -93,7 +98,7 @@ class StrategyResult:
             "stages": self.stages, "ratio": self.ratio, "median_seconds": self.median_seconds,
             "min_seconds": min(m.seconds for m in self.runs), "max_seconds": max(m.seconds for m in self.runs),
             "shuffle_write_bytes": self.shuffle_write_bytes, "shuffle_write_records": self.shuffle_write_records,
-            "runs": [m.__dict__ for m in self.runs],
+            "rerun_rounds": self.rerun_rounds, "runs": [m.__dict__ for m in self.runs],
         }
 
 
@@ -118,18 +123,20 @@ class QueryRunner:
         dag = plan_query(text, self.catalog, settings).dag
         self.last_dag = dag
         planning_seconds = time.perf_counter() - planning
+        stolen = steal_seconds()
         started = time.perf_counter()
         collector = collector_for(self.spark, dag, self.home, settings, "aipq bench")
         record: RunRecord = run_dag(self.spark, dag, settings, self.home, statistics=collector, ip_strategy=strategy)
         self.last_record = record
         seconds = time.perf_counter() - started
+        stolen = steal_seconds() - stolen
         rows = self.spark.read.parquet(str(record.result_path)).collect()
         remove_work_dir(record)
         measurement = Measurement(
             seconds, sum(m.shuffle.shuffle_write_bytes for m in record.stages),
             sum(m.shuffle.shuffle_write_records for m in record.stages), planning_seconds=planning_seconds,
             decision_seconds=sum(m.decision_seconds for m in record.stages),
-            statistics_seconds=record.statistics_seconds, detail=run_dict(record))
+            statistics_seconds=record.statistics_seconds, detail=run_dict(record), steal_seconds=stolen)
         return measurement, rows
 
     def spark_sql(self, text: str, settings: Settings) -> tuple[Measurement, list]:
@@ -146,15 +153,18 @@ class QueryRunner:
         sc.setJobGroup(group, "spark.sql baseline")
         try:
             with sql_conf(self.spark, conf):
+                stolen = steal_seconds()
                 started = time.perf_counter()
                 self.spark.sql(sql).write.parquet(str(target))
                 seconds = time.perf_counter() - started
+                stolen = steal_seconds() - stolen
         finally:
             sc.setLocalProperty("spark.jobGroup.id", None)
         figures = job_group_figures(self.spark, group)
         rows = self.spark.read.parquet(str(target)).collect()
         shutil.rmtree(target, ignore_errors=True)
-        return Measurement(seconds, figures.shuffle_write_bytes, figures.shuffle_write_records), rows
+        return Measurement(seconds, figures.shuffle_write_bytes, figures.shuffle_write_records,
+                           steal_seconds=stolen), rows
 
 
 def compare_strategies(home: Path, workload: list[BenchQuery], strategies: list[str], thresholds: list[int],
@@ -172,29 +182,45 @@ def compare_strategies(home: Path, workload: list[BenchQuery], strategies: list[
                     stages = len(plan_query(text, catalog, settings).dag.stages)
                     by_strategy[strategy] = (StrategyResult(query.label, strategy, threshold, stages, query.ratio),
                                              settings)
-                expected = None
-                for round_number in range(repeat + 1):  # round 0 warms up
-                    for strategy, (result, settings) in rotated(list(by_strategy.items()), round_number):
-                        run = runner.spark_sql if strategy == SPARK else runner.aipq
-                        measurement, rows = run(text, settings)
-                        canonical = _canonical(rows)
-                        if expected is None:
-                            expected = (strategy, canonical)
-                        elif canonical != expected[1]:
-                            raise ExecutionError(
-                                f"{query.label}: strategy {strategy!r} returned {len(rows)} row(s) that differ "
-                                f"from strategy {expected[0]!r}'s", hint="this is a bug; please report it")
-                        if round_number > 0:
-                            result.runs.append(measurement)
-                            ran = (measurement.detail or {}).get("stages")
-                            if ran:  # stages run: a summary pre-pass whose summary is not built does not run
-                                result.stages = len(ran)
-                        if progress:
-                            progress()
+                one_round = partial(_run_round, runner, query.label, text, list(by_strategy.values()), [], progress)
+                one_round(0, round_number=0)  # round 0 warms up
+                for round_number in range(1, repeat + 1):
+                    kept, discarded = undisturbed_round(partial(one_round, round_number=round_number))
+                    for result, measurement in kept:
+                        result.runs.append(measurement)
+                        result.rerun_rounds += discarded
+                        ran = (measurement.detail or {}).get("stages")
+                        if ran:  # stages run: a summary pre-pass whose summary is not built does not run
+                            result.stages = len(ran)
                 results += [result for result, _ in by_strategy.values()]
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     return results
+
+
+def _run_round(runner: QueryRunner, label: str, text: str, order: list[tuple[StrategyResult, Settings]],
+               expected: list, progress, attempt: int, round_number: int) -> list[tuple[StrategyResult, Measurement]]:
+    """One run of each strategy, in ``order`` rotated for the round, each run's rows checked against the first
+    run's; progress is told on a round's first attempt only."""
+    runs = []
+    for result, settings in rotated(order, round_number):
+        run = runner.spark_sql if result.strategy == SPARK else runner.aipq
+        measurement, rows = run(text, settings)
+        _check_rows(label, result.strategy, rows, expected)
+        runs.append((result, measurement))
+        if progress and attempt == 0:
+            progress()
+    return runs
+
+
+def _check_rows(label: str, strategy: str, rows: list, expected: list) -> None:
+    """Every run's rows against the first run's (``expected`` holds the first strategy and its rows once set)."""
+    canonical = _canonical(rows)
+    if not expected:
+        expected += [strategy, canonical]
+    elif canonical != expected[1]:
+        raise ExecutionError(f"{label}: strategy {strategy!r} returned {len(rows)} row(s) that differ from strategy "
+                             f"{expected[0]!r}'s", hint="this is a bug; please report it")
 
 
 def rotated(items: list, round_number: int) -> list:

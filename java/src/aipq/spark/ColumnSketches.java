@@ -145,7 +145,9 @@ public final class ColumnSketches extends AccumulatorV2<Object, Long> {
             sources[i] = fields[4 * i + 3];
         }
         LogicalPlan input = df.queryExecution().analyzed();
-        String key = spec + "\u0001" + Reuse.signature(input);
+        // the session's time zone: a cast to STRING (a width) is analyzed with it
+        String key = spec + "\u0001" + df.sparkSession().conf().get("spark.sql.session.timeZone") + "\u0001"
+            + Reuse.signature(input);
         Reuse reuse = Reuse.ANALYZED.get(key);
         if (reuse != null) {
             return reuse.over((org.apache.spark.sql.classic.Dataset<Row>) df, input, this);
