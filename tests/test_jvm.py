@@ -323,3 +323,19 @@ def test_frames_parse_sql_steps_in_one_call_like_pyspark(spark):
     # the expressions cross NUL-separated: one holding a NUL is refused (the front end refuses such SQL first)
     with pytest.raises(ValueError, match="NUL"):
         jvm.select_sql(orders, ["'a\u0000b' AS s"])
+
+
+def test_compiled_stage_code_stays_cached_past_spark_default_of_100_classes(spark):
+    """aipq runs a query's stages under several strategies in one process (workflows, `aipq bench`); Spark's
+    default cache of 100 classes made each run compile again what the previous ones had compiled."""
+
+    def run(k: int) -> None:
+        spark.range(0, 10).selectExpr(f"id * {k} + {k} AS v").filter(f"v % {k + 1} = 0").collect()
+
+    for k in range(1, 121):
+        run(k)
+    before = jvm.codegen_compilations(spark)
+    for k in range(1, 121):
+        run(k)
+    assert jvm.codegen_compilations(spark) == before
+    assert before > 120  # each distinct query compiled at least once: the count is Spark's real one

@@ -335,3 +335,8 @@ def job_group_figures(spark: SparkSession, job_group: str) -> ShuffleFigures:
     call to ``aipq.spark.JobGroupFigures``, after the listener bus has fed the store)."""
     text = _aipq_class(spark, "JobGroupFigures").sum(spark.sparkContext._jsc.sc(), job_group, 10_000)
     return ShuffleFigures(*(int(value) for value in text.split(",")))
+
+
+def codegen_compilations(spark: SparkSession) -> int:
+    """Classes Spark's code generator has compiled in this JVM (a cache hit compiles nothing)."""
+    return int(_jvm(spark).org.apache.spark.metrics.source.CodegenMetrics.METRIC_COMPILATION_TIME().getCount())

@@ -13,6 +13,12 @@ from aipq.config import Settings
 from aipq.errors import BadInputError, EnvironmentProblem
 
 LOG_CONFIG = Path(__file__).with_name("log4j2.properties")
+# Spark keeps 100 compiled whole-stage classes by default, in 4 LRU segments of 25. One TPC-H query at SF 1 compiles
+# 50-75 under one strategy and ~200 under four strategies and two join settings, so a workflow or `aipq bench`
+# evicted and recompiled 10-60 classes on every run: 0.1-0.5 s of Janino, and the JIT compiling the new
+# classes' bytecode again (1-4 s of compiler threads a run on 2 cores). 1,000 kept classes stop that
+# (/tmp/exp/cg.py: 0 compiles after the first round) for some tens of MB of driver heap at most.
+CODEGEN_CACHE_ENTRIES = 1000
 JAVA_HINT = ("install Java 17 or newer (e.g. `apt-get install openjdk-17-jre-headless` or `brew install openjdk@17`)"
              " and put `java` on PATH or set JAVA_HOME")
 
@@ -70,6 +76,7 @@ def get_session(settings: Settings, home: Path):
         .config("spark.driver.memory", os.environ.get("AIPQ_DRIVER_MEMORY", "4g"))
         .config("spark.sql.warehouse.dir", str(Path(home) / "spark-warehouse"))
         .config("spark.log.level", "ERROR")
+        .config("spark.sql.codegen.cache.maxEntries", str(CODEGEN_CACHE_ENTRIES))
         .config("spark.driver.extraJavaOptions",
                 f"-Dderby.system.home={Path(home) / 'derby'} -Dlog4j2.configurationFile={LOG_CONFIG}")
         .config("spark.executor.extraJavaOptions", f"-Dlog4j2.configurationFile={LOG_CONFIG}")
