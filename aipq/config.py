@@ -10,6 +10,13 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 MB = 1024 * 1024
+# β's default, seconds. The paper leaves β to the user; 0 would act on any positive estimate. Edges estimated
+# under 0.02 s are below what the estimate resolves: measured one at a time (`aipq bench decisions`,
+# docs/bench/decisions*), the four such edges of the TPC-H set (Q2's S1.ps_suppkey and S8._agg, Q8's o_custkey on
+# customer under both join settings) changed their stages by -0.38 to +0.11 s, -0.11 s on average over 7
+# measurements, 5 of them losses; those estimated at 0.03-0.05 s (Q18's o_custkey, Q21's l_orderkey) gained
+# +0.17 s on average over 5.
+DEFAULT_BETA_SECONDS = 0.02
 
 
 def default_home() -> Path:
@@ -40,8 +47,8 @@ KNOBS: tuple[Knob, ...] = (
          "paper's IP: built and used where the benefit estimator's B exceeds beta, sized for the largest B)."),
     Knob("alpha", 4 * MB, "α: a summary larger than this many bytes is not loaded by later stages (the paper's "
          "heap-safety threshold; its experiments used 512 KB and 4 MB)."),
-    Knob("beta", 0.0, "β: the least estimated benefit (seconds) for which a summary is built or used; read by the "
-         "benefit estimator (strategy 'adaptive'), ignored by the strategies without estimation."),
+    Knob("beta", DEFAULT_BETA_SECONDS, "β: the least estimated benefit (seconds) for which a summary is built or "
+         "used; read by the benefit estimator (strategy 'adaptive'), ignored by the strategies without estimation."),
     Knob("margin", 0.0, "How much more than its sure costs (probe, build, pre-pass) a summary must be expected to "
          "save: the benefit estimator counts on 1 / (1 + margin) of its estimated savings, since those are a "
          "prediction and the costs are not (strategy 'adaptive'). 0 (default): the paper's B > beta alone."),
@@ -72,7 +79,7 @@ class Settings:
     dialect: str = "hive"
     ip: str = "off"
     alpha: int = 4 * MB
-    beta: float = 0.0
+    beta: float = DEFAULT_BETA_SECONDS
     margin: float = 0.0
     bloom_size: int = 0
     bloom_fpp: float = 0.01

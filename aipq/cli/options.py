@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from aipq.config import MB, Settings
+from aipq.config import DEFAULT_BETA_SECONDS, MB, Settings
 from aipq.planner.ip import STRATEGIES
 
 
@@ -41,7 +41,7 @@ def planning_options(fn):
                        "filters where the benefit estimator expects them to pay).")
     @click.option("--alpha", default="4MB", show_default=True, metavar="SIZE",
                   help="α: summaries larger than SIZE are not loaded.")
-    @click.option("--beta", type=float, default=0.0, show_default=True,
+    @click.option("--beta", type=float, default=DEFAULT_BETA_SECONDS, show_default=True,
                   help="β: least estimated benefit (seconds) to build or use a summary (benefit estimator).")
     @click.option("--margin", type=click.FloatRange(0.0, 100.0), default=0.0, show_default=True,
                   help="Build or use a summary only when it is expected to save (1 + MARGIN)× its sure costs "
