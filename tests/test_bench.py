@@ -42,6 +42,14 @@ def test_bench_tpch_smoke_writes_every_field(aipq, tmp_path):
     assert {(h["strategy"], h["joins"]) for h in slowest} == {
         (s, j) for s in ("hip", "always", "adaptive") for j in ("repartition", "broadcast")}
     assert all(h["query"] == "Q3" and h["queries"] == 1 and h["slower"] == int(h["value"] < 0.97) for h in slowest)
+    by_joins = {"repartition": 0, "broadcast": 10 * 1024 * 1024}
+    for h in slowest:
+        mine, off = (by[("Q3", by_joins[h["joins"]], s)] for s in (h["strategy"], "off"))
+        same_plan = mine["stages"] == off["stages"] and not any(
+            stage["summaries"] or stage["probes"] for stage in mine["runs"][0]["detail"]["stages"].values())
+        assert h["slower_on_offs_plan"] == int(same_plan and (h["slower"] or h["slower_paired"])), h
+    always_slowest = next(h for h in slowest if h["strategy"] == "always" and h["joins"] == "repartition")
+    assert always_slowest["slower_on_offs_plan"] == 0  # always probes every admissible edge of Q3
     assert {r["strategy"] for r in data["summary"] if r["pruning_efficiency"] is not None} >= {"always", "oracle"}
     assert {"hip", "always"} <= {h["strategy"] for h in data["headlines"] if h["measure"] == "pruning efficiency"}
     assert {(h["strategy"], h["baseline"]) for h in data["headlines"] if h["measure"] == "speedup"} >= {

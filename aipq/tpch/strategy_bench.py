@@ -288,6 +288,7 @@ class Headline:
     paired: float | None = None  # slowest: its speedup paired by round
     slower: int = 0  # slowest: queries more than 3% slower than the baseline by the ratio of medians
     slower_paired: int = 0  # … and paired by round
+    slower_on_offs_plan: int = 0  # … of the queries slower by either measure, those run on off's own plan
 
     def text(self) -> str:
         if self.measure == "speedup":
@@ -295,9 +296,11 @@ class Headline:
                     f"{self.value:.2f}× over {self.queries} queries")
         if self.measure == "slowest":
             paired = "" if self.paired is None else f" ({self.paired:.2f}× paired by round)"
+            same = (f"; {self.slower_on_offs_plan} of those ran off's own plan (no summary built or used)"
+                    if self.slower_on_offs_plan else "")
             return (f"{self.strategy} vs {self.baseline} ({self.joins} joins): slowest on {self.query} at "
                     f"{self.value:.2f}×{paired}; {self.slower} of {self.queries} queries more than 3% slower by "
-                    f"the ratio of medians, {self.slower_paired} paired by round")
+                    f"the ratio of medians, {self.slower_paired} paired by round{same}")
         return (f"{self.strategy} ({self.joins} joins): mean pruning efficiency {self.value:.0%} "
                 f"over {self.queries} queries with prunable rows")
 
@@ -337,15 +340,27 @@ def headlines(results: list[StrategyResult]) -> list[Headline]:
 def _slowest(results: list[StrategyResult], mine: list[StrategyResult], joins: str) -> list[Headline]:
     """Where ``mine`` (one strategy, one join setting) fell furthest behind ``off``, and how often by more
     than 3%, by medians and paired by round."""
-    found = [(ratio, paired_speedup(results, r, "off"), r.query) for r in mine
+    found = [(ratio, paired_speedup(results, r, "off"), r.query, r) for r in mine
              for ratio in [speedup(results, r, "off")] if ratio is not None]
     if not found:
         return []
-    ratio, paired, query = min(found)
-    slower = sum(1 for value, _, _ in found if value < SLOWER)
-    slower_paired = sum(1 for _, value, _ in found if value is not None and value < SLOWER)
+    ratio, paired, query, _ = min(found, key=lambda item: item[:3])
+    slower = sum(1 for value, _, _, _ in found if value < SLOWER)
+    slower_paired = sum(1 for _, value, _, _ in found if value is not None and value < SLOWER)
+    on_offs_plan = sum(1 for value, pair, _, r in found
+                       if (value < SLOWER or (pair is not None and pair < SLOWER)) and ran_offs_plan(results, r))
     return [Headline(mine[0].strategy, "off", joins, "slowest", ratio, len(found), query, paired, slower,
-                     slower_paired)]
+                     slower_paired, on_offs_plan)]
+
+
+def ran_offs_plan(results: list[StrategyResult], result: StrategyResult) -> bool:
+    """Whether ``result`` ran ``off``'s plan: as many stages, and no summary built or probed in any run. Its
+    difference from ``off`` is then the spread of running the same work again."""
+    off = _counterpart(results, result, "off")
+    return (off is not None and off.stages == result.stages and bool(result.runs)
+            and all(m.detail is not None and not any(stage["summaries"] or stage["probes"]
+                                                      for stage in m.detail["stages"].values())
+                    for m in result.runs))
 
 
 CSV_COLUMNS = ("query", "ratio", "joins", "strategy", "stages", "median_seconds", "min_seconds", "max_seconds",
