@@ -15,9 +15,10 @@ from aipq.errors import BadInputError, EnvironmentProblem
 LOG_CONFIG = Path(__file__).with_name("log4j2.properties")
 # Spark keeps 100 compiled whole-stage classes by default (a Guava cache of 4 segments, each evicting at about
 # 25). One TPC-H query at SF 1 compiles 50-75 under one strategy and ~200 under four strategies and two join
-# settings, so a workflow or `aipq bench` evicted and recompiled 10-60 classes on every run: 0.1-0.5 s of Janino,
-# and the JIT compiling the new classes' bytecode again. With 1,000 nothing is compiled twice, for some tens of
-# MB of driver heap at most (docs/spark-notes.md, "Spark's cache of compiled code holds 100 classes").
+# settings, so `aipq bench` (or a long workflow) evicted and recompiled up to 57 classes a run: 0.1-0.5 s of
+# Janino, and the JIT compiling the new classes' bytecode again. With 1,000 a query's runs under every strategy
+# keep each other's classes, for some tens of MB of driver heap at most (docs/spark-notes.md, "Spark's cache of
+# compiled code holds 100 classes").
 CODEGEN_CACHE_ENTRIES = 1000
 JAVA_HINT = ("install Java 17 or newer (e.g. `apt-get install openjdk-17-jre-headless` or `brew install openjdk@17`)"
              " and put `java` on PATH or set JAVA_HOME")
