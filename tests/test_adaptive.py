@@ -96,7 +96,9 @@ def test_bench_decisions_reports_accuracy(aipq, tmp_path):
     assert len(edge["runs_with"]) == len(edge["runs_without"]) == 1
     assert edge["verdict"] in {"yes", "no", "noise", "unclear"}
     assert 0 <= data["accuracy"] <= data["accuracy_where_clear"] <= 1
-    assert "decision accuracy over" in (out / "report.md").read_text()
+    assert data["runs_rerun_for_steal"] >= 0 and data["steal_seconds"] >= 0
+    report = (out / "report.md").read_text()
+    assert "decision accuracy over" in report and "runs run again because the hypervisor" in report
 
 
 def test_a_wrong_decision_counts_only_when_its_runs_separate():

@@ -155,3 +155,23 @@ def test_steal_is_read_from_proc_stat_and_a_disturbed_round_runs_again(tmp_path)
                                                                                                steal_seconds=1.0))],
                                lambda run: disturbed(run, cpus=2))
     assert attempts == list(range(MAX_ATTEMPTS)) and always[1] == MAX_ATTEMPTS - 1
+
+
+def test_a_disturbed_single_run_runs_again_alone_and_the_tally_counts_it():
+    """bench decisions reruns one run, not its round of up to 18; the report states how many and the steal kept."""
+    from aipq.tpch.steal import StealTally, disturbed, steal_line, undisturbed_run
+    from aipq.tpch.strategy_bench import Measurement
+
+    stolen = iter([4.0, 0.5])  # the first attempt lost 4 s of 2 × 10 s
+
+    def run():
+        return Measurement(10.0, 0, 0, steal_seconds=next(stolen))
+
+    kept, discarded = undisturbed_run(run, lambda m: disturbed(m, cpus=2))
+    assert (kept.steal_seconds, discarded) == (0.5, 1)
+    tally = StealTally()
+    tally.add(kept, discarded)
+    tally.add(Measurement(5.0, 0, 0), 0)
+    assert (tally.rerun, tally.runs, tally.stolen_seconds) == (1, 2, 0.5)
+    line = steal_line(tally.rerun, tally.stolen_seconds, tally.runs, unit="runs")
+    assert line.startswith("runs run again") and "during them (steal): 1;" in line and "2 runs kept: 0.5 s" in line

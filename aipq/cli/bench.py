@@ -278,6 +278,7 @@ def run_decision_bench(home: Path, scale_factor: float, queries: str, repeat: in
 
     from aipq.tpch.decision_bench import accuracy, measure_decisions
     from aipq.tpch.queries import query_text
+    from aipq.tpch.steal import StealTally
 
     numbers = _numbers(queries, "--queries")
     err = Console(stderr=True)
@@ -286,7 +287,8 @@ def run_decision_bench(home: Path, scale_factor: float, queries: str, repeat: in
     workload = [(f"Q{n}", query_text(n)) for n in numbers]
     thresholds = _thresholds(joins, settings)
     with progress_bar("bench decisions", len(workload) * (repeat + 1) * len(thresholds)) as step:
-        edges = measure_decisions(home, workload, repeat, settings, step, thresholds)
+        steal = StealTally()
+        edges = measure_decisions(home, workload, repeat, settings, step, thresholds, steal)
     share = accuracy(edges, tolerance)
     title = f"TPC-H SF {scale_factor:g}: benefit estimator decisions (median of {repeat})"
     table = Table(title=title, caption=f"accuracy {share.by_sign:.0%} by sign, {share.within_noise:.0%} within "
@@ -303,7 +305,7 @@ def run_decision_bench(home: Path, scale_factor: float, queries: str, repeat: in
         from aipq.tpch.bench_report import write_decision_outputs
 
         context = _context(title, command, settings, home, scale_factor=scale_factor, repeat=repeat)
-        written = write_decision_outputs(out_dir, context, edges, tolerance)
+        written = write_decision_outputs(out_dir, context, edges, tolerance, steal)
         err.print(f"wrote {', '.join(p.name for p in written)} to {out_dir}")
     return edges
 

@@ -16,7 +16,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from aipq.stats.sketches import relative_standard_error
-from aipq.tpch.steal import steal_line
+from aipq.tpch.steal import StealTally, steal_line
 from aipq.tpch.strategy_bench import (
     CSV_COLUMNS,
     SPARK,
@@ -285,7 +285,8 @@ def _stats_plots(out_dir: Path, rows: list[dict], errors) -> list[Path]:
     return [path]
 
 
-def write_decision_outputs(out_dir: Path, context: BenchContext, edges, tolerance: float) -> list[Path]:
+def write_decision_outputs(out_dir: Path, context: BenchContext, edges, tolerance: float,
+                           steal: StealTally | None = None) -> list[Path]:
     """``aipq bench decisions``: results.json and report.md."""
     from aipq.tpch.decision_bench import accuracy
 
@@ -295,6 +296,8 @@ def write_decision_outputs(out_dir: Path, context: BenchContext, edges, toleranc
                "date": context.date, **context.parameters, "tolerance": tolerance,
                "accuracy": share.by_sign, "accuracy_within_noise": share.within_noise,
                "accuracy_where_clear": share.where_clear,
+               "runs_rerun_for_steal": steal.rerun if steal else None,
+               "steal_seconds": round(steal.stolen_seconds, 2) if steal else None,
                "edges": [e.as_dict(tolerance) for e in edges]}
     (out_dir / "results.json").write_text(json.dumps(payload, indent=2, default=str))
     lines = [f"### {context.title}", "", f"Command: `{context.command}`  ", f"Machine: {context.machine}  ",
@@ -326,6 +329,8 @@ def write_decision_outputs(out_dir: Path, context: BenchContext, edges, toleranc
         used = sum(e.used for e in some)
         lines.append(f"- {joins} joins: {len(some)} edges, {used} used; {part.by_sign:.0%} by sign, "
                      f"{part.within_noise:.0%} within noise, {part.where_clear:.0%} where the runs separate")
+    if steal is not None:
+        lines.append("- " + steal_line(steal.rerun, steal.stolen_seconds, steal.runs, unit="runs"))
     lines.append("")
     report = out_dir / "report.md"
     report.write_text("\n".join(lines))

@@ -11,19 +11,27 @@ its sign agrees with the measured benefit's: used and faster, or skipped and not
 ``tolerance`` of the query's time are noise on this machine; such edges are counted separately (``neutral``) and
 right either way in the tolerant accuracy. A third count asks the runs themselves whether the sign is known: the
 effect is ``clear`` when every run with the edge was faster than every run without it, or every one slower (with 5
-runs each, chance alone separates them 1 time in 126); an edge whose runs overlap is right either way there."""
+runs each, chance alone separates them 1 time in 126); an edge whose runs overlap is right either way there.
+
+A run during which the hypervisor took more than 5% of the CPU time runs again (``aipq.tpch.steal``). Only that run:
+a round of Q2's 18 runs takes 1.5 minutes, and a steal spell would rerun most of it; and the one run without any
+edge is what every edge of the round is compared with, so a disturbed one would misjudge them all (decisions-rest
+at 615d9f7: Q10's run without any edge took 8.2 s against 2.5 s in an earlier run, and two skipped edges came out
+3.6 s and 1.6 s "faster")."""
 
 from __future__ import annotations
 
 import shutil
 import statistics
 from dataclasses import dataclass, field, replace
+from functools import partial
 from pathlib import Path
 
 from aipq.config import Settings
 from aipq.planner.ip import SingleEdge
 from aipq.planner.stages import StageDag
 from aipq.tpch.bench import bench_session
+from aipq.tpch.steal import StealTally, undisturbed_run
 from aipq.tpch.strategy_bench import QueryRunner, rotated
 
 
@@ -129,8 +137,10 @@ def _edges(label: str, record, joins: str, dag: StageDag) -> list[EdgeDecision]:
 
 
 def measure_decisions(home: Path, workload: list[tuple[str, str]], repeat: int, base: Settings,
-                      progress=None, thresholds: list[int] | None = None) -> list[EdgeDecision]:
-    """Every candidate edge of every query, under each broadcast threshold (default: the base settings')."""
+                      progress=None, thresholds: list[int] | None = None,
+                      steal: StealTally | None = None) -> list[EdgeDecision]:
+    """Every candidate edge of every query, under each broadcast threshold (default: the base settings');
+    ``steal`` counts the timed runs run again for steal and the steal of those kept."""
     from aipq.tpch.strategy_bench import joins_label
 
     spark, catalog, scratch = bench_session(home, base)
@@ -139,14 +149,14 @@ def measure_decisions(home: Path, workload: list[tuple[str, str]], repeat: int, 
         found = []
         for threshold in thresholds or [base.broadcast_threshold]:
             found += _measure(runner, workload, repeat, replace(base, broadcast_threshold=threshold),
-                              joins_label(threshold), progress)
+                              joins_label(threshold), progress, steal if steal is not None else StealTally())
         return found
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 
 
 def _measure(runner: QueryRunner, workload: list[tuple[str, str]], repeat: int, base: Settings, joins: str,
-             progress) -> list[EdgeDecision]:
+             progress, steal: StealTally) -> list[EdgeDecision]:
     # the measured runs carry no estimator (its own work would bias the comparison with off)
     adaptive, off, single = replace(base, ip="adaptive"), replace(base, ip="off"), replace(base, ip="always")
     found: list[EdgeDecision] = []
@@ -158,11 +168,16 @@ def _measure(runner: QueryRunner, workload: list[tuple[str, str]], repeat: int, 
             timed: dict[int, object] = {}  # the run without any edge under -1, else under the edge's index
             for index in rotated([-1, *range(len(edges))], round_number):
                 if index < 0:
-                    timed[index] = runner.aipq(text, off)[0]
+                    run = partial(_timed, runner, text, off, None)
                 else:
                     edge = edges[index]
-                    strategy = SingleEdge(edge.producer, edge.column, edge.target_key, edge.filter_bytes)
-                    timed[index] = runner.aipq(text, single, strategy)[0]
+                    run = partial(_timed, runner, text, single,
+                                  SingleEdge(edge.producer, edge.column, edge.target_key, edge.filter_bytes))
+                if round_number == 0:
+                    timed[index] = run()
+                    continue
+                timed[index], discarded = undisturbed_run(run)
+                steal.add(timed[index], discarded)
             if round_number > 0:
                 for index, edge in enumerate(edges):
                     edge.record(timed[index], timed[-1])
@@ -170,6 +185,10 @@ def _measure(runner: QueryRunner, workload: list[tuple[str, str]], repeat: int, 
                 progress()
         found += edges
     return found
+
+
+def _timed(runner: QueryRunner, text: str, settings: Settings, strategy):
+    return runner.aipq(text, settings, strategy)[0]
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol, TypeVar
 
@@ -56,9 +57,31 @@ def undisturbed_round(run_round: Callable[[int], Sequence[tuple[T, Timed]]],
     raise AssertionError("unreachable")
 
 
-def steal_line(rounds_rerun: int, stolen_seconds: float, runs: int) -> str:
-    """A report's statement of what the hypervisor took: rounds run again, and CPU time stolen from the runs
-    kept."""
-    return (f"rounds run again because the hypervisor took more than {STOLEN:.0%} of the machine's CPU time "
-            f"during one of their runs (steal): {rounds_rerun}; CPU time stolen during the {runs} runs kept: "
+def undisturbed_run(run: Callable[[], Timed], is_disturbed: Callable[[Timed], bool] = disturbed) -> tuple[Timed, int]:
+    """``run()`` again while the hypervisor took more than ``STOLEN`` of the CPU time during it (a round of one run:
+    for benchmarks whose rounds are too long to repeat whole). Returns the run kept and how many were discarded."""
+    runs, discarded = undisturbed_round(lambda attempt: [(None, run())], is_disturbed)
+    return runs[0][1], discarded
+
+
+@dataclass
+class StealTally:
+    """What the hypervisor took over a benchmark: runs (or rounds) run again, and the runs kept with their steal."""
+
+    rerun: int = 0
+    runs: int = 0
+    stolen_seconds: float = 0.0
+
+    def add(self, kept: Timed, discarded: int) -> None:
+        self.rerun += discarded
+        self.runs += 1
+        self.stolen_seconds += kept.steal_seconds
+
+
+def steal_line(rerun: int, stolen_seconds: float, runs: int, unit: str = "rounds") -> str:
+    """A report's statement of what the hypervisor took: rounds (or single runs, ``unit="runs"``) run again, and CPU
+    time stolen from the runs kept."""
+    during = "one of their runs" if unit == "rounds" else "them"
+    return (f"{unit} run again because the hypervisor took more than {STOLEN:.0%} of the machine's CPU time "
+            f"during {during} (steal): {rerun}; CPU time stolen during the {runs} runs kept: "
             f"{stolen_seconds:.1f} s")
