@@ -14,7 +14,7 @@ effect is ``clear`` when every run with the edge was faster than every run witho
 runs each, chance alone separates them 1 time in 126); an edge whose runs overlap is right either way there.
 
 A run during which the hypervisor took more than 5% of the CPU time runs again (``aipq.tpch.steal``). Only that run:
-a round of Q2's 18 runs takes 1.5 minutes, and a steal spell would rerun most of it; and the one run without any
+a round of Q2 is 17 or 18 runs, over a minute, and a steal spell would rerun most of it; and the one run without any
 edge is what every edge of the round is compared with, so a disturbed one would misjudge them all (decisions-rest
 at 615d9f7: Q10's run without any edge took 8.2 s against 2.5 s in an earlier run, and two skipped edges came out
 3.6 s and 1.6 s "faster")."""
