@@ -4,7 +4,7 @@ import pytest
 import sqlglot
 
 from aipq.catalog import TableEntry
-from aipq.estimator.cardinality import DEFAULT_LIKE, DEFAULT_RANGE, Cardinality, StatsLookup
+from aipq.estimator.cardinality import DEFAULT_LIKE, DEFAULT_OTHER, DEFAULT_RANGE, Cardinality, StatsLookup
 from aipq.planner.logical import Aggregate, Join, Scan, col
 from aipq.stats.repository import ColumnStats
 
@@ -62,6 +62,26 @@ def test_a_join_keeps_the_rows_whose_key_the_other_side_has():
     assert cardinality.match_share(join, "left") == pytest.approx(1 / 150)
 
 
+def test_semi_and_anti_joins_keep_the_matched_and_unmatched_shares():
+    cardinality = Cardinality(lookup())
+    orders = scan("orders", "o_orderdate >= CAST('1995-01-01' AS DATE)")
+    lineitem = scan("lineitem")
+    kept = 1_500_000 * (2405 - 1096) / 2405  # orders' rows and keys after the filter
+    semi = Join(lineitem, orders, "semi", ("l_orderkey",), ("o_orderkey",))
+    anti = Join(lineitem, orders, "anti", ("l_orderkey",), ("o_orderkey",))
+    assert cardinality.rows(semi) == pytest.approx(6_000_000 * kept / 1_500_000, rel=1e-3)
+    assert cardinality.rows(anti) == pytest.approx(6_000_000 * (1 - kept / 1_500_000), rel=1e-3)
+    # TPC-H Q21's NOT EXISTS: every line has its order's key, but a residual condition between a row and its
+    # matches (another supplier) is not priced at "always true", which predicted no rows at all
+    other = sqlglot.parse_one("l_partkey <> o_orderdate")
+    every = Join(lineitem, scan("orders"), "anti", ("l_orderkey",), ("o_orderkey",))
+    assert cardinality.rows(every) == pytest.approx(0.0)
+    conditioned = Join(lineitem, scan("orders"), "anti", ("l_orderkey",), ("o_orderkey",), residual=other)
+    assert cardinality.rows(conditioned) == pytest.approx(6_000_000 * (1 - DEFAULT_OTHER))
+    found = Join(lineitem, orders, "semi", ("l_orderkey",), ("o_orderkey",), residual=other)
+    assert cardinality.rows(found) == pytest.approx(6_000_000 * kept / 1_500_000 * DEFAULT_OTHER, rel=1e-3)
+
+
 def test_what_reaches_the_shuffle_after_a_map_side_join():
     cardinality = Cardinality(lookup())
     lineitem, orders = scan("lineitem"), scan("orders")
@@ -101,3 +121,32 @@ def test_the_estimator_prices_only_what_a_map_side_join_lets_through(tpch):
         shares[threshold] = min(p.shuffle_share for p in probes if p is not None and p.feeds_shuffle)
     assert shares[0] == 1.0
     assert shares[part] < 0.2
+
+
+def test_a_stage_output_no_run_has_stored_is_priced_at_its_plans_cardinality(tpch):
+    """Under adaptive a stage that a sibling or transitive summary pruned is never stored; its output used to
+    be priced at the rows of its key's input table (Q8's lineitem ⋈ part at lineitem's 6 M rows at SF 1, against
+    about 40 thousand), which credited edges with seconds of savings further on that do not exist."""
+    from aipq.config import Settings
+    from aipq.engine.edge_inputs import EdgeEstimator
+    from aipq.estimator.parameters import DEFAULT_UNIT_COSTS, Calibration
+    from aipq.planner.pipeline import plan_query
+    from aipq.planner.stages import StageRead
+    from aipq.tpch.queries import query_text
+
+    settings = Settings(ip="adaptive", broadcast_threshold=0)
+    dag = plan_query(query_text(8), tpch, settings).dag
+    estimator = EdgeEstimator(dag, settings, None, Calibration(DEFAULT_UNIT_COSTS, 7e-8, "defaults"))
+    first_join = next(s for s in dag.stages if s.operator == "JOIN" and set(s.tables) >= {"default.lineitem",
+                                                                                          "default.part"})
+    probed = estimator._stage_output(first_join, "l_orderkey", shuffled=True)
+    bound, _ = estimator._distinct_bound(first_join.id, "l_orderkey")
+    assert probed.source.startswith("estimated: its plan's cardinality")
+    assert probed.rows == pytest.approx(estimator.cardinality.rows(first_join.plan))
+    assert probed.rows < bound / 10  # part's filter keeps one type in 150 (one in 10 without its NDV)
+    assert probed.keys.distinct <= probed.rows
+    # a later stage reads it: the estimate carries through its StageRead
+    reader = next(s for s in dag.stages if any(isinstance(n, StageRead) and n.stage_id == first_join.id
+                                               for n in s.plan.walk()))
+    read = next(n for n in reader.plan.walk() if isinstance(n, StageRead) and n.stage_id == first_join.id)
+    assert estimator.cardinality.rows(read) == pytest.approx(probed.rows)
