@@ -127,7 +127,7 @@ def test_an_edge_is_timed_over_its_producer_its_target_and_what_follows():
 
 def test_a_measured_edge_is_found_again_in_every_new_plan_of_the_query(tpch):
     """bench decisions plans the query again for every run: the edge it measures must be recognized there."""
-    from aipq.planner.ip import SingleEdge
+    from aipq.planner.ip import EdgeSet
     from aipq.planner.ip_candidates import find_candidates
     from aipq.planner.pipeline import plan_query
     from aipq.tpch.queries import query_text
@@ -135,11 +135,30 @@ def test_a_measured_edge_is_found_again_in_every_new_plan_of_the_query(tpch):
     settings = Settings(broadcast_threshold=0)
     first = find_candidates(plan_query(query_text(3), tpch, settings).dag)
     edge = next(c for c in first if c.target.label.startswith("lineitem"))
-    measured = SingleEdge(edge.producer, edge.column, edge.target.stable_key)
-    again = find_candidates(plan_query(query_text(3), tpch, settings).dag)
-    chosen = [c for c in again if measured.usage(None, c, None) is not None]
+    measured = EdgeSet({(edge.producer, edge.column, edge.target.stable_key)}, {(edge.producer, edge.column): 4096})
+    again = plan_query(query_text(3), tpch, settings).dag
+    chosen = [c for c in find_candidates(again) if measured.usage(None, c, None) is not None]
     assert [(c.producer, c.column, c.target.stable_key) for c in chosen] == [
         (edge.producer, edge.column, edge.target.stable_key)]
+    producer = again.stage(edge.producer)
+    assert [column for column, _ in measured.creation(None, producer)] == [edge.column]
+    assert measured.filter_bits(None, producer, edge.column) == 4096 * 8
+    others = [s for s in again.stages if s.id != edge.producer]
+    assert all(not measured.creation(None, s) for s in others)
+
+
+def test_each_edge_is_measured_in_adaptives_own_plan_with_its_decision_reversed(tpch):
+    """A used edge is compared with adaptive's plan less it, a skipped one with adaptive's plan plus it; the
+    summaries keep the size adaptive built them at, and a summary only a skipped edge needs gets its estimate's."""
+    from aipq.tpch.decision_bench import EdgeDecision, adaptive_edges
+
+    used = EdgeDecision("Q", 1, "k", "t", ("a",), "child-to-parent", 0.5, True, 1000)
+    skipped = EdgeDecision("Q", 2, "j", "u", ("b",), "child-to-parent", -0.1, False, 2000)
+    record = SimpleNamespace(stages=[SimpleNamespace(summaries=[SimpleNamespace(stage=1, column="k", bits=8 * 512)])])
+    chosen, sizes = adaptive_edges(record, [used, skipped])
+    assert chosen == {used.key}
+    assert sizes == {(1, "k"): 512, (2, "j"): 2000}
+    assert chosen ^ {used.key} == set() and chosen ^ {skipped.key} == {used.key, skipped.key}
 
 
 def _estimates(plan: dict) -> dict[tuple, dict]:

@@ -267,7 +267,7 @@ def run_stats_bench(home: Path, scale_factor: float, queries: str, lg_ks: str, r
 @planning_options
 @click.pass_context
 def bench_decisions(ctx, scale_factor, queries, repeat, tolerance, joins, out_dir, settings: Settings):
-    """Decision accuracy: each candidate edge run alone against no passing, compared with adaptive's decision."""
+    """Decision accuracy: each candidate edge's decision reversed in adaptive's own plan, timed against it."""
     run_decision_bench(home_dir(ctx), scale_factor, queries, repeat, tolerance, out_dir, settings,
                        invocation(ctx), joins)
 

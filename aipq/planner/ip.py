@@ -23,7 +23,7 @@ The admissible edges come from ``planner/ip_candidates.py``; a strategy chooses 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
@@ -274,29 +274,31 @@ class Adaptive(Strategy):
         return f"B = {estimate.total:.3f} s ≤ β = {planner.settings.beta:g} s"
 
 
-class SingleEdge(Always):
-    """One edge and nothing else, with a given filter size: what measuring one decision needs."""
+class EdgeSet(Always):
+    """A given set of edges and nothing else, each summary at a given filter size: what measuring one decision
+    needs (``aipq bench decisions`` runs adaptive's own edges with and without the edge it measures)."""
 
-    name = "single-edge"
+    name = "edge-set"
 
-    def __init__(self, producer: int, column: str, target_key: tuple, filter_bytes: int | None = None):
-        self.edge = (producer, column, target_key)  # target_key: the target's stable_key (plans are rebuilt per run)
-        self.filter_bytes = filter_bytes
+    def __init__(self, edges: Iterable[tuple[int, str, tuple]], filter_bytes: dict[tuple[int, str], int] | None = None):
+        # an edge: (producer, column, the target's stable_key); plans are rebuilt per run, so no object identity
+        self.edges = frozenset(edges)
+        self.filter_bytes = dict(filter_bytes or {})
 
     def creation(self, planner, stage):
-        producer, column, _ = self.edge
-        return [(column, "the edge being measured")] if stage.id == producer else []
+        return [(column, "an edge being measured") for column in sorted({c for p, c, _ in self.edges if p == stage.id})]
 
     def filter_bits(self, planner, stage, column):
-        return self.filter_bytes * 8 if self.filter_bytes else None
+        size = self.filter_bytes.get((stage.id, column))
+        return size * 8 if size else None
 
     def usage(self, planner, candidate, built):
-        if (candidate.producer, candidate.column, candidate.target.stable_key) != self.edge:
+        if (candidate.producer, candidate.column, candidate.target.stable_key) not in self.edges:
             return None
-        return "the edge being measured"
+        return "an edge being measured"
 
     def rejection(self, planner, candidate, built):
-        return "not the edge being measured"
+        return "not an edge being measured"
 
 
 _STRATEGIES: dict[str, type[Strategy]] = {"off": Strategy, "hip": Hip, "always": Always, "oracle": Oracle,

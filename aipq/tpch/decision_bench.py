@@ -1,9 +1,14 @@
 """How often the benefit estimator decides right: ``aipq bench decisions``.
 
 Per query: one warm-up run under ``adaptive`` records, for every candidate edge (redundant ones aside), its
-estimated benefit B and the decision (use it when B > β). Then, round after round, the query runs with no
-information passing and once per edge with that edge alone (``SingleEdge``: the same filter size adaptive chose) —
-interleaved, in an order rotated each round. An edge's measured benefit is the median time without it minus the
+estimated benefit B and the decision (use it when B > β). Then, round after round, the query runs with adaptive's
+own edges (``EdgeSet``: each summary at the size adaptive built it) and once per edge with that edge's decision
+reversed: a used edge left out, a skipped one added at the size its estimate chose — interleaved, in an order
+rotated each round. The estimator decides an edge among the others adaptive uses, and an edge's worth depends on
+them: measured alone against no passing (before this), TPC-H Q7's S1.l_orderkey on orders lost 0.37 s, because
+without S8.n_nationkey pruning S1's suppliers the 256 KB filter holds 496 thousand keys instead of 131 thousand and
+keeps half of orders; among adaptive's edges it keeps 8% of orders and gains 0.26 s (4 rounds each, 2026-11-28).
+An edge's measured benefit is the median time without it minus the
 median time with it, counted over the stages the edge can change: the producer (it builds the summary), the stage
 it prunes and every stage downstream of that one. The others run the same work either way and only add their noise
 (Q8's first stage alone varies by ±0.5 s); the whole query's difference is kept too. The decision was right when
@@ -14,10 +19,10 @@ effect is ``clear`` when every run with the edge was faster than every run witho
 runs each, chance alone separates them 1 time in 126); an edge whose runs overlap is right either way there.
 
 A run during which the hypervisor took more than 5% of the CPU time runs again (``aipq.tpch.steal``). Only that run:
-a round of Q2 is 17 or 18 runs, over a minute, and a steal spell would rerun most of it; and the one run without any
-edge is what every edge of the round is compared with, so a disturbed one would misjudge them all (decisions-rest
-at 615d9f7: Q10's run without any edge took 8.2 s against 2.5 s in an earlier run, and two skipped edges came out
-3.6 s and 1.6 s "faster")."""
+a round of Q2 is 17 or 18 runs, over a minute, and a steal spell would rerun most of it; and the one run of
+adaptive's own edges is what every edge of the round is compared with, so a disturbed one would misjudge them all
+(decisions-rest at 615d9f7: Q10's run without any edge took 8.2 s against 2.5 s in an earlier run, and two skipped
+edges came out 3.6 s and 1.6 s "faster")."""
 
 from __future__ import annotations
 
@@ -28,7 +33,7 @@ from functools import partial
 from pathlib import Path
 
 from aipq.config import Settings
-from aipq.planner.ip import SingleEdge
+from aipq.planner.ip import EdgeSet
 from aipq.planner.stages import StageDag
 from aipq.tpch.bench import bench_session
 from aipq.tpch.steal import StealTally, undisturbed_run
@@ -57,8 +62,12 @@ class EdgeDecision:
     def measured_benefit(self) -> float:
         return statistics.median(self.without) - statistics.median(self.with_edge)
 
+    @property
+    def key(self) -> tuple[int, str, tuple]:
+        return (self.producer, self.column, self.target_key)
+
     def record(self, with_edge, without) -> None:
-        """One round: the run with the edge alone and the run without any edge (``Measurement``s)."""
+        """One round: adaptive's edges with this one and without it (``Measurement``s)."""
         self.with_edge.append(_stage_seconds(with_edge, self.stages))
         self.without.append(_stage_seconds(without, self.stages))
         self.query_with.append(with_edge.seconds)
@@ -157,22 +166,19 @@ def measure_decisions(home: Path, workload: list[tuple[str, str]], repeat: int, 
 
 def _measure(runner: QueryRunner, workload: list[tuple[str, str]], repeat: int, base: Settings, joins: str,
              progress, steal: StealTally) -> list[EdgeDecision]:
-    # the measured runs carry no estimator (its own work would bias the comparison with off)
-    adaptive, off, single = replace(base, ip="adaptive"), replace(base, ip="off"), replace(base, ip="always")
+    # the measured runs carry no estimator: they run fixed edge sets, and its own work would only add noise
+    adaptive, measured = replace(base, ip="adaptive"), replace(base, ip="always")
     found: list[EdgeDecision] = []
     for label, text in workload:
         runner.aipq(text, adaptive)  # statistics for the estimator
         runner.aipq(text, adaptive)
         edges = _edges(label, runner.last_record, joins, runner.last_dag)
+        chosen, sizes = adaptive_edges(runner.last_record, edges)
         for round_number in range(repeat + 1):  # round 0 warms up
-            timed: dict[int, object] = {}  # the run without any edge under -1, else under the edge's index
+            timed: dict[int, object] = {}  # adaptive's own edges under -1, else under the toggled edge's index
             for index in rotated([-1, *range(len(edges))], round_number):
-                if index < 0:
-                    run = partial(_timed, runner, text, off, None)
-                else:
-                    edge = edges[index]
-                    run = partial(_timed, runner, text, single,
-                                  SingleEdge(edge.producer, edge.column, edge.target_key, edge.filter_bytes))
+                run = partial(_timed, runner, text, measured,
+                              EdgeSet(chosen if index < 0 else chosen ^ {edges[index].key}, sizes))
                 if round_number == 0:
                     timed[index] = run()
                     continue
@@ -180,11 +186,23 @@ def _measure(runner: QueryRunner, workload: list[tuple[str, str]], repeat: int, 
                 steal.add(timed[index], discarded)
             if round_number > 0:
                 for index, edge in enumerate(edges):
-                    edge.record(timed[index], timed[-1])
+                    toggled, own = timed[index], timed[-1]
+                    edge.record(own if edge.used else toggled, toggled if edge.used else own)
             if progress:
                 progress()
         found += edges
     return found
+
+
+def adaptive_edges(record, edges: list[EdgeDecision]) -> tuple[frozenset[tuple], dict[tuple[int, str], int]]:
+    """The edges adaptive used in ``record``, and each summary's filter size: as built there, else (a summary
+    only a skipped edge would use) the size its estimate chose."""
+    sizes = {(edge.producer, edge.column): edge.filter_bytes for edge in edges if edge.filter_bytes}
+    for metrics in record.stages:
+        for built in metrics.summaries:
+            if built.bits:
+                sizes[(built.stage, built.column)] = built.bits // 8
+    return frozenset(edge.key for edge in edges if edge.used), sizes
 
 
 def _timed(runner: QueryRunner, text: str, settings: Settings, strategy):
