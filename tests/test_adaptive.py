@@ -154,8 +154,9 @@ def test_each_edge_is_measured_in_adaptives_own_plan_with_its_decision_reversed(
 
     used = EdgeDecision("Q", 1, "k", "t", ("a",), "child-to-parent", 0.5, True, 1000)
     skipped = EdgeDecision("Q", 2, "j", "u", ("b",), "child-to-parent", -0.1, False, 2000)
+    worse = EdgeDecision("Q", 2, "j", "v", ("c",), "transitive", -0.3, False, 8000)  # the same summary elsewhere
     record = SimpleNamespace(stages=[SimpleNamespace(summaries=[SimpleNamespace(stage=1, column="k", bits=8 * 512)])])
-    chosen, sizes = adaptive_edges(record, [used, skipped])
+    chosen, sizes = adaptive_edges(record, [used, skipped, worse])
     assert chosen == {used.key}
     assert sizes == {(1, "k"): 512, (2, "j"): 2000}
     assert chosen ^ {used.key} == set() and chosen ^ {skipped.key} == {used.key, skipped.key}

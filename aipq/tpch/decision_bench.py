@@ -8,9 +8,9 @@ rotated each round. The estimator decides an edge among the others adaptive uses
 them: measured alone against no passing (before this), TPC-H Q7's S1.l_orderkey on orders lost 0.37 s, because
 without S8.n_nationkey pruning S1's suppliers the 256 KB filter holds 496 thousand keys instead of 131 thousand and
 keeps half of orders; among adaptive's edges it keeps 8% of orders and gains 0.26 s (4 rounds each, 2026-11-28).
-An edge's measured benefit is the median time without it minus the
-median time with it, counted over the stages the edge can change: the producer (it builds the summary), the stage
-it prunes and every stage downstream of that one. The others run the same work either way and only add their noise
+An edge's measured benefit is the median time without it minus the median time with it, counted over the stages
+the edge can change: the producer (it builds the summary), the stage it prunes and every stage downstream of that
+one. The others run the same work either way and only add their noise
 (Q8's first stage alone varies by ±0.5 s); the whole query's difference is kept too. The decision was right when
 its sign agrees with the measured benefit's: used and faster, or skipped and not faster. Differences within
 ``tolerance`` of the query's time are noise on this machine; such edges are counted separately (``neutral``) and
@@ -196,8 +196,9 @@ def _measure(runner: QueryRunner, workload: list[tuple[str, str]], repeat: int, 
 
 def adaptive_edges(record, edges: list[EdgeDecision]) -> tuple[frozenset[tuple], dict[tuple[int, str], int]]:
     """The edges adaptive used in ``record``, and each summary's filter size: as built there, else (a summary
-    only a skipped edge would use) the size its estimate chose."""
-    sizes = {(edge.producer, edge.column): edge.filter_bytes for edge in edges if edge.filter_bytes}
+    only skipped edges would use) the size the estimate of its best edge chose, as adaptive sizes a summary."""
+    sizes = {(edge.producer, edge.column): edge.filter_bytes
+             for edge in sorted(edges, key=lambda e: e.estimated_benefit) if edge.filter_bytes}
     for metrics in record.stages:
         for built in metrics.summaries:
             if built.bits:
