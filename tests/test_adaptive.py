@@ -147,9 +147,9 @@ def test_a_measured_edge_is_found_again_in_every_new_plan_of_the_query(tpch):
     assert all(not measured.creation(None, s) for s in others)
 
 
-def test_each_edge_is_measured_in_adaptives_own_plan_with_its_decision_reversed(tpch):
-    """A used edge is compared with adaptive's plan less it, a skipped one with adaptive's plan plus it; the
-    summaries keep the size adaptive built them at, and a summary only a skipped edge needs gets its estimate's."""
+def test_edges_are_measured_among_adaptives_own_at_the_sizes_adaptive_chose():
+    """The plan each edge's reversal is timed against: adaptive's used edges; the summaries keep the size adaptive
+    built them at, and a summary only skipped edges need gets the size of its best edge's estimate."""
     from aipq.tpch.decision_bench import EdgeDecision, adaptive_edges
 
     used = EdgeDecision("Q", 1, "k", "t", ("a",), "child-to-parent", 0.5, True, 1000)
@@ -159,7 +159,6 @@ def test_each_edge_is_measured_in_adaptives_own_plan_with_its_decision_reversed(
     chosen, sizes = adaptive_edges(record, [used, skipped, worse])
     assert chosen == {used.key}
     assert sizes == {(1, "k"): 512, (2, "j"): 2000}
-    assert chosen ^ {used.key} == set() and chosen ^ {skipped.key} == {used.key, skipped.key}
 
 
 def _estimates(plan: dict) -> dict[tuple, dict]:
