@@ -187,8 +187,8 @@ def test_distinct_keys_left_after_pruning_rows_follow_cardenas():
 class _Figure:
     """A positive estimate with only what the IP planner reads of one, keeping ``survive`` of the probed rows."""
 
-    def __init__(self, survive: float):
-        self.total, self.one_time, self.savings, self.downstream = 1.0, 0.0, 1.0, 0.0
+    def __init__(self, survive: float, total: float = 1.0):
+        self.total, self.one_time, self.savings, self.downstream = total, 0.0, max(total, 0.0), 0.0
         self.filter_bytes, self.expected_keys, self.survive = 1024, None, survive
 
     def with_downstream(self, saved):
@@ -250,6 +250,57 @@ def test_a_summary_pruning_for_its_own_join_leaves_the_joins_output_as_it_was(tp
     built = {(c.producer, c.column): BuiltInfo("bloom", 1024, 57) for c in mine}
     assert planner.decide(second, built).uses
     assert planner.share_after_pruning(second.id) == 1.0
+
+
+class _PlaceEstimator:
+    """Edges to lineitem save ``saving`` seconds on the rows lineitem's input still holds, less 0.05 s; edges
+    elsewhere lose a second. ``survive`` and ``saving`` by producer stage."""
+
+    def __init__(self, figures: dict[int, tuple[float, float]]):
+        self.figures = figures
+        self.probed_share = None  # the planner sets it
+
+    def __call__(self, candidate, built):
+        if candidate.target.label != "lineitem" or candidate.producer not in self.figures:
+            return _Figure(1.0, total=-1.0)
+        survive, saving = self.figures[candidate.producer]
+        return _Figure(survive, total=saving * self.probed_share(candidate.target) - 0.05)
+
+
+@pytest.mark.parametrize("better", ["p_partkey", "o_orderkey"])
+def test_a_second_summary_at_one_place_is_priced_on_what_the_first_lets_through(tpch, better):
+    """Q8 with repartition joins: part's and orders' summaries both probe lineitem's input. Algorithm 2 takes
+    the edge estimated better first and prices the other on the 1% of lineitem the first keeps; Algorithm 1
+    builds no second summary whose only worthwhile place a better summary already built will have pruned."""
+    from aipq.config import Settings
+    from aipq.planner.ip import BuiltInfo, IpPlanner
+    from aipq.planner.pipeline import plan_query
+    from aipq.tpch.queries import query_text
+
+    settings = Settings(ip="adaptive", broadcast_threshold=0)
+    dag = plan_query(query_text(8), tpch, settings).dag
+    producer = {column: next(s for s in dag.stages if s.operator == "SCAN" and column in s.output_columns)
+                for column in ("p_partkey", "o_orderkey")}
+    worse = next(c for c in producer if c != better)
+    figures = {producer[better].id: (0.01, 2.4), producer[worse].id: (0.2, 1.6)}
+    estimator = _PlaceEstimator(figures)
+    planner = IpPlanner(dag, settings, estimator=estimator)
+    assert estimator.probed_share == planner.share_at_place
+    lineitem = next(c.target for c in planner.candidates if c.target.label == "lineitem")
+
+    built = {(producer[better].id, better): BuiltInfo("bloom", 1024, 2)}
+    planner.decide(producer[better], {})
+    assert planner.decide(producer[worse], built).builds == []  # 1.6 s × 1% − 0.05 s ≤ β
+    alone = IpPlanner(dag, settings, estimator=_PlaceEstimator(figures))
+    assert [b.column for b in alone.decide(producer[worse], {}).builds] == [worse]
+
+    built[(producer[worse].id, worse)] = BuiltInfo("bloom", 1024, 2)
+    decisions = planner.decide(dag.stage(lineitem.stage), built)
+    assert [(u.column, u.target.label) for u in decisions.uses] == [(better, "lineitem")]
+    assert planner.share_at_place(lineitem) == pytest.approx(0.01)
+    rejected = next(r for r in decisions.rejected
+                    if r.candidate.column == worse and r.candidate.target.label == "lineitem")
+    assert rejected.estimate["B"] == pytest.approx(1.6 * 0.01 - 0.05)
 
 
 def test_a_filter_for_a_handful_of_keys_uses_a_bounded_number_of_hash_functions():

@@ -31,7 +31,7 @@ from aipq.estimator.benefit import EdgeEstimate, EdgeInputs, best_estimate
 from aipq.estimator.cardinality import Cardinality, StatsLookup, kept_distinct
 from aipq.estimator.parameters import PAGE_BYTES, Calibration, parse_memory, sort_buffer_pages
 from aipq.planner.ip import BuiltInfo
-from aipq.planner.ip_candidates import Candidate, leaf_sources
+from aipq.planner.ip_candidates import Candidate, Target, leaf_sources
 from aipq.planner.logical import Join, Scan, path_to
 from aipq.planner.stages import Stage, StageDag, StageRead
 from aipq.stats import sketches
@@ -104,6 +104,8 @@ class EdgeEstimator:
         # set by the IP planner: of what a stage's subplan wrote in an earlier run, the share expected now that
         # summaries chosen for it or below it prune (the repository keeps only unpruned subplans' figures)
         self.pruned_share: Callable[[int], float] = lambda stage_id: 1.0
+        # set by the IP planner: of a place's rows, the share the summaries already chosen there keep
+        self.probed_share: Callable[[Target], float] = lambda target: 1.0
         self.cardinality = Cardinality(StatsLookup(
             table_rows=lambda scan: self._table_rows(scan)[0], column=self._column_stats,
             stage_rows=self._stage_rows, stage_distinct=self._stage_distinct))
@@ -210,7 +212,7 @@ class EdgeEstimator:
         target = candidate.target
         stage = self.dag.stage(target.stage)
         if target.place == "output":
-            return self._stage_output(stage, target.column, shuffled=True)
+            return self._after_earlier_summaries(self._stage_output(stage, target.column, shuffled=True), target)
         leaf = next((n for n in stage.plan.walk() if id(n) == target.node_id), None)
         shuffled = feeds_shuffle(stage, target.node_id)
         if isinstance(leaf, Scan):
@@ -221,6 +223,17 @@ class EdgeEstimator:
             return None
         if probed is not None and shuffled and stage.reduce_node is not None:
             probed.shuffle_share = self.cardinality.reach(stage.reduce_node, target.node_id)
+        return self._after_earlier_summaries(probed, target)
+
+    def _after_earlier_summaries(self, probed: ProbedInput | None, target: Target) -> ProbedInput | None:
+        """What reaches this edge's probe once the summaries chosen before it at the same place have probed:
+        fewer rows and pages, the same share of them matching (independent keys)."""
+        share = self.probed_share(target)
+        if probed is None or share >= 1.0:
+            return probed
+        probed.rows *= share
+        probed.bytes *= share
+        probed.source += f", × {share:.3g} kept by the summaries chosen before it at this place"
         return probed
 
     def _scan(self, scan: Scan, column: str, shuffled: bool) -> ProbedInput | None:
@@ -359,7 +372,8 @@ class EdgeEstimator:
     def _sort_buffer_pages(self) -> float:
         conf = dict(self.settings.spark_conf)
         if self.spark is not None:
-            get = self.spark.sparkContext.getConf().get
+            # two lookups, not sparkContext.getConf(): that copies the whole conf over py4j, 20 ms on every run
+            get = self.spark.conf.get
             memory = get("spark.driver.memory", conf.get("spark.driver.memory", "1g"))
             fraction = float(get("spark.memory.fraction", "0.6"))
         else:

@@ -320,8 +320,13 @@ class IpPlanner:
         self.estimator = estimator
         self._estimates: dict[tuple, Estimate | None] = {}
         self._surviving: list[tuple[int, int, float]] = []  # (target stage, join stage, surviving share) per use
+        self._place_shares: dict[tuple, float] = {}  # (stage, place, node) → share its summaries in use keep
+        self._built: dict[tuple[int, str], BuiltInfo] = {}  # summaries built so far (Algorithm 1 reads them)
+        self._anticipated: dict[tuple, float] = {}  # place → share built summaries' better edges will keep
         if hasattr(estimator, "pruned_share"):  # what an earlier run of a subplan wrote, scaled by pruning chosen since
             estimator.pruned_share = self.share_after_pruning
+        if hasattr(estimator, "probed_share"):  # what a place holds once the summaries chosen there probed it
+            estimator.probed_share = self.share_at_place
 
     def share_after_pruning(self, stage_id: int) -> float:
         """Of what ``stage_id``'s subplan wrote when nothing pruned it (the repository's figures), the share
@@ -336,6 +341,14 @@ class IpPlanner:
             if target_stage in below and join_stage not in below:
                 share *= survive
         return share
+
+    def share_at_place(self, target: Target) -> float:
+        """The share of ``target``'s rows that the summaries already chosen at the same place keep (the product
+        of their surviving shares: independent keys). A second summary probes only what the first let through,
+        so its Δ and probe cost are of those rows: Q8's ``o_orderkey`` summary on lineitem after the
+        ``p_partkey`` one that keeps 1% of it."""
+        place = _place(target)
+        return self._place_shares.get(place, 1.0) * self._anticipated.get(place, 1.0)
 
     def _stages_up_to(self, stage_id: int) -> set[int]:
         """The stage and every stage whose output reaches it."""
@@ -363,7 +376,8 @@ class IpPlanner:
         if self.estimator is None:
             return None
         # pruning chosen since an earlier estimate changes what the producer and a probed stage output hold
-        key = (candidate.producer, candidate.column, candidate.target.key, built, len(self._surviving))
+        key = (candidate.producer, candidate.column, candidate.target.key, built, len(self._surviving),
+               tuple(sorted(self._anticipated.items())))
         if key not in self._estimates:
             self._estimates[key] = self.estimator(candidate, built)
         return self._estimates[key]
@@ -378,7 +392,7 @@ class IpPlanner:
         for candidate in edges:
             if any(key in keys for key in candidate.covered_by):
                 continue
-            estimate = self.estimate(candidate, None)
+            estimate = self._creation_estimate(candidate)
             if estimate is None:
                 continue
             known = True
@@ -389,8 +403,34 @@ class IpPlanner:
     def best_edge(self, producer: int, column: str) -> Estimate | None:
         """The most beneficial edge a summary of ``producer.column`` would serve, before it is built."""
         estimates = [e for c in self.candidates if (c.producer, c.column) == (producer, column)
-                     for e in [self.estimate(c, None)] if e is not None]
+                     for e in [self._creation_estimate(c)] if e is not None]
         return max(estimates, key=lambda e: e.total, default=None)
+
+    def _creation_estimate(self, candidate: Candidate) -> Estimate | None:
+        """An edge of a summary not yet built, priced on what its place will hold once the summaries already
+        built probe it there first: their edges to the same place that clear β and are estimated better (Algorithm
+        2 takes the best first). Q8's orders pre-pass builds no ``o_orderkey`` summary for lineitem once the
+        ``p_partkey`` one, built before it, is to keep 1% of lineitem."""
+        alone = self.estimate(candidate, None)
+        if alone is None or not self._built:
+            return alone
+        place = _place(candidate.target)
+        share = 1.0
+        for other in self.candidates:
+            info = self._built.get((other.producer, other.column))
+            if (info is None or _place(other.target) != place or (other.producer, other.column, other.target.key)
+                    in self.used or (other.producer, other.column) == (candidate.producer, candidate.column)):
+                continue
+            estimate = self.estimate(other, info)
+            if estimate is not None and estimate.total > self.settings.beta and estimate.total >= alone.total:
+                share *= estimate.survive
+        if share >= 1.0:
+            return alone
+        self._anticipated = {place: share}
+        try:
+            return self.estimate(candidate, None)
+        finally:
+            self._anticipated = {}
 
     def bloom_size(self, stage: int, column: str) -> tuple[int, int | None]:
         if self.settings.bloom_size > 0:
@@ -430,8 +470,9 @@ class IpPlanner:
         """Algorithm 2: the earlier summaries ``stage`` loads, and where it probes them."""
         uses, rejected = [], []
         mine = [c for c in self.candidates if c.target.stage == stage.id]
-        # inputs first: pruning them makes pruning the same stage's output redundant
-        for candidate in sorted(mine, key=lambda c: c.target.place == "output"):
+        # inputs first: pruning them makes pruning the same stage's output redundant; at one place the edge
+        # estimated best first, as the others are then estimated on what it lets through
+        for candidate in sorted(mine, key=lambda c: (c.target.place == "output", -self._standalone(c, built))):
             deeper = [key for key in candidate.covered_by if (candidate.producer, candidate.column, key) in self.used]
             if deeper:
                 rejected.append(Rejected(candidate, "redundant: the same summary already pruned this data "
@@ -449,10 +490,20 @@ class IpPlanner:
                 self.used.add((candidate.producer, candidate.column, candidate.target.key))
                 if estimate is not None:
                     self._surviving.append((candidate.target.stage, candidate.join_stage, estimate.survive))
+                    place = _place(candidate.target)
+                    self._place_shares[place] = self._place_shares.get(place, 1.0) * estimate.survive
         return uses, rejected
+
+    def _standalone(self, candidate: Candidate, built: dict[tuple[int, str], BuiltInfo]) -> float:
+        """An edge's estimated B before this stage's other edges are chosen (−∞ without an estimate)."""
+        if self.estimator is None:
+            return 0.0
+        estimate = self.estimate(candidate, built.get((candidate.producer, candidate.column)))
+        return estimate.total if estimate is not None else float("-inf")
 
     def decide(self, stage: Stage, built: dict[tuple[int, str], BuiltInfo]) -> StageDecisions:
         uses, rejected = self.usages(stage, built)
+        self._built = built
         return StageDecisions(stage.id, self.creations(stage), uses, rejected)
 
     def plan_all(self) -> list[StageDecisions]:
@@ -465,3 +516,8 @@ class IpPlanner:
                 built[build.key] = BuiltInfo(build.kind, build.planned_bytes, None)
             result.append(decisions)
         return result
+
+
+def _place(target: Target) -> tuple:
+    """Where a summary probes, whatever its column: a stage input (its plan leaf) or the stage's output."""
+    return (target.stage, target.place, target.node_id)
