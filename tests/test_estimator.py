@@ -308,3 +308,20 @@ def test_a_filter_for_a_handful_of_keys_uses_a_bounded_number_of_hash_functions(
 
     bits = 1 << 16
     assert round(bits / least_items(bits) * math.log(2)) <= MAX_HASH_FUNCTIONS
+
+
+def test_only_stages_with_an_edge_to_decide_on_wait_for_the_estimators_statistics(tpch):
+    """The executor waits for the statistics thread only before a stage that builds or probes some summary:
+    under adaptive, Q18's final sort has no edge, its first join does."""
+    from aipq.config import Settings
+    from aipq.planner.ip import IpPlanner
+    from aipq.planner.pipeline import plan_query
+    from aipq.tpch.queries import query_text
+
+    settings = Settings(ip="adaptive", broadcast_threshold=0)
+    dag = plan_query(query_text(18), tpch, settings).dag
+    planner = IpPlanner(dag, settings)
+    with_edges = {s.id for s in dag.stages if planner.has_edges(s)}
+    assert dag.stage(1).id in with_edges and dag.final.id not in with_edges
+    assert with_edges == {c.producer for c in planner.candidates} | {c.target.stage for c in planner.candidates}
+    assert not any(IpPlanner(dag, Settings(ip="off", broadcast_threshold=0)).has_edges(s) for s in dag.stages)

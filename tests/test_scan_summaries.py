@@ -10,6 +10,7 @@ from conftest import assert_same_rows, oracle_rows
 
 from aipq.config import Settings
 from aipq.engine.edge_inputs import feeds_shuffle
+from aipq.engine.executor import remove_work_dir, run_dag
 from aipq.planner.ip_candidates import find_candidates
 from aipq.planner.physical import path_bytes
 from aipq.planner.pipeline import plan_query
@@ -80,6 +81,21 @@ def test_a_scan_summary_prunes_before_the_shuffle_and_keeps_every_row(aipq, duck
     assert run.exit_code == 0, run.output
     rows = [tuple(json.loads(line).values()) for line in run.output.splitlines()]
     assert_same_rows(rows, oracle_rows(duck, query_text(9)), ordered=True)
+
+
+def test_a_scan_stage_builds_its_summary_without_writing_its_rows(spark, tpch, home, duck):
+    """No stage reads a pre-pass's rows: they go to Spark's noop sink, and its summary still prunes."""
+    settings = Settings(ip="always", **REPARTITION)
+    record = run_dag(spark, plan_query(query_text(9), tpch, settings).dag, settings, home)
+    try:
+        [scan] = [m for m in record.stages if m.operator == "SCAN"]
+        assert scan.rows_written > 0 and scan.bytes_written == 0
+        assert not (record.work_dir / f"stage-{scan.stage_id}").exists()
+        assert [(s.column, s.items > 0) for s in scan.summaries] == [("p_partkey", True)]
+        rows = [tuple(r) for r in spark.read.parquet(str(record.result_path)).collect()]
+        assert_same_rows(rows, oracle_rows(duck, query_text(9)), ordered=True)
+    finally:
+        remove_work_dir(record)
 
 
 def test_analyze_leaves_out_a_scan_stage_that_did_not_run(aipq):

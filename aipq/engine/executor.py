@@ -154,8 +154,10 @@ def _run_stages(spark, dag: StageDag, compiler: StageCompiler, store: SummarySto
     with sql_conf(spark, conf):
         for index, stage in enumerate(dag.stages, start=1):
             group = f"aipq-{run_id}-{stage.name}"
-            if statistics is not None and ip.estimator is not None:
-                statistics.settle()  # the estimator reads the repository: decide on what earlier stages stored
+            if statistics is not None and ip.estimator is not None and ip.has_edges(stage):
+                # the estimator reads the repository: decide on what earlier stages stored; a stage with no edge
+                # to decide on does not wait for the storing thread
+                statistics.settle()
             deciding = time.perf_counter()
             decisions = ip.decide(stage, store.infos())
             decision_seconds = time.perf_counter() - deciding
@@ -163,7 +165,8 @@ def _run_stages(spark, dag: StageDag, compiler: StageCompiler, store: SummarySto
                 continue  # a summary pre-pass whose summary no edge wants: nothing reads its output
             listener.stage_started(stage, index, len(dag.stages), group)
             metrics = _run_stage(spark, compiler, store, stage, decisions, Path(paths[stage.id]), group,
-                                 is_final=stage is dag.final, statistics=statistics)
+                                 is_final=stage is dag.final, statistics=statistics,
+                                 write=_output_is_read(stage, decisions, analyze))
             if analyze:
                 for probe in metrics.probes:
                     store.measure_false_positives(probe)
@@ -175,9 +178,16 @@ def _run_stages(spark, dag: StageDag, compiler: StageCompiler, store: SummarySto
             listener.stage_finished(metrics)
 
 
+def _output_is_read(stage: Stage, decisions: StageDecisions, analyze: bool) -> bool:
+    """Whether anything reads what ``stage`` writes. No stage reads a summary pre-pass (SCAN) stage: it runs for
+    the summary its write builds, so its rows go to Spark's ``noop`` sink, unless an exact summary is its written
+    keys or ``--analyze`` compares its summaries with them (``SummaryStore.measure_false_positives``)."""
+    return stage.operator != "SCAN" or analyze or any(build.kind == "exact" for build in decisions.builds)
+
+
 def _run_stage(spark, compiler: StageCompiler, store: SummaryStore, stage: Stage, decisions: StageDecisions,
                path: Path, group: str, is_final: bool,
-               statistics: StatisticsCollector | None = None) -> StageMetrics:
+               statistics: StatisticsCollector | None = None, write: bool = True) -> StageMetrics:
     sc = spark.sparkContext
     sc.setJobGroup(group, f"aipq {stage.name} {stage.operator}", interruptOnCancel=True)
     started = time.perf_counter()
@@ -205,7 +215,10 @@ def _run_stage(spark, compiler: StageCompiler, store: SummaryStore, stage: Stage
             df = statistics.observe_output(stage, df)
         df = df.observe(observation, F.count(F.lit(1)).alias("rows"),
                         *store.build_columns(df, decisions.builds, sketched))
-        df.write.mode("errorifexists").parquet(str(path))
+        if write:
+            df.write.mode("errorifexists").parquet(str(path))
+        else:
+            df.write.format("noop").mode("overwrite").save()
         compiler.stage_schemas[stage.id] = df.schema
         values = jvm.observed_metrics(observation, keep_in_jvm=store.jvm_resident(decisions.builds))
         if statistics:

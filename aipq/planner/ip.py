@@ -501,6 +501,10 @@ class IpPlanner:
         estimate = self.estimate(candidate, built.get((candidate.producer, candidate.column)))
         return estimate.total if estimate is not None else float("-inf")
 
+    def has_edges(self, stage: Stage) -> bool:
+        """Whether ``stage`` has an edge to decide on: a summary it could build or one it could probe."""
+        return any(c.producer == stage.id or c.target.stage == stage.id for c in self.candidates)
+
     def decide(self, stage: Stage, built: dict[tuple[int, str], BuiltInfo]) -> StageDecisions:
         uses, rejected = self.usages(stage, built)
         self._built = built

@@ -3,10 +3,11 @@
 In the paper only a job's output builds a summary, so the first join of a query prunes nothing: TPC-H Q9's
 first stage shuffles all of lineitem to join it with the 5 % of parts whose name holds "green". A filtered
 table small enough to read twice can summarize its keys before any stage runs: a SCAN stage reads it with its
-map-side filters and writes its key columns, building the summary in that write (the same T_r as any stage's),
-and the join stage probes its other input with it before the shuffle (P_m). The key sets are exactly the
-values the filtered scan feeds its join, so ``planner/ip_candidates.py`` admits the same places as for a stage
-output on that path; a SCAN stage no edge can use is not added.
+map-side filters and writes its key columns, building the summary in that write (the same T_r as any stage's;
+no stage reads the rows, so they go to Spark's ``noop`` sink unless an exact summary or ``--analyze`` needs them
+on disk, ``engine/executor.py``), and the join stage probes its other input with it before the shuffle (P_m).
+The key sets are exactly the values the filtered scan feeds its join, so ``planner/ip_candidates.py`` admits
+the same places as for a stage output on that path; a SCAN stage no edge can use is not added.
 
 This is what Spark's own runtime filters do for inputs of 10 GB and more; here the benefit estimator decides
 (its cost is the extra read of the small table, ``engine/edge_inputs.py``), and a SCAN stage whose summary no
