@@ -222,6 +222,35 @@ def test_paired_slowdown_compares_each_round_with_itself():
     assert statistics.median(collecting) / statistics.median(off) - 1 == pytest.approx(1.1)  # what medians say
 
 
+def test_adaptive_decides_without_waiting_for_its_own_stages_statistics(fresh, monkeypatch):
+    """Before deciding a stage's edges the executor waits for the table statistics collected so far (the
+    estimator reads them from the repository), not for this run's stage statistics, which it knows from the run.
+    Stage stores held until every stage has run would block a decision that waited for them."""
+    import threading
+
+    from aipq.engine import executor
+    from aipq.engine.statistics import StatisticsCollector
+
+    released = threading.Event()
+    store_stage, run_stages = StatisticsCollector._store_stage, executor._run_stages
+
+    def held_store_stage(self, *arguments):
+        if not released.wait(20):
+            raise OSError("a decision waited for this run's stage statistics")
+        store_stage(self, *arguments)
+
+    def run_then_release(*arguments, **keywords):
+        run_stages(*arguments, **keywords)
+        released.set()
+
+    monkeypatch.setattr(StatisticsCollector, "_store_stage", held_store_stage)
+    monkeypatch.setattr(executor, "_run_stages", run_then_release)
+    result = fresh("run", "tpch:5", "--quiet", "--ip", "adaptive", "--broadcast-threshold", "0")
+    assert result.exit_code == 0, result.output
+    assert set(by_table(show(fresh))) == set(Q5_COLUMNS), "tables' statistics are stored before decisions"
+    assert show(fresh)["stages"], "the held stage statistics are stored by the end of the run"
+
+
 def test_a_run_ends_only_once_its_statistics_are_stored(fresh, monkeypatch):
     """Statistics are stored on a thread beside later stages; a run must not return before they are stored
     (a slow store makes the race sure to show), and a store that fails fails the run with a clear error."""

@@ -155,9 +155,9 @@ def _run_stages(spark, dag: StageDag, compiler: StageCompiler, store: SummarySto
         for index, stage in enumerate(dag.stages, start=1):
             group = f"aipq-{run_id}-{stage.name}"
             if statistics is not None and ip.estimator is not None and ip.has_edges(stage):
-                # the estimator reads the repository: decide on what earlier stages stored; a stage with no edge
-                # to decide on does not wait for the storing thread
-                statistics.settle()
+                # the estimator reads table statistics from the repository: decide on what earlier stages
+                # collected; a stage with no edge to decide on does not wait for the storing thread
+                statistics.settle_tables()
             deciding = time.perf_counter()
             decisions = ip.decide(stage, store.infos())
             decision_seconds = time.perf_counter() - deciding

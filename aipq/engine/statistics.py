@@ -16,6 +16,7 @@ stop a scan early): its row count must equal the table's.
 from __future__ import annotations
 
 import re
+import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -39,9 +40,13 @@ from aipq.stats.planner import TableNeed, plan_statistics
 from aipq.stats.repository import ColumnStats, StageStats, StatsRepository, TableStats
 
 _FOOTER_READER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="aipq-footers")
-# Storing a stage's statistics (reading the sketches from the JVM, NDV estimates, the subplan's key, repository
-# writes: 0.07 s per TPC-H Q5 run on this machine) overlaps the next stage's Spark job on this one thread, in order.
+# Storing statistics (reading the sketches from the JVM, NDV estimates, the subplan's key, repository writes:
+# 0.07 s per TPC-H Q5 run on this machine) overlaps the next stage's Spark job. Tables and stage outputs have a
+# thread each, so that the estimator, which waits for tables' statistics (``settle_tables``), never waits behind
+# a stage's.
 _STORER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="aipq-stats")
+_STAGE_STORER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="aipq-stage-stats")
+_SECONDS_LOCK = threading.Lock()
 
 FIXED_WIDTHS = {"tinyint": 1, "smallint": 2, "int": 4, "bigint": 8, "float": 4, "double": 8, "date": 4,
                 "timestamp": 8, "timestamp_ntz": 8, "boolean": 1}
@@ -122,6 +127,7 @@ class StatisticsCollector:
     output_sketches: dict[tuple[int, str], bytes] = field(default_factory=dict)  # (stage, key) → HLL, this run
     _pending: list[_TableObservation] = field(default_factory=list)
     _storing: list[Future] = field(default_factory=list)
+    _storing_tables: set[Future] = field(default_factory=set)
     _claimed: set[str] = field(default_factory=set)
     _altered: set[int] = field(default_factory=set)
     _output_sketchers: dict[int, tuple[jvm.ColumnSketcher, list[str]]] = field(default_factory=dict)
@@ -202,6 +208,11 @@ class StatisticsCollector:
         for i, column in enumerate(stage.consumer_keys):
             if observed.get(f"k{i}_hll"):
                 self.output_sketches[(stage.id, column)] = bytes(observed[f"k{i}_hll"])
+        for pending in self._pending:
+            future = _STORER.submit(self._timed, self._store_table, pending)
+            self._storing.append(future)
+            self._storing_tables.add(future)
+        self._pending = []
         reads = set(self.dag.dependency.get(stage.id, []))
         pruned_by_own_join = ("child-to-parent", "filtered-scan")
         if reads & self._altered or any(not (u.relation in pruned_by_own_join and u.target.stage == stage.id)
@@ -209,14 +220,23 @@ class StatisticsCollector:
             # sibling/transitive pruning removed rows the subplan itself would keep: not its true size
             self._altered.add(stage.id)
         else:
-            self._storing.append(_STORER.submit(self._timed, self._store_stage, stage, rows, bytes_written))
-        for pending in self._pending:
-            self._storing.append(_STORER.submit(self._timed, self._store_table, pending))
-        self._pending = []
+            self._storing.append(_STAGE_STORER.submit(self._timed, self._store_stage, stage, rows, bytes_written))
 
     def settle(self) -> None:
         """Wait until everything submitted for storing is stored; a failure to store raises here."""
         storing, self._storing = self._storing, []
+        self._wait(storing)
+
+    def settle_tables(self) -> None:
+        """Wait until the table statistics submitted so far are stored: the estimator reads them from the
+        repository. The statistics of this run's own stages need no wait, since the estimator has their rows and
+        key sketches from the run (``RunState``); ``settle`` stores them by the end of the run."""
+        tables = [future for future in self._storing if future in self._storing_tables]
+        self._storing = [future for future in self._storing if future not in self._storing_tables]
+        self._wait(tables)
+
+    def _wait(self, storing: list[Future]) -> None:
+        self._storing_tables.difference_update(storing)
         for future in storing:
             try:
                 future.result()
@@ -229,7 +249,8 @@ class StatisticsCollector:
     def _timed(self, store: Callable, *arguments) -> None:
         started = time.perf_counter()
         store(*arguments)
-        self.seconds += time.perf_counter() - started
+        with _SECONDS_LOCK:  # two storing threads add to it
+            self.seconds += time.perf_counter() - started
 
     def _store_stage(self, stage: Stage, rows: int, bytes_written: int) -> None:
         inputs = {t.path: data_files(t.path).fingerprint for t in tables_under(self.dag, stage.id)}
