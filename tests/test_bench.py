@@ -66,6 +66,24 @@ def test_bench_tpch_smoke_writes_every_field(aipq, tmp_path):
     assert probes and all(p["rows_out"] <= p["rows_in"] for p in probes if p["rows_in"] is not None)
 
 
+def test_bench_off_again_runs_offs_plan_as_a_control_series(aipq, tmp_path):
+    """``off-again`` runs off's own plan as a series of its own: the same stages and rows shuffled, no summary,
+    and the report states how far it fell from off, the spread of identical runs in that benchmark."""
+    out = tmp_path / "bench"
+    result = aipq("bench", "tpch", "--sf", str(SF), "--queries", "3", "--repeat", "1", "--joins", "repartition",
+                  "--strategies", "off,adaptive,off-again", "--out", str(out))
+    assert result.exit_code == 0, result.output
+    data = json.loads((out / "results.json").read_text())
+    by = {r["strategy"]: r for r in data["results"]}
+    off, again = by["off"], by["off-again"]
+    assert again["stages"] == off["stages"] and again["shuffle_write_records"] == off["shuffle_write_records"]
+    assert not any(stage["summaries"] or stage["probes"] for stage in again["runs"][0]["detail"]["stages"].values())
+    control = next(h for h in data["headlines"] if h["measure"] == "slowest" and h["strategy"] == "off-again")
+    assert control["baseline"] == "off" and control["slower_on_offs_plan"] == int(
+        control["slower"] > 0 or control["slower_paired"] > 0)
+    assert "off-again vs off (repartition joins): slowest on Q3" in (out / "report.md").read_text()
+
+
 def test_bench_rejects_an_unknown_strategy(aipq):
     result = aipq("bench", "tpch", "--sf", str(SF), "--strategies", "off,magic")
     assert result.exit_code == 2 and "unknown strategy 'magic'" in result.output

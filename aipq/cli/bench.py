@@ -50,10 +50,10 @@ def invocation(ctx: click.Context) -> str:
 
 
 def _strategies(text: str) -> list[str]:
-    from aipq.tpch.strategy_bench import SPARK
+    from aipq.tpch.strategy_bench import OFF_AGAIN, SPARK
 
     chosen = [s.strip() for s in text.split(",") if s.strip()]
-    known = (*STRATEGIES, SPARK)
+    known = (*STRATEGIES, SPARK, OFF_AGAIN)
     unknown = [s for s in chosen if s not in known]
     if unknown:
         raise BadInputError(f"unknown strategy {unknown[0]!r}", hint=f"use {', '.join(known)}")
@@ -120,8 +120,9 @@ def _finish(results, context, out_dir: Path | None, synthetic: bool) -> None:
 
 strategy_options = [
     click.option("--strategies", default=DEFAULT_STRATEGIES, show_default=True,
-                 help="Comma-separated: off, hip, always, adaptive, oracle (aipq strategies) and spark (plain "
-                      "spark.sql)."),
+                 help="Comma-separated: off, hip, always, adaptive, oracle (aipq strategies), spark (plain "
+                      "spark.sql) and off-again (off's plan as a series of its own: how far identical runs "
+                      "differ)."),
     click.option("--repeat", type=click.IntRange(1), default=3, show_default=True,
                  help="Timed runs per strategy (after one warm-up run)."),
     click.option("--joins", type=click.Choice(["both", "repartition", "broadcast"]), default="both",

@@ -19,6 +19,7 @@ from aipq.stats.sketches import relative_standard_error
 from aipq.tpch.steal import StealTally, steal_line
 from aipq.tpch.strategy_bench import (
     CSV_COLUMNS,
+    OFF_AGAIN,
     SPARK,
     StrategyResult,
     csv_rows,
@@ -28,7 +29,7 @@ from aipq.tpch.strategy_bench import (
 )
 
 STRATEGY_COLOURS = {"off": "#7f7f7f", "hip": "#1f77b4", "always": "#ff7f0e", "adaptive": "#2ca02c",
-                    "oracle": "#9467bd", SPARK: "#d62728"}
+                    "oracle": "#9467bd", SPARK: "#d62728", OFF_AGAIN: "#c7c7c7"}
 
 
 @dataclass
@@ -172,7 +173,7 @@ def tpch_plots(out_dir: Path, results: list[StrategyResult]) -> list[Path]:
                       "shuffle write (MB)", "shuffled bytes"),
         _grouped_bars(out_dir / "pruning.png", results,
                       lambda r: efficiency.get((r.query, r.broadcast_threshold, r.strategy)),
-                      "pruning efficiency (1 = oracle)", "pruning efficiency", skip=("off", SPARK)),
+                      "pruning efficiency (1 = oracle)", "pruning efficiency", skip=("off", SPARK, OFF_AGAIN)),
     ]
 
 
