@@ -126,8 +126,8 @@ class StatisticsCollector:
     collected_tables: list[str] = field(default_factory=list)
     output_sketches: dict[tuple[int, str], bytes] = field(default_factory=dict)  # (stage, key) → HLL, this run
     _pending: list[_TableObservation] = field(default_factory=list)
-    _storing: list[Future] = field(default_factory=list)
-    _storing_tables: set[Future] = field(default_factory=set)
+    _storing_tables: list[Future] = field(default_factory=list)
+    _storing_stages: list[Future] = field(default_factory=list)
     _claimed: set[str] = field(default_factory=set)
     _altered: set[int] = field(default_factory=set)
     _output_sketchers: dict[int, tuple[jvm.ColumnSketcher, list[str]]] = field(default_factory=dict)
@@ -204,14 +204,11 @@ class StatisticsCollector:
     def stage_finished(self, stage: Stage, decisions: StageDecisions, observed: dict, rows: int,
                        bytes_written: int) -> None:
         """Keep the stage's output key sketches for this run's later stages; store its output statistics and
-        whatever table observations completed with it on the storing thread (``settle`` waits for them)."""
+        whatever table observations completed with it on the storing threads (``settle`` waits for them)."""
         for i, column in enumerate(stage.consumer_keys):
             if observed.get(f"k{i}_hll"):
                 self.output_sketches[(stage.id, column)] = bytes(observed[f"k{i}_hll"])
-        for pending in self._pending:
-            future = _STORER.submit(self._timed, self._store_table, pending)
-            self._storing.append(future)
-            self._storing_tables.add(future)
+        self._storing_tables += [_STORER.submit(self._timed, self._store_table, pending) for pending in self._pending]
         self._pending = []
         reads = set(self.dag.dependency.get(stage.id, []))
         pruned_by_own_join = ("child-to-parent", "filtered-scan")
@@ -220,23 +217,24 @@ class StatisticsCollector:
             # sibling/transitive pruning removed rows the subplan itself would keep: not its true size
             self._altered.add(stage.id)
         else:
-            self._storing.append(_STAGE_STORER.submit(self._timed, self._store_stage, stage, rows, bytes_written))
+            self._storing_stages.append(_STAGE_STORER.submit(self._timed, self._store_stage, stage, rows,
+                                                             bytes_written))
 
     def settle(self) -> None:
         """Wait until everything submitted for storing is stored; a failure to store raises here."""
-        storing, self._storing = self._storing, []
-        self._wait(storing)
+        self.settle_tables()
+        stages, self._storing_stages = self._storing_stages, []
+        self._wait(stages)
 
     def settle_tables(self) -> None:
         """Wait until the table statistics submitted so far are stored: the estimator reads them from the
         repository. The statistics of this run's own stages need no wait, since the estimator has their rows and
         key sketches from the run (``RunState``); ``settle`` stores them by the end of the run."""
-        tables = [future for future in self._storing if future in self._storing_tables]
-        self._storing = [future for future in self._storing if future not in self._storing_tables]
+        tables, self._storing_tables = self._storing_tables, []
         self._wait(tables)
 
-    def _wait(self, storing: list[Future]) -> None:
-        self._storing_tables.difference_update(storing)
+    @staticmethod
+    def _wait(storing: list[Future]) -> None:
         for future in storing:
             try:
                 future.result()
