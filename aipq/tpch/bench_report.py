@@ -21,6 +21,7 @@ from aipq.tpch.strategy_bench import (
     CSV_COLUMNS,
     OFF_AGAIN,
     SPARK,
+    WITHOUT_SUMMARIES,
     StrategyResult,
     csv_rows,
     headlines,
@@ -173,7 +174,7 @@ def tpch_plots(out_dir: Path, results: list[StrategyResult]) -> list[Path]:
                       "shuffle write (MB)", "shuffled bytes"),
         _grouped_bars(out_dir / "pruning.png", results,
                       lambda r: efficiency.get((r.query, r.broadcast_threshold, r.strategy)),
-                      "pruning efficiency (1 = oracle)", "pruning efficiency", skip=("off", SPARK, OFF_AGAIN)),
+                      "pruning efficiency (1 = oracle)", "pruning efficiency", skip=WITHOUT_SUMMARIES),
     ]
 
 

@@ -41,6 +41,10 @@ SPARK = "spark"
 OFF_AGAIN = "off-again"
 
 
+# Series that build no summary: pruning efficiency says nothing of them.
+WITHOUT_SUMMARIES = ("off", SPARK, OFF_AGAIN)
+
+
 def aipq_strategy(name: str) -> str:
     """The aipq strategy a benchmark series runs: ``spark`` and ``off-again`` run off's (plain) plan."""
     return "off" if name in (SPARK, OFF_AGAIN) else name
@@ -336,7 +340,7 @@ def headlines(results: list[StrategyResult]) -> list[Headline]:
                 lines += _slowest(results, [r for r in mine if r.strategy == strategy], joins)
         efficiency = pruning_efficiency(mine)
         for strategy in strategies:
-            if strategy in ("off", "oracle", SPARK, OFF_AGAIN):
+            if strategy == "oracle" or strategy in WITHOUT_SUMMARIES:
                 continue
             values = [v for (_, _, s), v in efficiency.items() if s == strategy and v is not None]
             if values:
