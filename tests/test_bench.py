@@ -84,6 +84,19 @@ def test_bench_off_again_runs_offs_plan_as_a_control_series(aipq, tmp_path):
     assert "off-again vs off (repartition joins): slowest on Q3" in (out / "report.md").read_text()
 
 
+def test_bench_warms_up_each_query_and_join_setting_before_its_timed_rounds(home, tpch):
+    """Every series runs WARMUP_ROUNDS untimed rounds, then ``repeat`` timed ones, per query and join setting."""
+    from aipq.config import Settings
+    from aipq.tpch.strategy_bench import WARMUP_ROUNDS, compare_strategies, tpch_workload
+
+    runs: list[int] = []
+    results = compare_strategies(home, tpch_workload([3, 11]), ["off", "adaptive"], [0], 1, Settings(),
+                                 lambda: runs.append(1))
+    assert WARMUP_ROUNDS == 2
+    assert len(runs) == 2 * 2 * (WARMUP_ROUNDS + 1)
+    assert [len(r.runs) for r in results] == [1, 1, 1, 1]
+
+
 def test_bench_rejects_an_unknown_strategy(aipq):
     result = aipq("bench", "tpch", "--sf", str(SF), "--strategies", "off,magic")
     assert result.exit_code == 2 and "unknown strategy 'magic'" in result.output

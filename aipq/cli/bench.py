@@ -95,10 +95,17 @@ def progress_bar(label: str, total: int) -> Iterator[Callable[[], None]]:
 
 def _run_strategies(home: Path, workload, strategies: list[str], thresholds: list[int], repeat: int,
                     settings: Settings, label: str):
-    from aipq.tpch.strategy_bench import compare_strategies
+    from aipq.tpch.strategy_bench import WARMUP_ROUNDS, compare_strategies
 
-    with progress_bar(label, len(workload) * len(thresholds) * len(strategies) * (repeat + 1)) as step:
+    runs = len(workload) * len(thresholds) * len(strategies) * (repeat + WARMUP_ROUNDS)
+    with progress_bar(label, runs) as step:
         return compare_strategies(home, workload, strategies, thresholds, repeat, settings, step)
+
+
+def _warmup_rounds() -> int:
+    from aipq.tpch.strategy_bench import WARMUP_ROUNDS
+
+    return WARMUP_ROUNDS
 
 
 def _context(title: str, command: str, settings: Settings, home: Path, **parameters):
@@ -124,7 +131,7 @@ strategy_options = [
                       "spark.sql) and off-again (off's plan as a series of its own: how far identical runs "
                       "differ)."),
     click.option("--repeat", type=click.IntRange(1), default=3, show_default=True,
-                 help="Timed runs per strategy (after one warm-up run)."),
+                 help="Timed runs per strategy (after two warm-up runs)."),
     click.option("--joins", type=click.Choice(["both", "repartition", "broadcast"]), default="both",
                  show_default=True, help="Repartition joins only (the paper's setting), broadcast allowed, or both."),
     click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
@@ -165,7 +172,8 @@ def run_tpch_bench(home: Path, scale_factor: float, queries: str, strategies: st
     thresholds = _thresholds(joins, settings)
     results = _run_strategies(home, tpch_workload(numbers), chosen, thresholds, repeat, settings, "bench tpch")
     context = _context(f"TPC-H SF {scale_factor:g}: information passing strategies (median of {repeat})",
-                       command, settings, home, scale_factor=scale_factor, repeat=repeat)
+                       command, settings, home, scale_factor=scale_factor, repeat=repeat,
+                       warmup_rounds=_warmup_rounds())
     _finish(results, context, out_dir, synthetic=False)
     return results
 
@@ -206,7 +214,8 @@ def run_synthetic_bench(home: Path, ratios: str, rows: int, queries: str, strate
     thresholds = _thresholds(joins, settings)
     results = _run_strategies(home, workload, chosen, thresholds, repeat, settings, "bench synthetic")
     context = _context(f"Synthetic reference ratios, {rows:,} rows per table (median of {repeat})",
-                       command, settings, home, rows=rows, ratios=values, repeat=repeat)
+                       command, settings, home, rows=rows, ratios=values, repeat=repeat,
+                       warmup_rounds=_warmup_rounds())
     _finish(results, context, out_dir, synthetic=True)
     return results
 

@@ -2,9 +2,9 @@
 ``aipq bench synthetic``.
 
 For every query and join setting (repartition joins only — the paper's Hive setting — and broadcast joins allowed),
-each strategy runs once to warm up and then ``repeat`` times, strategies interleaved round by round so that machine
-drift hits all of them alike, their order rotated each round so that each takes every place in the round (a
-rotation keeps the cyclic order: each strategy still follows the same one, save when it runs first). (A
+each strategy runs ``WARMUP_ROUNDS`` times to warm up and then ``repeat`` times, strategies interleaved round by
+round so that machine drift hits all of them alike, their order rotated each round so that each takes every place in
+the round (a rotation keeps the cyclic order: each strategy still follows the same one, save when it runs first). (A
 full garbage collection in the driver before each run was tried and dropped: in that run every strategy ran up to
 50% slower, with bimodal times.) A round during which the hypervisor took more than 5% of the machine's CPU time
 from one of its runs runs again, whole (``aipq.tpch.steal``). Every run's rows are compared with the first
@@ -40,6 +40,11 @@ SPARK = "spark"
 # off in the same benchmark is the spread of running identical work, the floor under any strategy's difference.
 OFF_AGAIN = "off-again"
 
+
+# Untimed rounds before the timed ones. With one, the first timed round was the slowest on average in each of
+# the ten SF 1 runs in docs/bench up to c24f63a (by 0.6-2.4% over the other two): the JVM was still compiling the
+# query's generated classes, and a trend within a round favours the series that run late in it.
+WARMUP_ROUNDS = 2
 
 # Series that build no summary: pruning efficiency says nothing of them.
 WITHOUT_SUMMARIES = ("off", SPARK, OFF_AGAIN)
@@ -195,7 +200,8 @@ def compare_strategies(home: Path, workload: list[BenchQuery], strategies: list[
                     by_strategy[strategy] = (StrategyResult(query.label, strategy, threshold, stages, query.ratio),
                                              settings)
                 one_round = partial(_run_round, runner, query.label, text, list(by_strategy.values()), [], progress)
-                one_round(0, round_number=0)  # round 0 warms up
+                for _ in range(WARMUP_ROUNDS):
+                    one_round(0, round_number=0)
                 for round_number in range(1, repeat + 1):
                     kept, discarded = undisturbed_round(partial(one_round, round_number=round_number))
                     for result, measurement in kept:
