@@ -95,14 +95,15 @@ def progress_bar(label: str, total: int) -> Iterator[Callable[[], None]]:
 
 def _run_strategies(home: Path, workload, strategies: list[str], thresholds: list[int], repeat: int,
                     settings: Settings, label: str):
-    from aipq.tpch.strategy_bench import WARMUP_ROUNDS, compare_strategies
+    from aipq.tpch.strategy_bench import compare_strategies
 
-    runs = len(workload) * len(thresholds) * len(strategies) * (repeat + WARMUP_ROUNDS)
+    runs = len(workload) * len(thresholds) * len(strategies) * (repeat + _warmup_rounds())
     with progress_bar(label, runs) as step:
         return compare_strategies(home, workload, strategies, thresholds, repeat, settings, step)
 
 
 def _warmup_rounds() -> int:
+    """Untimed rounds before a strategy benchmark's timed ones (imported late: the module loads PySpark)."""
     from aipq.tpch.strategy_bench import WARMUP_ROUNDS
 
     return WARMUP_ROUNDS
