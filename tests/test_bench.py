@@ -155,6 +155,30 @@ def test_every_strategy_takes_every_place_in_the_run_order_over_the_rounds():
     assert rotated(strategies, 4) == orders[1] and rotated([], 2) == []
 
 
+def test_the_round_order_favours_no_series_against_the_baseline():
+    """Rotation alone ran ``off`` after ``adaptive`` in all three timed rounds of five strategies, so a trend within
+    the round (runs getting faster as the JVM compiles the query) favoured ``off``."""
+    from aipq.tpch.strategy_bench import round_order
+
+    for n in range(2, 8):
+        items = list(range(n))
+        for baseline in {0, n // 2, n - 1}:
+            assert round_order(items, 0, baseline) == items  # warm-up
+            for rounds in range(1, 7):
+                orders = [round_order(items, r, baseline) for r in range(1, rounds + 1)]
+                assert all(sorted(order) == items for order in orders)
+                assert all(order.index(baseline) == (n - 1) // 2 for order in orders[::2])
+                for item in items:
+                    places = [order.index(item) for order in orders]
+                    if rounds % 2 == 0:  # whole pairs: every item's mean place is the middle
+                        assert sum(places) * 2 == rounds * (n - 1), (n, baseline, rounds, item)
+                    if item != baseline:
+                        before = sum(order.index(item) < order.index(baseline) for order in orders)
+                        assert abs(2 * before - rounds) <= 1, (n, baseline, rounds, item)
+    assert round_order(["off", "hip", "always", "adaptive", "off-again"], 1) == [
+        "hip", "always", "off", "adaptive", "off-again"]
+
+
 def test_steal_is_read_from_proc_stat_and_a_disturbed_round_runs_again(tmp_path):
     """A round runs again while the hypervisor took more than 5% of the machine's CPU time during one of its
     runs, at most three times in all, and the last attempt counts."""

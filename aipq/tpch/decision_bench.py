@@ -3,11 +3,12 @@
 Per query: one warm-up run under ``adaptive`` records, for every candidate edge (redundant ones aside), its
 estimated benefit B and the decision (use it when B > β). Then, round after round, the query runs with adaptive's
 own edges (``EdgeSet``: each summary at the size adaptive built it) and once per edge with that edge's decision
-reversed: a used edge left out, a skipped one added at the size its estimate chose — interleaved, in an order
-rotated each round. The estimator decides an edge among the others adaptive uses, and an edge's worth depends on
-them: measured alone against no passing (before this), TPC-H Q7's S1.l_orderkey on orders lost 0.37 s, because
-without S8.n_nationkey pruning S1's suppliers the 256 KB filter holds 496 thousand keys instead of 131 thousand and
-keeps half of orders; among adaptive's edges it keeps 8% of orders and gains 0.26 s (4 rounds each, 2026-11-28).
+reversed: a used edge left out, a skipped one added at the size its estimate chose — interleaved, in
+``strategy_bench``'s balanced order (``round_order``, adaptive's own edges as the baseline). The estimator decides
+an edge among the others adaptive uses, and an edge's worth depends on them: measured alone against no passing
+(before this), TPC-H Q7's S1.l_orderkey on orders lost 0.37 s, because without S8.n_nationkey pruning S1's suppliers
+the 256 KB filter holds 496 thousand keys instead of 131 thousand and keeps half of orders; among adaptive's edges
+it keeps 8% of orders and gains 0.26 s (4 rounds each, 2026-11-28).
 An edge's measured benefit is the median time without it minus the median time with it, counted over the stages
 the edge can change: the producer (it builds the summary), the stage it prunes and every stage downstream of that
 one. The others run the same work either way and only add their noise
@@ -37,7 +38,7 @@ from aipq.planner.ip import EdgeSet
 from aipq.planner.stages import StageDag
 from aipq.tpch.bench import bench_session
 from aipq.tpch.steal import StealTally, undisturbed_run
-from aipq.tpch.strategy_bench import QueryRunner, rotated
+from aipq.tpch.strategy_bench import QueryRunner, round_order
 
 
 @dataclass
@@ -176,7 +177,7 @@ def _measure(runner: QueryRunner, workload: list[tuple[str, str]], repeat: int, 
         chosen, sizes = adaptive_edges(runner.last_record, edges)
         for round_number in range(repeat + 1):  # round 0 warms up
             timed: dict[int, object] = {}  # adaptive's own edges under -1, else under the toggled edge's index
-            for index in rotated([-1, *range(len(edges))], round_number):
+            for index in round_order([-1, *range(len(edges))], round_number):
                 run = partial(_timed, runner, text, measured,
                               EdgeSet(chosen if index < 0 else chosen ^ {edges[index].key}, sizes))
                 if round_number == 0:

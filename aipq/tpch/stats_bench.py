@@ -1,12 +1,12 @@
 """What piggybacked statistics cost and how accurate they are: ``aipq bench stats`` (the paper's Figs. 11–12).
 
 Per query, each round runs it once with statistics off and once per lg_k with every statistic collected again
-(``recollect``), interleaved, the order rotated round by round (as ``strategy_bench`` does) so that no setting
-always runs first; the slowdown is the median collecting time over the median time without, and also the
-median of the rounds' own ratios (``paired_slowdown``), which a slow spell spanning a round leaves out. A round
-during which the hypervisor took more than 5% of the CPU time from one of its runs runs again
-(``aipq.tpch.steal``). After each collecting run, the NDV estimates just stored are compared with exact distinct
-counts of the same columns.
+(``recollect``), interleaved, in ``strategy_bench``'s balanced order (``round_order``, statistics off as the
+baseline) so that no setting always runs before another; the slowdown is the median collecting time over the median
+time without, and also the median of the rounds' own ratios (``paired_slowdown``), which a slow spell spanning a
+round leaves out. A round during which the hypervisor took more than 5% of the CPU time from one of its runs runs
+again (``aipq.tpch.steal``). After each collecting run, the NDV estimates just stored are compared with exact
+distinct counts of the same columns.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from aipq.stats.repository import StatsRepository
 from aipq.stats.sketches import relative_standard_error
 from aipq.tpch.bench import bench_session
 from aipq.tpch.steal import undisturbed_round
-from aipq.tpch.strategy_bench import Measurement, QueryRunner, rotated
+from aipq.tpch.strategy_bench import Measurement, QueryRunner, round_order
 
 
 @dataclass
@@ -92,10 +92,10 @@ def _measure(spark, catalog, runner: QueryRunner, repository: StatsRepository, w
 def _run_round(runner: QueryRunner, repository: StatsRepository, text: str,
                settings: list[tuple[int | None, Settings]], estimates: dict[tuple[str, str, int], float], progress,
                attempt: int, round_number: int) -> list[tuple[int | None, Measurement]]:
-    """One run per setting, in an order rotated for the round; after each collecting run, the NDV estimates it
+    """One run per setting, in the round's order (``round_order``); after each collecting run, the NDV estimates it
     stored. Progress is told on a round's first attempt only."""
     runs = []
-    for lg_k, chosen in rotated(settings, round_number):
+    for lg_k, chosen in round_order(settings, round_number):
         measurement, _ = runner.aipq(text, chosen)
         runs.append((lg_k, measurement))
         if lg_k is not None:

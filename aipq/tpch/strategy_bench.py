@@ -3,10 +3,11 @@
 
 For every query and join setting (repartition joins only — the paper's Hive setting — and broadcast joins allowed),
 each strategy runs ``WARMUP_ROUNDS`` times to warm up and then ``repeat`` times, strategies interleaved round by
-round so that machine drift hits all of them alike, their order rotated each round so that each takes every place in
-the round (a rotation keeps the cyclic order: each strategy still follows the same one, save when it runs first). (A
-full garbage collection in the driver before each run was tried and dropped: in that run every strategy ran up to
-50% slower, with bimodal times.) A round during which the hypervisor took more than 5% of the machine's CPU time
+round so that machine drift hits all of them alike, in a balanced order (``round_order``): rounds come in pairs, the
+second the first reversed, with ``off`` in the middle, so that no strategy always runs before ``off`` or after it.
+(Plain rotation did that: with three rounds of five strategies, ``off`` never ran before ``adaptive``.) (A full
+garbage collection in the driver before each run was tried and dropped: in that run every strategy ran up to 50%
+slower, with bimodal times.) A round during which the hypervisor took more than 5% of the machine's CPU time
 from one of its runs runs again, whole (``aipq.tpch.steal``). Every run's rows are compared with the first
 strategy's; a difference fails the benchmark, naming the query and strategy. ``spark`` hands the whole query to
 ``spark.sql`` with Spark's own defaults (AQE, its runtime Bloom filter, dynamic partition pruning)."""
@@ -35,6 +36,7 @@ from aipq.tpch.bench import bench_session, spark_sql_text
 from aipq.tpch.queries import query_text
 from aipq.tpch.steal import steal_seconds, undisturbed_round
 
+OFF = "off"
 SPARK = "spark"
 # An A/A control: off's plan run again as a series of its own, interleaved with the others. How far it falls from
 # off in the same benchmark is the spread of running identical work, the floor under any strategy's difference.
@@ -218,10 +220,11 @@ def compare_strategies(home: Path, workload: list[BenchQuery], strategies: list[
 
 def _run_round(runner: QueryRunner, label: str, text: str, order: list[tuple[StrategyResult, Settings]],
                expected: list, progress, attempt: int, round_number: int) -> list[tuple[StrategyResult, Measurement]]:
-    """One run of each strategy, in ``order`` rotated for the round, each run's rows checked against the first
-    run's; progress is told on a round's first attempt only."""
+    """One run of each strategy, in the round's order (``round_order``, ``off`` as the baseline), each run's rows
+    checked against the first run's; progress is told on a round's first attempt only."""
     runs = []
-    for result, settings in rotated(order, round_number):
+    names = [result.strategy for result, _ in order]
+    for result, settings in round_order(order, round_number, names.index(OFF) if OFF in names else 0):
         run = runner.spark_sql if result.strategy == SPARK else runner.aipq
         measurement, rows = run(text, settings)
         _check_rows(label, result.strategy, rows, expected)
@@ -247,6 +250,22 @@ def rotated(items: list, round_number: int) -> list:
         return items
     start = round_number % len(items)
     return items[start:] + items[:start]
+
+
+def round_order(items: list, round_number: int, baseline: int = 0) -> list:
+    """The run order of round ``round_number`` (0: a warm-up, in the given order) for ``items``, all compared with
+    ``items[baseline]``. Timed rounds come in pairs, the second the first reversed: over a pair every item's mean
+    place is the middle, each runs once before the baseline and once after it, and what ran just before an item
+    in one round runs just after it in the other, so neither a drift within the round (runs getting faster as the
+    JVM compiles the query) nor the heap left by the run before favours one item. The first round of each pair
+    puts the baseline in the middle and the others around it, rotated by one place per pair; an odd last round
+    thus keeps the baseline in the middle too, with half the others before it."""
+    if round_number <= 0 or len(items) < 2:
+        return list(items)
+    others = rotated(items[:baseline] + items[baseline + 1:], (round_number - 1) // 2)
+    middle = (len(items) - 1) // 2
+    first = [*others[:middle], items[baseline], *others[middle:]]
+    return first if round_number % 2 else first[::-1]
 
 
 def joins_label(threshold: int) -> str:
