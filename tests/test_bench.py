@@ -146,7 +146,7 @@ def test_bench_all_reruns_only_the_parts_asked_for_and_keeps_the_other_reports(a
     assert not (out / "synthetic").exists() and not (out / "decisions").exists()
 
 
-def test_every_strategy_takes_every_place_in_the_run_order_over_the_rounds():
+def test_a_rotation_starts_at_the_round_numbers_item_and_wraps_around():
     from aipq.tpch.strategy_bench import rotated
 
     strategies = ["off", "hip", "always"]
