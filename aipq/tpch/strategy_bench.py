@@ -36,7 +36,6 @@ from aipq.tpch.bench import bench_session, spark_sql_text
 from aipq.tpch.queries import query_text
 from aipq.tpch.steal import steal_seconds, undisturbed_round
 
-OFF = "off"
 SPARK = "spark"
 # An A/A control: off's plan run again as a series of its own, interleaved with the others. How far it falls from
 # off in the same benchmark is the spread of running identical work, the floor under any strategy's difference.
@@ -224,7 +223,7 @@ def _run_round(runner: QueryRunner, label: str, text: str, order: list[tuple[Str
     checked against the first run's; progress is told on a round's first attempt only."""
     runs = []
     names = [result.strategy for result, _ in order]
-    for result, settings in round_order(order, round_number, names.index(OFF) if OFF in names else 0):
+    for result, settings in round_order(order, round_number, names.index("off") if "off" in names else 0):
         run = runner.spark_sql if result.strategy == SPARK else runner.aipq
         measurement, rows = run(text, settings)
         _check_rows(label, result.strategy, rows, expected)
@@ -255,9 +254,8 @@ def rotated(items: list, round_number: int) -> list:
 def round_order(items: list, round_number: int, baseline: int = 0) -> list:
     """The run order of round ``round_number`` (0: a warm-up, in the given order) for ``items``, all compared with
     ``items[baseline]``. Timed rounds come in pairs, the second the first reversed: over a pair every item's mean
-    place is the middle, each runs once before the baseline and once after it, and what ran just before an item
-    in one round runs just after it in the other, so neither a drift within the round (runs getting faster as the
-    JVM compiles the query) nor the heap left by the run before favours one item. The first round of each pair
+    place is the middle and each runs once before the baseline and once after it, so a drift within the round
+    (runs getting faster as the JVM compiles the query) favours no item. The first round of each pair
     puts the baseline in the middle and the others around it, rotated by one place per pair; an odd last round
     thus keeps the baseline in the middle too, with half the others before it."""
     if round_number <= 0 or len(items) < 2:
