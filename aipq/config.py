@@ -38,8 +38,11 @@ KNOBS: tuple[Knob, ...] = (
     Knob("broadcast_threshold", 10 * MB, "A base table (with its map-side filters) whose files are at most this "
          "many bytes is joined map-side (broadcast) inside a stage; 0 or less: repartition joins only (the "
          "paper's Hive setting). Same default as Spark's spark.sql.autoBroadcastJoinThreshold."),
-    Knob("shuffle_partitions", 8, "Reduce tasks per stage (spark.sql.shuffle.partitions). Spark's 200 is very "
-         "slow on a 2-core machine."),
+    Knob("shuffle_partitions", 8, "Reduce tasks per stage (spark.sql.shuffle.partitions); with reducer_bytes, "
+         "the most a stage runs. Spark's 200 is very slow on a 2-core machine."),
+    Knob("reducer_bytes", 0, "Hive's hive.exec.reducers.bytes.per.reducer: when above 0, each stage runs "
+         "ceil(bytes of the files it reads / this) reduce tasks, at least the session's cores and at most "
+         "shuffle_partitions; 0: every stage runs shuffle_partitions."),
     Knob("dialect", "hive", "SQL dialect of the input (any sqlglot dialect; 'hive' and 'spark' are tested)."),
     Knob("ip", "off", "Information passing strategy: 'off' (Hive: no summaries), 'hip' (the paper's HIP baseline: "
          "lists of key hashes, child-to-parent, used when under alpha), 'always' (every admissible Bloom filter "
@@ -76,6 +79,7 @@ class Settings:
     plan: str = "linear"
     broadcast_threshold: int = 10 * MB
     shuffle_partitions: int = 8
+    reducer_bytes: int = 0
     dialect: str = "hive"
     ip: str = "off"
     alpha: int = 4 * MB

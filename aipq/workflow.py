@@ -24,6 +24,7 @@ from aipq.errors import BadInputError, ExecutionError, UnknownNameError
 from aipq.planner.parse import node_position, parse_statements
 from aipq.planner.pipeline import PlannedQuery, plan_statement
 from aipq.planner.statements import (
+    HIVE_REDUCER_SETTINGS,
     DropStep,
     QueryStep,
     SetStep,
@@ -211,6 +212,11 @@ def apply_setting(settings: Settings, step: SetStep) -> Settings:
         if not value.isdigit() or int(value) < 1:
             raise BadInputError(f"statement {step.number}: spark.sql.shuffle.partitions must be a positive number")
         return replace(settings, shuffle_partitions=int(value))
+    if key.lower() in HIVE_REDUCER_SETTINGS:
+        field_name, description = HIVE_REDUCER_SETTINGS[key.lower()]
+        if not value.isdigit() or (field_name == "shuffle_partitions" and int(value) < 1):
+            raise BadInputError(f"statement {step.number}: {key} must be {description}, not {value!r}")
+        return replace(settings, **{field_name: int(value)})
     if key.startswith("spark."):
         return replace(settings, spark_conf={**settings.spark_conf, key: value})
     return settings

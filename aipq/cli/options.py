@@ -20,6 +20,13 @@ def parse_size(text: str) -> int:
     return int(float(match.group(1)) * factor)
 
 
+def _size(text: str, option: str) -> int:
+    size = parse_size(text)
+    if size < 0:
+        raise click.BadParameter(f"{text!r} is negative; give 0 or a size such as 64MB", param_hint=option)
+    return size
+
+
 def home_dir(ctx: click.Context, local: Path | None = None) -> Path:
     home = (local.expanduser() if local else ctx.obj["home"])
     home.mkdir(parents=True, exist_ok=True)
@@ -31,7 +38,12 @@ def planning_options(fn):
                   help="Join tree shape.")
     @click.option("--broadcast-threshold", default="10MB", show_default=True, metavar="SIZE",
                   help="Join a base table map-side when its files are at most SIZE; 0 = repartition joins only.")
-    @click.option("--shuffle-partitions", type=click.IntRange(1, 10000), default=8, show_default=True)
+    @click.option("--shuffle-partitions", type=click.IntRange(1, 10000), default=8, show_default=True,
+                  help="Reduce tasks per stage; with --reducer-bytes, the most a stage runs.")
+    @click.option("--reducer-bytes", default="0", show_default=True, metavar="SIZE",
+                  help="Size each stage's reduce phase as Hive does (hive.exec.reducers.bytes.per.reducer): "
+                       "one reduce task per SIZE of the files it reads, at least one per core; 0 = every stage "
+                       "runs --shuffle-partitions.")
     @click.option("--dialect", default="hive", show_default=True, help="SQL dialect (hive, spark, …).")
     @click.option("--master", default=None, help="Spark master URL (default local[2]).")
     @click.option("--conf", "confs", multiple=True, metavar="KEY=VALUE", help="Spark setting (repeatable).")
@@ -61,8 +73,9 @@ def planning_options(fn):
     @click.option("--stats-columns", default="", metavar="COLUMNS",
                   help="More columns to collect statistics on: COLUMN, TABLE.COLUMN, comma-separated.")
     @wraps(fn)
-    def wrapper(*args, plan, broadcast_threshold, shuffle_partitions, dialect, master, confs, ip, alpha, beta,
-                margin, bloom_size, bloom_fpp, scan_summaries, statistics, stats_lg_k, stats_columns, **kwargs):
+    def wrapper(*args, plan, broadcast_threshold, shuffle_partitions, reducer_bytes, dialect, master, confs, ip,
+                alpha, beta, margin, bloom_size, bloom_fpp, scan_summaries, statistics, stats_lg_k, stats_columns,
+                **kwargs):
         spark_conf = {}
         for item in confs:
             if "=" not in item:
@@ -70,7 +83,9 @@ def planning_options(fn):
             key, value = item.split("=", 1)
             spark_conf[key.strip()] = value.strip()
         settings = Settings(plan=plan, broadcast_threshold=parse_size(broadcast_threshold),
-                            shuffle_partitions=shuffle_partitions, dialect=dialect, spark_conf=spark_conf,
+                            shuffle_partitions=shuffle_partitions,
+                            reducer_bytes=_size(reducer_bytes, "--reducer-bytes"), dialect=dialect,
+                            spark_conf=spark_conf,
                             master=master, ip=ip, alpha=parse_size(alpha), beta=beta, margin=margin,
                             bloom_size=0 if bloom_size.strip().lower() == "auto" else parse_size(bloom_size),
                             bloom_fpp=bloom_fpp, scan_summaries=parse_size(scan_summaries), statistics=statistics,

@@ -32,8 +32,12 @@ def explain_tree(info: dict[str, Any]) -> Tree:
     settings = info["settings"]
     threshold = settings["broadcast_threshold"]["value"]
     broadcast = f"broadcast ≤ {format_size(threshold)}" if threshold > 0 else "repartition joins only"
+    partitions = settings["shuffle_partitions"]["value"]
+    per_reducer = settings.get("reducer_bytes", {}).get("value", 0)
+    reduce_phase = (f"reduce tasks: one per {format_size(per_reducer)} read, at most {partitions}" if per_reducer > 0
+                    else f"{partitions} shuffle partitions")
     root = Tree(f"[bold]{len(stages)} stage(s)[/bold] · plan {settings['plan']['value']} · {broadcast} · "
-                f"{settings['shuffle_partitions']['value']} shuffle partitions")
+                f"{reduce_phase}")
     shown: set[int] = set()
 
     def add(parent: Tree, stage_id: int) -> None:
@@ -146,7 +150,8 @@ def _add_measures(node: Tree, measured: dict[str, Any]) -> None:
     node.add(f"[cyan]measured[/cyan] {measured['seconds']:.2f} s · wrote {measured['rows_written']:,} rows "
              f"({format_size(measured['bytes_written'])}) · shuffle write "
              f"{format_size(shuffle['shuffle_write_bytes'])} "
-             f"({shuffle['shuffle_write_records']:,} rows), read {format_size(shuffle['shuffle_read_bytes'])}")
+             f"({shuffle['shuffle_write_records']:,} rows), read {format_size(shuffle['shuffle_read_bytes'])}"
+             f" · {measured['reduce_tasks']} reduce tasks")
     for probe in measured["probes"]:
         if probe["skipped"]:
             node.add(f"[cyan]probe[/cyan] S{probe['producer']}.{probe['column']} on {probe['target']}: "

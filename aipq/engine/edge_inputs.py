@@ -33,6 +33,7 @@ from aipq.estimator.parameters import PAGE_BYTES, Calibration, parse_memory, sor
 from aipq.planner.ip import BuiltInfo
 from aipq.planner.ip_candidates import Candidate, Target, leaf_sources
 from aipq.planner.logical import Join, Scan, path_to
+from aipq.planner.reducers import reduce_tasks, stage_input_bytes
 from aipq.planner.stages import Stage, StageDag, StageRead
 from aipq.stats import sketches
 from aipq.stats.fingerprint import DataFiles, data_files
@@ -136,8 +137,8 @@ class EdgeEstimator:
         inputs = EdgeInputs(
             probed_bytes=probed.bytes, probed_rows=probed.rows, probed_splits=probed.splits,
             probed_distinct=max(probed.keys.distinct, 1.0), summary_distinct=max(summary.distinct, 1.0),
-            common_distinct=common, shuffle_partitions=self.settings.shuffle_partitions,
-            sort_buffer_pages=self.sort_buffer, nodes=1, partials=self.settings.shuffle_partitions,
+            common_distinct=common, shuffle_partitions=self.reduce_tasks(self._shuffling_stage(candidate.target)),
+            sort_buffer_pages=self.sort_buffer, nodes=1, partials=self.reduce_tasks(candidate.producer),
             feeds_shuffle=probed.feeds_shuffle, shuffle_share=probed.shuffle_share, place=candidate.target.place,
             summary_is_bound=summary.bound,
             summary_rows=self.producer_rows(candidate.producer, candidate.column) if built is None else 0.0,
@@ -365,6 +366,26 @@ class EdgeEstimator:
     @staticmethod
     def _type_width(data_type: str) -> float:
         return STRING_WIDTH if data_type in ("string", "binary") else FIXED_WIDTH
+
+    def _shuffling_stage(self, target: Target) -> int:
+        """The stage whose shuffle the pruned rows would reach: the target's own for an input, the reader's
+        for a stage's output."""
+        if target.place == "input":
+            return target.stage
+        return next(iter(self.dag.dataflow.get(target.stage, [])), target.stage)
+
+    def reduce_tasks(self, stage_id: int) -> int:
+        """r for a stage: as the executor will choose it (``planner/reducers.py``), from the sizes of its
+        inputs that are written; the most (``shuffle_partitions``) while one is not."""
+        if self.settings.reducer_bytes <= 0:
+            return self.settings.shuffle_partitions
+        return reduce_tasks(self.settings, stage_input_bytes(self.dag.stage(stage_id), self._written_bytes),
+                            self._parallelism())
+
+    def _written_bytes(self, stage_id: int) -> int | None:
+        if stage_id not in self.state.rows_written or stage_id not in self.state.stage_paths:
+            return None
+        return self._files(self.state.stage_paths[stage_id]).bytes
 
     def _parallelism(self) -> int:
         return self.spark.sparkContext.defaultParallelism if self.spark is not None else 2

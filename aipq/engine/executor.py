@@ -24,6 +24,7 @@ from aipq.engine.statistics import StatisticsCollector
 from aipq.engine.summaries import BuiltSummary, ProbeRecord, SummaryStore
 from aipq.errors import AipqError, BadInputError, ExecutionError
 from aipq.estimator.parameters import load_calibration
+from aipq.planner import reducers
 from aipq.planner.ip import IpPlanner, StageDecisions, Strategy, SummaryUse
 from aipq.planner.ip_candidates import leaf_sources
 from aipq.planner.logical import Scan, Sort
@@ -42,6 +43,7 @@ class StageMetrics:
     probes: list[ProbeRecord] = field(default_factory=list)
     decisions: StageDecisions | None = None
     decision_seconds: float = 0.0
+    reduce_tasks: int = 0  # the stage's shuffle partitions
 
 
 @dataclass
@@ -130,7 +132,8 @@ def run_dag(spark, dag: StageDag, settings: Settings, home: Path,
     started = time.perf_counter()
     conf = {**stage_sql_conf(settings), **user_runtime_conf(spark, settings)}
     try:
-        _run_stages(spark, dag, compiler, store, ip, record, paths, written, conf, listener, analyze, statistics)
+        _run_stages(spark, dag, settings, compiler, store, ip, record, paths, written, conf, listener, analyze,
+                    statistics)
         if statistics is not None:
             statistics.settle()
     except BaseException:
@@ -147,10 +150,13 @@ def run_dag(spark, dag: StageDag, settings: Settings, home: Path,
     return record
 
 
-def _run_stages(spark, dag: StageDag, compiler: StageCompiler, store: SummaryStore, ip: IpPlanner,
-                record: RunRecord, paths: dict[int, str], written: dict[int, int], conf: dict[str, str],
-                listener: StageListener, analyze: bool, statistics: StatisticsCollector | None) -> None:
+def _run_stages(spark, dag: StageDag, settings: Settings, compiler: StageCompiler, store: SummaryStore,
+                ip: IpPlanner, record: RunRecord, paths: dict[int, str], written: dict[int, int],
+                conf: dict[str, str], listener: StageListener, analyze: bool,
+                statistics: StatisticsCollector | None) -> None:
     run_id = record.run_id
+    fixed_tasks = settings.shuffle_partitions
+    cores = spark.sparkContext.defaultParallelism if settings.reducer_bytes > 0 else fixed_tasks
     with sql_conf(spark, conf):
         for index, stage in enumerate(dag.stages, start=1):
             group = f"aipq-{run_id}-{stage.name}"
@@ -164,9 +170,13 @@ def _run_stages(spark, dag: StageDag, compiler: StageCompiler, store: SummarySto
             if stage.operator == "SCAN" and not decisions.builds:
                 continue  # a summary pre-pass whose summary no edge wants: nothing reads its output
             listener.stage_started(stage, index, len(dag.stages), group)
-            metrics = _run_stage(spark, compiler, store, stage, decisions, Path(paths[stage.id]), group,
-                                 is_final=stage is dag.final, statistics=statistics,
-                                 write=_output_is_read(stage, decisions, analyze))
+            tasks = reducers.reduce_tasks(settings, reducers.stage_input_bytes(
+                stage, lambda done: directory_bytes(Path(paths[done])) if done in written else None), cores)
+            with sql_conf(spark, {"spark.sql.shuffle.partitions": str(tasks)} if tasks != fixed_tasks else {}):
+                metrics = _run_stage(spark, compiler, store, stage, decisions, Path(paths[stage.id]), group,
+                                     is_final=stage is dag.final, statistics=statistics,
+                                     write=_output_is_read(stage, decisions, analyze))
+            metrics.reduce_tasks = tasks
             if analyze:
                 for probe in metrics.probes:
                     store.measure_false_positives(probe)

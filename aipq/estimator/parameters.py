@@ -8,8 +8,9 @@ How the paper's MapReduce terms map onto an aipq stage:
 - m (map tasks of the parent job) = the splits Spark plans for the probed input: for a base table, from its
   files (``stats/fingerprint.DataFiles.splits``: Spark's maxSplitBytes packing); for an earlier stage's output,
   the same over the files it wrote;
-- r (reduce tasks) = the stage's shuffle partitions (``shuffle_partitions``; aipq turns AQE off in stages, so
-  this is exact);
+- r (reduce tasks) = the stage's shuffle partitions (``shuffle_partitions``, or per stage from its input's size
+  with ``reducer_bytes``, ``planner/reducers.py``; aipq turns AQE off in stages, so this is exact once the
+  stage's inputs are written, and the most until then);
 - M (pages a map task emits) = bytes of the probed input's columns, after its map-side filters, / m / page;
 - B (sort buffer, pages) = the execution memory one task may use: (heap − 300 MB reserved) ×
   spark.memory.fraction (0.6) / concurrent tasks, / page;

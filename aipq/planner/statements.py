@@ -18,6 +18,12 @@ from aipq.planner.resolve import qualified_key, referenced_tables
 
 # Settings a Hive workflow sets for MapReduce that have no meaning here; accepted and ignored.
 IGNORED_SETTING_PREFIXES = ("hive.", "mapred.", "mapreduce.", "tez.", "yarn.", "dfs.", "io.")
+# Hive's own names for how a job sizes its reduce phase, which aipq's stages follow (planner/reducers.py):
+# setting → (Settings field, what its value must be)
+HIVE_REDUCER_SETTINGS = {
+    "hive.exec.reducers.bytes.per.reducer": ("reducer_bytes", "a number of bytes (0: a fixed count)"),
+    "hive.exec.reducers.max": ("shuffle_partitions", "a positive number"),
+}
 
 
 @dataclass(frozen=True)
@@ -107,7 +113,8 @@ class SetStep(Step):
 
     @property
     def ignored(self) -> bool:
-        return self.key.lower().startswith(IGNORED_SETTING_PREFIXES)
+        key = self.key.lower()
+        return key.startswith(IGNORED_SETTING_PREFIXES) and key not in HIVE_REDUCER_SETTINGS
 
 
 def _unsupported(what: str, node: exp.Expression, sql: str, source_name: str | None,
