@@ -331,7 +331,8 @@ class Headline:
                     f"{self.value:.2f}× over {self.queries} queries")
         if self.measure == "slowest":
             paired = "" if self.paired is None else f" ({self.paired:.2f}× paired by round)"
-            same = (f"; {self.slower_on_offs_plan} of those ran off's own plan (no summary built or used)"
+            same = (f"; {self.slower_on_offs_plan} of the queries slower by either measure ran off's own plan "
+                    "(no summary built or used)"
                     if self.slower_on_offs_plan else "")
             return (f"{self.strategy} vs {self.baseline} ({self.joins} joins): slowest on {self.query} at "
                     f"{self.value:.2f}×{paired}; {self.slower} of {self.queries} queries more than 3% slower by "
