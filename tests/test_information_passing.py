@@ -159,4 +159,3 @@ def test_a_sibling_prunes_its_own_output_before_writing_it(aipq, duck, tmp_path)
     assert outputs[0]["rows_out"] < outputs[0]["rows_in"]
     actual = run_to_rows(aipq, tmp_path, "--sql", SIBLING_OUTPUT, "--ip", "always", "--broadcast-threshold", "0")
     assert_same_rows(actual, oracle_rows(duck, SIBLING_OUTPUT), ordered=False)
-
