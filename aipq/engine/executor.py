@@ -157,6 +157,7 @@ def _run_stages(spark, dag: StageDag, settings: Settings, compiler: StageCompile
     run_id = record.run_id
     fixed_tasks = settings.shuffle_partitions
     cores = spark.sparkContext.defaultParallelism if settings.reducer_bytes > 0 else fixed_tasks
+    bytes_written: dict[int, int] = {}  # stage id → bytes of the output it wrote (what Hive's rule reads)
     with sql_conf(spark, conf):
         for index, stage in enumerate(dag.stages, start=1):
             group = f"aipq-{run_id}-{stage.name}"
@@ -170,13 +171,13 @@ def _run_stages(spark, dag: StageDag, settings: Settings, compiler: StageCompile
             if stage.operator == "SCAN" and not decisions.builds:
                 continue  # a summary pre-pass whose summary no edge wants: nothing reads its output
             listener.stage_started(stage, index, len(dag.stages), group)
-            tasks = reducers.reduce_tasks(settings, reducers.stage_input_bytes(
-                stage, lambda done: directory_bytes(Path(paths[done])) if done in written else None), cores)
+            tasks = reducers.reduce_tasks(settings, reducers.stage_input_bytes(stage, bytes_written.get), cores)
             with sql_conf(spark, {"spark.sql.shuffle.partitions": str(tasks)} if tasks != fixed_tasks else {}):
                 metrics = _run_stage(spark, compiler, store, stage, decisions, Path(paths[stage.id]), group,
                                      is_final=stage is dag.final, statistics=statistics,
                                      write=_output_is_read(stage, decisions, analyze))
             metrics.reduce_tasks = tasks
+            bytes_written[stage.id] = metrics.bytes_written
             if analyze:
                 for probe in metrics.probes:
                     store.measure_false_positives(probe)
@@ -230,6 +231,7 @@ def _run_stage(spark, compiler: StageCompiler, store: SummaryStore, stage: Stage
         else:
             df.write.format("noop").mode("overwrite").save()
         compiler.stage_schemas[stage.id] = df.schema
+        output_bytes = directory_bytes(path)
         values = jvm.observed_metrics(observation, keep_in_jvm=store.jvm_resident(decisions.builds))
         if statistics:
             values.update(statistics.output_values(stage))
@@ -237,7 +239,7 @@ def _run_stage(spark, compiler: StageCompiler, store: SummaryStore, stage: Stage
         seconds = time.perf_counter() - started
         store.collect(df, decisions.builds, observation, values, sketched)
         if statistics is not None:
-            statistics.stage_finished(stage, decisions, values, rows, directory_bytes(path))
+            statistics.stage_finished(stage, decisions, values, rows, output_bytes)
         marks = [p.mark for p in probes if p.mark is not None]
         filter_counts = jvm.filter_row_counts(spark, group, marks) if marks else {}
         for probe in probes:
@@ -250,7 +252,7 @@ def _run_stage(spark, compiler: StageCompiler, store: SummaryStore, stage: Stage
     finally:
         compiler.input_hooks, compiler.scan_observers = {}, {}
         sc.setLocalProperty("spark.jobGroup.id", None)
-    return StageMetrics(stage.id, stage.operator, seconds, rows, directory_bytes(path), figures,
+    return StageMetrics(stage.id, stage.operator, seconds, rows, output_bytes, figures,
                         [store.built[b.key] for b in decisions.builds], probes, decisions)
 
 
