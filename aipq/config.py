@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
@@ -17,6 +18,15 @@ MB = 1024 * 1024
 # measurements, 5 of them losses; those estimated at 0.03-0.05 s (Q18's o_custkey, Q21's l_orderkey) gained
 # +0.17 s on average over 5.
 DEFAULT_BETA_SECONDS = 0.02
+
+
+def size_bytes(text: str) -> int | None:
+    """``text`` as a number of bytes (``512KB``, ``10MB``, ``1g``, ``-1``: Spark's and Hive's forms), or None."""
+    match = re.fullmatch(r"\s*(-?\d+(?:\.\d+)?)\s*([kmg]?)b?\s*", text.lower())
+    if not match:
+        return None
+    factor = {"": 1, "k": 1024, "m": MB, "g": 1024 * MB}[match.group(2)]
+    return int(float(match.group(1)) * factor)
 
 
 def default_home() -> Path:

@@ -24,7 +24,6 @@ from aipq.errors import BadInputError, ExecutionError, UnknownNameError
 from aipq.planner.parse import node_position, parse_statements
 from aipq.planner.pipeline import PlannedQuery, plan_statement
 from aipq.planner.statements import (
-    HIVE_REDUCER_SETTINGS,
     DropStep,
     QueryStep,
     SetStep,
@@ -35,6 +34,7 @@ from aipq.planner.statements import (
     to_step,
 )
 from aipq.planner.table_output import TableShape
+from aipq.setting_aliases import alias_for, apply_alias
 
 CREATED_BY = "aipq.created_by"
 
@@ -208,15 +208,11 @@ class _Planner:
 
 def apply_setting(settings: Settings, step: SetStep) -> Settings:
     key, value = step.key, step.value
-    if key == "spark.sql.shuffle.partitions":
-        if not value.isdigit() or int(value) < 1:
-            raise BadInputError(f"statement {step.number}: spark.sql.shuffle.partitions must be a positive number")
-        return replace(settings, shuffle_partitions=int(value))
-    if key.lower() in HIVE_REDUCER_SETTINGS:
-        field_name, description = HIVE_REDUCER_SETTINGS[key.lower()]
-        if not value.isdigit() or (field_name == "shuffle_partitions" and int(value) < 1):
-            raise BadInputError(f"statement {step.number}: {key} must be {description}, not {value!r}")
-        return replace(settings, **{field_name: int(value)})
+    if alias_for(key) is not None:
+        try:
+            return apply_alias(settings, key, value)
+        except ValueError as problem:
+            raise BadInputError(f"statement {step.number}: {problem}") from None
     if key.startswith("spark."):
         return replace(settings, spark_conf={**settings.spark_conf, key: value})
     return settings

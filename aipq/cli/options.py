@@ -2,22 +2,22 @@
 
 from __future__ import annotations
 
-import re
+from dataclasses import replace
 from functools import wraps
 from pathlib import Path
 
 import click
 
-from aipq.config import DEFAULT_BETA_SECONDS, MB, Settings
+from aipq.config import DEFAULT_BETA_SECONDS, Settings, size_bytes
 from aipq.planner.ip import STRATEGIES
+from aipq.setting_aliases import alias_for, apply_alias
 
 
 def parse_size(text: str) -> int:
-    match = re.fullmatch(r"\s*(-?\d+(?:\.\d+)?)\s*([kmg]?)b?\s*", text.lower())
-    if not match:
+    size = size_bytes(text)
+    if size is None:
         raise click.BadParameter(f"{text!r} is not a size (examples: 0, 512KB, 10MB, 1GB)")
-    factor = {"": 1, "k": 1024, "m": MB, "g": 1024 * MB}[match.group(2)]
-    return int(float(match.group(1)) * factor)
+    return size
 
 
 def _size(text: str, option: str) -> int:
@@ -91,6 +91,36 @@ def planning_options(fn):
                             bloom_fpp=bloom_fpp, scan_summaries=parse_size(scan_summaries), statistics=statistics,
                             stats_lg_k=stats_lg_k,
                             stats_columns=tuple(c.strip() for c in stats_columns.split(",") if c.strip()))
-        return fn(*args, settings=settings, **kwargs)
+        return fn(*args, settings=_with_aliased_confs(settings), **kwargs)
 
     return wrapper
+
+
+# The option that sets each knob a Spark or Hive setting can name (setting_aliases).
+_KNOB_OPTIONS = {"shuffle_partitions": "--shuffle-partitions", "reducer_bytes": "--reducer-bytes",
+                 "broadcast_threshold": "--broadcast-threshold"}
+
+
+def _with_aliased_confs(settings: Settings) -> Settings:
+    """``settings`` with each ``--conf`` that names one of aipq's knobs (``spark.sql.shuffle.partitions``,
+    ``spark.sql.autoBroadcastJoinThreshold``, …) moved from Spark's settings onto the knob; an error when the
+    knob's own option was also given with another value."""
+    context = click.get_current_context()
+    confs = dict(settings.spark_conf)
+    for key, value in settings.spark_conf.items():
+        alias = alias_for(key)
+        if alias is None:
+            continue
+        del confs[key]
+        try:
+            aliased = apply_alias(settings, key, value)
+        except ValueError as problem:
+            raise click.BadParameter(str(problem), param_hint="--conf") from None
+        option = _KNOB_OPTIONS[alias.knob]
+        given = context.get_parameter_source(option.lstrip("-").replace("-", "_"))
+        if given == click.core.ParameterSource.COMMANDLINE and \
+                getattr(aliased, alias.knob) != getattr(settings, alias.knob):
+            raise click.BadParameter(f"--conf {key}={value} and {option} {context.params.get(alias.knob)} "
+                                     f"disagree; give one of them", param_hint="--conf")
+        settings = aliased
+    return replace(settings, spark_conf=confs)

@@ -15,15 +15,11 @@ from aipq.catalog import Catalog, TableEntry, split_name
 from aipq.errors import BadInputError, UnsupportedSqlError
 from aipq.planner.parse import node_position
 from aipq.planner.resolve import qualified_key, referenced_tables
+from aipq.setting_aliases import alias_for
 
-# Settings a Hive workflow sets for MapReduce that have no meaning here; accepted and ignored.
+# Settings a Hive workflow sets for MapReduce that have no meaning here; accepted and ignored (except those
+# naming one of aipq's knobs: setting_aliases).
 IGNORED_SETTING_PREFIXES = ("hive.", "mapred.", "mapreduce.", "tez.", "yarn.", "dfs.", "io.")
-# Hive's own names for how a job sizes its reduce phase, which aipq's stages follow (planner/reducers.py):
-# setting → (Settings field, what its value must be)
-HIVE_REDUCER_SETTINGS = {
-    "hive.exec.reducers.bytes.per.reducer": ("reducer_bytes", "a number of bytes (0: a fixed count)"),
-    "hive.exec.reducers.max": ("shuffle_partitions", "a positive number"),
-}
 
 
 @dataclass(frozen=True)
@@ -114,7 +110,7 @@ class SetStep(Step):
     @property
     def ignored(self) -> bool:
         key = self.key.lower()
-        return key.startswith(IGNORED_SETTING_PREFIXES) and key not in HIVE_REDUCER_SETTINGS
+        return key.startswith(IGNORED_SETTING_PREFIXES) and alias_for(key) is None
 
 
 def _unsupported(what: str, node: exp.Expression, sql: str, source_name: str | None,

@@ -1,0 +1,76 @@
+"""Spark's and Hive's names for settings that aipq's planner owns.
+
+How many reduce tasks a stage runs and which joins are map-side are planning decisions here: the planner shapes
+the stages around them and the benefit estimator prices them. A ``--conf`` or a workflow's ``SET`` of Spark's or
+Hive's name for one therefore sets aipq's knob. Passed on to Spark it would act behind the planner's back: Spark
+would run a reduce task count the estimator did not price, or broadcast a join that the plan shuffles (or, for
+``-1``, leave broadcast joins on that the user meant to turn off).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+
+from aipq.config import Settings, size_bytes
+
+
+@dataclass(frozen=True)
+class SettingAlias:
+    knob: str  # the Settings field it sets
+    expects: str  # what a valid value looks like, for the error message
+    parse: Callable[[str, object], object | None]  # (value, the knob's current value) → new value, None if bad
+
+
+def _positive_count(text: str, _current: object) -> int | None:
+    text = text.strip()
+    return int(text) if text.isdigit() and int(text) > 0 else None
+
+
+def _bytes(text: str, _current: object) -> int | None:
+    size = size_bytes(text)
+    return size if size is not None and size >= 0 else None
+
+
+def _broadcast_threshold(text: str, _current: object) -> int | None:
+    size = size_bytes(text)
+    return None if size is None else max(size, 0)  # Spark's -1 (any size ≤ 0): repartition joins only
+
+
+def _hive_auto_convert_join(text: str, current: object) -> int | None:
+    """Hive's switch for map joins: off is repartition joins only; on keeps the threshold in force, or Spark's
+    default one when map joins were off."""
+    value = text.strip().lower()
+    if value == "false":
+        return 0
+    if value == "true":
+        return current if isinstance(current, int) and current > 0 else Settings().broadcast_threshold
+    return None
+
+
+_REDUCE_TASKS = SettingAlias("shuffle_partitions", "a positive number", _positive_count)
+
+ALIASES: dict[str, SettingAlias] = {
+    "spark.sql.shuffle.partitions": _REDUCE_TASKS,
+    "hive.exec.reducers.max": _REDUCE_TASKS,
+    "hive.exec.reducers.bytes.per.reducer": SettingAlias("reducer_bytes", "a number of bytes (0: a fixed count)",
+                                                         _bytes),
+    "spark.sql.autobroadcastjointhreshold": SettingAlias(
+        "broadcast_threshold", "a size such as 10MB, or -1 for no broadcast joins", _broadcast_threshold),
+    "hive.auto.convert.join": SettingAlias("broadcast_threshold", "true or false", _hive_auto_convert_join),
+}
+
+
+def alias_for(key: str) -> SettingAlias | None:
+    """The aipq knob that Spark's or Hive's setting ``key`` names, if it names one."""
+    return ALIASES.get(key.strip().lower())
+
+
+def apply_alias(settings: Settings, key: str, value: str) -> Settings:
+    """``settings`` with the knob that ``key`` names set from ``value``; ValueError saying what a valid value is
+    when it is not one. ``key`` must have an alias."""
+    alias = ALIASES[key.strip().lower()]
+    parsed = alias.parse(value, getattr(settings, alias.knob))
+    if parsed is None:
+        raise ValueError(f"{key} must be {alias.expects}, not {value!r}")
+    return replace(settings, **{alias.knob: parsed})
