@@ -18,6 +18,11 @@ MB = 1024 * 1024
 # measurements, 5 of them losses; those estimated at 0.03-0.05 s (Q18's o_custkey, Q21's l_orderkey) gained
 # +0.17 s on average over 5.
 DEFAULT_BETA_SECONDS = 0.02
+# One reduce task per 64 MB a stage reads (Hive's hive.exec.reducers.bytes.per.reducer), not a fixed count:
+# TPC-H SF 1 queries ran 6-27% faster under `off` than with 8 tasks in every stage, because stages after the
+# first read a few MB (docs/benchmarks.md, "Reduce tasks"). Hive's own default is 256 MB; at 64 MB a stage that
+# reads SF 1's lineitem (221 MB of parquet) runs 4, and one that also reads orders 5.
+DEFAULT_REDUCER_BYTES = 64 * MB
 
 
 def size_bytes(text: str) -> int | None:
@@ -48,11 +53,11 @@ KNOBS: tuple[Knob, ...] = (
     Knob("broadcast_threshold", 10 * MB, "A base table (with its map-side filters) whose files are at most this "
          "many bytes is joined map-side (broadcast) inside a stage; 0 or less: repartition joins only (the "
          "paper's Hive setting). Same default as Spark's spark.sql.autoBroadcastJoinThreshold."),
-    Knob("shuffle_partitions", 8, "Reduce tasks per stage (spark.sql.shuffle.partitions); with reducer_bytes, "
-         "the most a stage runs. Spark's 200 is very slow on a 2-core machine."),
-    Knob("reducer_bytes", 0, "Hive's hive.exec.reducers.bytes.per.reducer: when above 0, each stage runs "
-         "ceil(bytes of the files it reads / this) reduce tasks, at least the session's cores and at most "
-         "shuffle_partitions; 0: every stage runs shuffle_partitions."),
+    Knob("shuffle_partitions", 8, "The most reduce tasks a stage runs (spark.sql.shuffle.partitions); every "
+         "stage runs this many when reducer_bytes is 0. Spark's 200 is very slow on a 2-core machine."),
+    Knob("reducer_bytes", DEFAULT_REDUCER_BYTES, "Hive's hive.exec.reducers.bytes.per.reducer: when above 0, "
+         "each stage runs ceil(bytes of the files it reads / this) reduce tasks, at least the session's cores and "
+         "at most shuffle_partitions; 0: every stage runs shuffle_partitions."),
     Knob("dialect", "hive", "SQL dialect of the input (any sqlglot dialect; 'hive' and 'spark' are tested)."),
     Knob("ip", "off", "Information passing strategy: 'off' (Hive: no summaries), 'hip' (the paper's HIP baseline: "
          "lists of key hashes, child-to-parent, used when under alpha), 'always' (every admissible Bloom filter "
@@ -89,7 +94,7 @@ class Settings:
     plan: str = "linear"
     broadcast_threshold: int = 10 * MB
     shuffle_partitions: int = 8
-    reducer_bytes: int = 0
+    reducer_bytes: int = DEFAULT_REDUCER_BYTES
     dialect: str = "hive"
     ip: str = "off"
     alpha: int = 4 * MB

@@ -71,9 +71,10 @@ def test_the_estimator_prices_the_reduce_tasks_the_stage_will_run(aipq):
                 for decisions in stage["information_passing"].values() for decision in decisions
                 if decision.get("estimate")}
 
-    assert estimated_r() == {8}
+    assert estimated_r("--reducer-bytes", "0") == {8}
     # before the run, the stages that read only tables have known inputs: one reduce task per core for them
     assert 2 in estimated_r("--reducer-bytes", "1GB")
+    assert 2 in estimated_r()  # the default is one per 64 MB
 
 
 def test_cli_and_workflow_take_hives_setting_and_reject_a_bad_one(aipq, tmp_path):

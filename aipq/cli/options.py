@@ -39,8 +39,8 @@ def planning_options(fn):
     @click.option("--broadcast-threshold", default="10MB", show_default=True, metavar="SIZE",
                   help="Join a base table map-side when its files are at most SIZE; 0 = repartition joins only.")
     @click.option("--shuffle-partitions", type=click.IntRange(1, 10000), default=8, show_default=True,
-                  help="Reduce tasks per stage; with --reducer-bytes, the most a stage runs.")
-    @click.option("--reducer-bytes", default="0", show_default=True, metavar="SIZE",
+                  help="The most reduce tasks a stage runs; every stage runs this many with --reducer-bytes 0.")
+    @click.option("--reducer-bytes", default="64MB", show_default=True, metavar="SIZE",
                   help="Size each stage's reduce phase as Hive does (hive.exec.reducers.bytes.per.reducer): "
                        "one reduce task per SIZE of the files it reads, at least one per core; 0 = every stage "
                        "runs --shuffle-partitions.")
