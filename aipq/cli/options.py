@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from aipq.config import DEFAULT_BETA_SECONDS, Settings, size_bytes
+from aipq.config import DEFAULT_BETA_SECONDS, DEFAULT_REDUCER_BYTES, MB, Settings, size_bytes
 from aipq.planner.ip import STRATEGIES
 from aipq.setting_aliases import alias_for, apply_alias
 
@@ -40,7 +40,7 @@ def planning_options(fn):
                   help="Join a base table map-side when its files are at most SIZE; 0 = repartition joins only.")
     @click.option("--shuffle-partitions", type=click.IntRange(1, 10000), default=8, show_default=True,
                   help="The most reduce tasks a stage runs; every stage runs this many with --reducer-bytes 0.")
-    @click.option("--reducer-bytes", default="64MB", show_default=True, metavar="SIZE",
+    @click.option("--reducer-bytes", default=f"{DEFAULT_REDUCER_BYTES // MB}MB", show_default=True, metavar="SIZE",
                   help="Size each stage's reduce phase as Hive does (hive.exec.reducers.bytes.per.reducer): "
                        "one reduce task per SIZE of the files it reads, at least one per core; 0 = every stage "
                        "runs --shuffle-partitions.")
