@@ -20,6 +20,9 @@ from aipq.config import Settings
 from aipq.engine.session import get_session
 
 SF = float(os.environ.get("AIPQ_TEST_SF", "0.01"))
+# The test session's JVM would otherwise start a class archive builder as pytest exits (engine/class_archive.py);
+# tests/test_class_archive.py turns it on for the processes it starts, with a cache of its own.
+os.environ.setdefault("AIPQ_CLASS_ARCHIVE", "off")
 
 
 @pytest.fixture(scope="session")

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from aipq.catalog import TableEntry
 from aipq.config import Settings
+from aipq.engine import class_archive
 from aipq.errors import BadInputError, EnvironmentProblem
 
 LOG_CONFIG = Path(__file__).with_name("log4j2.properties")
@@ -70,16 +71,19 @@ def get_session(settings: Settings, home: Path):
         disable_nagle(active)  # this thread's connection may be new
         return active
     _quiet_python_error_logs()
+    driver_memory = settings.spark_conf.get("spark.driver.memory", class_archive.driver_memory())
+    archive = class_archive.plan_archive(driver_memory, settings.spark_conf)
     builder = (
         SparkSession.builder.appName("aipq")
         .master(settings.master or "local[2]")
         .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.driver.memory", os.environ.get("AIPQ_DRIVER_MEMORY", "4g"))
+        .config("spark.driver.memory", driver_memory)
         .config("spark.sql.warehouse.dir", str(Path(home) / "spark-warehouse"))
         .config("spark.log.level", "ERROR")
         .config("spark.sql.codegen.cache.maxEntries", str(CODEGEN_CACHE_ENTRIES))
         .config("spark.driver.extraJavaOptions",
-                f"-Dderby.system.home={Path(home) / 'derby'} -Dlog4j2.configurationFile={LOG_CONFIG}")
+                f"-Dderby.system.home={Path(home) / 'derby'} -Dlog4j2.configurationFile={LOG_CONFIG} "
+                f"{archive.java_options}".strip())
         .config("spark.executor.extraJavaOptions", f"-Dlog4j2.configurationFile={LOG_CONFIG}")
     )
     for key, value in settings.spark_conf.items():
@@ -93,6 +97,7 @@ def get_session(settings: Settings, home: Path):
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("FATAL")
     disable_nagle(spark)
+    class_archive.build_when_missing(archive, driver_memory)
     return spark
 
 
