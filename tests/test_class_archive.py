@@ -63,6 +63,20 @@ def test_a_second_builder_waits_for_the_first_but_not_for_a_dead_one(cache):
     assert not class_archive._building(final), "a lock this old is a builder that died"
 
 
+def test_a_builder_that_makes_no_archive_stops_later_ones_for_that_key(cache, monkeypatch):
+    final = class_archive.archive_path("4g")
+    cache.mkdir()
+    monkeypatch.setattr(class_archive, "build", lambda path: False)
+    assert class_archive.main(final) == 1
+    assert final.with_suffix(".failed").exists()
+    started = []
+    monkeypatch.setattr(class_archive.subprocess, "Popen", lambda *args, **kwargs: started.append(args))
+    class_archive.start_builder(final, "4g")
+    assert started == [], "no builder for a key that failed"
+    class_archive.start_builder(class_archive.archive_path("8g"), "8g")
+    assert len(started) == 1, "another key still gets one"
+
+
 @pytest.mark.slow
 def test_first_command_builds_the_archive_and_the_next_loads_spark_from_it(home, tpch, cache, tmp_path):
     """The real flow: `aipq run` with no archive starts the builder as it exits; the next run maps Spark's

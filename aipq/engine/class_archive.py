@@ -136,8 +136,14 @@ def _building(final: Path) -> bool:
         return False
 
 
+def _failed(final: Path) -> Path:
+    """Left by a builder that made no archive (e.g. a JDK without a base archive to extend): no builder runs
+    again for this key, so that a machine where it cannot work does not pay for trying after every command."""
+    return final.with_suffix(".failed")
+
+
 def start_builder(final: Path, memory: str) -> None:
-    if final.exists() or _building(final):
+    if final.exists() or _building(final) or _failed(final).exists():
         return
     with contextlib.suppress(OSError):  # a cache: the next command tries again
         subprocess.Popen([sys.executable, "-m", "aipq.engine.class_archive", str(final)],
@@ -166,8 +172,8 @@ def build(final: Path) -> bool:
         if not (writing.is_file() and writing.stat().st_size > 0):
             return False
         os.replace(writing, final)
-        for other in final.parent.glob(f"{PREFIX}*.jsa"):
-            if other != final:
+        for other in final.parent.glob(f"{PREFIX}*"):
+            if other.suffix in (".jsa", ".failed") and other != final:
                 other.unlink(missing_ok=True)
         return True
     finally:
@@ -210,6 +216,19 @@ def _stop_and_wait(spark) -> None:
     proc.wait(timeout=DUMP_TIMEOUT_SECONDS)
 
 
+def main(final: Path) -> int:
+    """The background builder: build, or leave the failure marker when no archive could be made."""
+    try:
+        if build(final) or _building(final):
+            return 0
+    except Exception:  # a cache: a failure is recorded, never raised at the user
+        pass
+    with contextlib.suppress(OSError):
+        _failed(final).touch()
+    return 1
+
+
 if __name__ == "__main__":
-    os.nice(10)  # the user's next command comes first
-    sys.exit(0 if build(Path(sys.argv[1])) else 1)
+    if hasattr(os, "nice"):
+        os.nice(10)  # the user's next command comes first
+    sys.exit(main(Path(sys.argv[1])))
