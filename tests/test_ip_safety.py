@@ -38,6 +38,10 @@ UNSAFE_PLACES = {
         with u as (select g from nulls_b where g = 20 group by g),
              t as (select k, g from nulls_a order by v limit 2)
         select t.k from u join t on t.g = u.g""",
+    "below a window not partitioned by the key": """
+        with u as (select g from nulls_b where g = 10 group by g),
+             w as (select k, g, row_number() over (order by v desc) as rn from nulls_a)
+        select w.k, w.rn from u join w on w.g = u.g""",
     "inside a subplan another reader shares": """
         with u as (select g from nulls_b where g = 10 group by g),
              c as (select k, g from nulls_a group by k, g)

@@ -57,6 +57,8 @@ def explain_tree(info: dict[str, Any]) -> Tree:
             groups = ", ".join(reduce["group_by"]) or "(all rows)"
             aggs = ", ".join(f"{v}" for v in reduce["aggregates"].values())
             node.add(f"reduce: GROUP BY {groups} → {aggs}")
+        if "windows" in reduce:
+            node.add("reduce: WINDOW " + ", ".join(f"{name} = {text}" for name, text in reduce["windows"].items()))
         if "order_by" in reduce:
             node.add(f"reduce: ORDER BY {', '.join(reduce['order_by'])}")
         if stage["limit"] is not None:
@@ -179,6 +181,8 @@ def explain_dot(info: dict[str, Any]) -> str:
             detail += "\\n" + " AND ".join(f"{a} = {b}" for a, b in join["keys"])
         if "group_by" in stage["reduce"]:
             detail += "\\nGROUP BY " + ", ".join(stage["reduce"]["group_by"])
+        if "windows" in stage["reduce"]:
+            detail += "\\nWINDOW " + ", ".join(stage["reduce"]["windows"])
         if "order_by" in stage["reduce"]:
             detail += "\\nORDER BY " + ", ".join(stage["reduce"]["order_by"])
         lines.append(f'  S{stage["id"]} [shape=box, label="{stage["name"]} {stage["operator"]}{detail}"];')

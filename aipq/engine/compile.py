@@ -16,7 +16,7 @@ from pyspark.sql.types import StructType
 from aipq.catalog import TableEntry
 from aipq.engine import jvm
 from aipq.engine.session import read_table
-from aipq.planner.logical import Aggregate, Filter, Join, Limit, Node, Project, Scan, Sort, Union, render
+from aipq.planner.logical import Aggregate, Filter, Join, Limit, Node, Project, Scan, Sort, Union, Window, render
 from aipq.planner.stages import StageRead
 
 _HOW = {"inner": "inner", "left": "left_outer", "right": "right_outer", "full": "full_outer", "semi": "left_semi",
@@ -75,6 +75,9 @@ class StageCompiler:
         if isinstance(node, Aggregate):
             return jvm.aggregate_sql(self.compile(node.child), [_aliased(e, name) for name, e in node.groups],
                                      [_aliased(e, name) for name, e in node.aggregates])
+        if isinstance(node, Window):
+            return jvm.select_sql(self.compile(node.child), [_quoted(name) for name in node.child.output]
+                                  + [_aliased(e, name) for name, e in node.items])
         if isinstance(node, Sort):
             return self.compile(node.child).orderBy(*[_sort_column(k) for k in node.keys])
         if isinstance(node, Limit):

@@ -27,6 +27,7 @@ from aipq.planner.logical import (
     Sort,
     SortKey,
     Union,
+    Window,
     and_all,
     col,
     conjuncts,
@@ -209,8 +210,8 @@ class Builder:
             if select.args.get(key):
                 raise self.unsupported(f"{key.upper()} clause", select.args[key] if isinstance(
                     select.args[key], exp.Expression) else select)
-        for window in select.find_all(exp.Window):
-            raise self.unsupported("window functions (OVER …)", window)
+        windows = [w for w in select.find_all(exp.Window) if w.find_ancestor(exp.Select) is select]
+        self.check_windows(select, windows, outer)
 
         relations, node = self.build_from(select, ctes)
         scope = {rel.alias.lower(): rel for rel in relations}
@@ -289,6 +290,8 @@ class Builder:
                 empty_value = empty_group_value(translated_items[0][1], aggregate_node)
         else:
             node = self.subqueries.attach(node, item_scalars)
+            if windows:
+                node, translated_items, order_items = self.attach_windows(node, translated_items, order_items)
 
         items, visible = self.project_items(translated_items)
         used = {n for n, _ in items}
@@ -333,6 +336,46 @@ class Builder:
             node = Project(node, tuple((n, col(n)) for n, _ in items))
         one_row = is_aggregate and group is None and having is None
         return Block(node, visible, tuple(correlated), one_row_per_group=one_row, empty_value=empty_value)
+
+    def check_windows(self, select: exp.Select, windows: list[exp.Window], outer: Outer | None) -> None:
+        """Window functions as Hive runs them: in the SELECT list of a query without GROUP BY or aggregates
+        (ORDER BY may name them by alias); the rest is refused clearly rather than planned wrongly."""
+        in_list = {id(n) for e in select.expressions for n in e.walk()}
+        for window in windows:
+            if id(window) not in in_list:
+                raise self.unsupported("a window function outside the SELECT list", window,
+                                       hint="compute it in the SELECT list of a subquery and refer to its alias")
+            inner = [a for a in window.find_all(exp.AggFunc) if a is not window.this]
+            if inner or window.find(exp.Subquery, exp.Exists) is not None:
+                raise self.unsupported("an aggregate or subquery inside a window function", inner[0] if inner
+                                       else window, hint="aggregate in a subquery first, then apply the window")
+            if outer is not None:
+                raise self.unsupported("window functions in a correlated subquery", window)
+        if windows and (select.args.get("group") is not None or select.args.get("having") is not None
+                        or any(_has_aggregate(e) for e in select.expressions)):
+            raise self.unsupported("window functions in a query with GROUP BY or aggregates", windows[0],
+                                   hint="aggregate in a subquery first, then apply the window in the outer query")
+
+    def attach_windows(self, node: Node, items: list[tuple[str, exp.Expression]],
+                       order_items: list[tuple[exp.Expression, bool, bool | None]]):
+        """A Window node computing each distinct window expression once, which the SELECT list and ORDER BY
+        then read as a column."""
+        computed: dict[str, tuple[str, exp.Window]] = {}
+
+        def lift(expression: exp.Expression) -> exp.Expression:
+            def swap(sub: exp.Expression) -> exp.Expression:
+                if isinstance(sub, exp.Window):
+                    text = sub.sql()
+                    if text not in computed:
+                        computed[text] = (self.names.allocate("_window"), sub)
+                    return col(computed[text][0])
+                return sub
+
+            return expression.transform(swap)
+
+        items = [(name, lift(e)) for name, e in items]
+        order_items = [(lift(e), desc, nulls_first) for e, desc, nulls_first in order_items]
+        return Window(node, tuple(computed.values())), items, order_items
 
     def refuse_aggregate(self, expression: exp.Expression | None, clause: str, hint: str | None = None) -> None:
         """Aggregates belong in the SELECT list, HAVING and ORDER BY only (a subquery has its own)."""
@@ -583,6 +626,8 @@ def _outer_aggregates(expression: exp.Expression):
     if isinstance(expression, exp.AggFunc):
         yield expression
         return
+    if isinstance(expression, exp.Window):
+        return  # a windowed aggregate is computed per row, not per group
     for child in expression.iter_expressions():
         yield from _outer_aggregates(child)
 

@@ -6,7 +6,7 @@ from typing import Any
 
 from aipq.config import KNOBS, Settings
 from aipq.planner.ip import EdgeEstimator, IpPlanner, StageDecisions, SummaryBuild, SummaryUse
-from aipq.planner.logical import Aggregate, Join, Limit, Node, Scan, Sort, render
+from aipq.planner.logical import Aggregate, Join, Limit, Node, Scan, Sort, Window, render
 from aipq.planner.stages import Stage, StageDag, StageRead
 
 
@@ -52,6 +52,8 @@ def stage_info(dag: StageDag, stage: Stage) -> dict[str, Any]:
     elif isinstance(stage.reduce_node, Aggregate):
         reduce["group_by"] = [show(e) for _, e in stage.reduce_node.groups]
         reduce["aggregates"] = {n: show(e) for n, e in stage.reduce_node.aggregates}
+    elif isinstance(stage.reduce_node, Window):
+        reduce["windows"] = {n: show(e) for n, e in stage.reduce_node.items}
     elif isinstance(stage.reduce_node, Sort):
         reduce["order_by"] = [f"{k.column} {'desc' if k.descending else 'asc'}" for k in stage.reduce_node.keys]
     limits = [n.count for n in nodes if isinstance(n, Limit)]

@@ -27,7 +27,7 @@ from typing import Literal
 
 from sqlglot import exp
 
-from aipq.planner.logical import Aggregate, Filter, Join, Node, Project, Scan, Sort
+from aipq.planner.logical import Aggregate, Filter, Join, Node, Project, Scan, Sort, Window
 from aipq.planner.stages import Stage, StageDag, StageRead
 
 Place = Literal["input", "output"]
@@ -136,6 +136,8 @@ class CandidateFinder:
                 self.trace(stage_id, node.child, column, out, seen, path)
         elif isinstance(node, Join):
             self.trace_join(stage_id, node, column, out, seen, path)
+        elif isinstance(node, Window) and column in node.partition_keys():
+            self.trace(stage_id, node.child, column, out, seen, path)
         # Limit, Union and anything else: the value's rows cannot be pruned below here.
 
     def trace_join(self, stage_id: int, join: Join, column: str, out: _Trace, seen: set,

@@ -217,6 +217,32 @@ class Aggregate(Node):
         return tuple(n for n, _ in self.groups) + tuple(n for n, _ in self.aggregates)
 
 
+@dataclass(frozen=True, eq=False)
+class Window(Node):
+    """Window functions (``fn OVER (PARTITION BY … ORDER BY …)``) computed over ``child``'s rows, one column each
+    beside the child's columns: Hive runs them as a job of their own, partitioned by the PARTITION BY keys."""
+
+    child: Node
+    items: tuple[tuple[str, exp.Window], ...]
+
+    @property
+    def children(self) -> tuple[Node, ...]:
+        return (self.child,)
+
+    @property
+    def output(self) -> tuple[str, ...]:
+        return self.child.output + tuple(n for n, _ in self.items)
+
+    def partition_keys(self) -> set[str]:
+        """Columns every item partitions by: rows dropped for such a column's value take whole partitions with
+        them, so the other rows' window values stay as they were."""
+        keys: set[str] | None = None
+        for _, window in self.items:
+            mine = {e.name for e in window.args.get("partition_by") or [] if isinstance(e, exp.Column)}
+            keys = mine if keys is None else keys & mine
+        return keys or set()
+
+
 @dataclass(frozen=True)
 class SortKey:
     column: str

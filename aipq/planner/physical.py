@@ -12,7 +12,19 @@ import os
 from dataclasses import replace
 from functools import lru_cache
 
-from aipq.planner.logical import Aggregate, Filter, Join, JoinBlock, Limit, Node, Project, Scan, Sort, transform_up
+from aipq.planner.logical import (
+    Aggregate,
+    Filter,
+    Join,
+    JoinBlock,
+    Limit,
+    Node,
+    Project,
+    Scan,
+    Sort,
+    Window,
+    transform_up,
+)
 
 # Which inputs Spark can broadcast for each join kind (the build side must not be the preserved side).
 _BROADCASTABLE = {
@@ -46,7 +58,7 @@ def pipeline_bytes(node: Node) -> int | None:
     """Bytes read by a map-side base-table pipeline, or None if it is not one (or sizes are unknown)."""
     total = 0
     for sub in node.walk():
-        if isinstance(sub, (Aggregate, Sort, Limit, JoinBlock)):
+        if isinstance(sub, (Aggregate, Sort, Limit, JoinBlock, Window)):
             return None
         if isinstance(sub, Join) and sub.physical != "broadcast":
             return None

@@ -19,6 +19,7 @@ from aipq.planner.logical import (
     Scan,
     Sort,
     Union,
+    Window,
     col,
     refs,
 )
@@ -56,6 +57,9 @@ def _child_needs(node: Node, needed: set[str]) -> list[set[str]]:
         return [needed | {k.column for k in node.keys}]
     if isinstance(node, Limit):
         return [set(needed)]
+    if isinstance(node, Window):
+        kept = [e for n, e in node.items if n in needed]
+        return [(needed & set(node.child.output)).union(*(refs(e) for e in kept))]
     if isinstance(node, Aggregate):
         kept = [e for n, e in node.aggregates if n in needed]
         return [set().union(*(refs(e) for _, e in node.groups), *(refs(e) for e in kept))]
@@ -111,6 +115,9 @@ def prune_columns(root: Node) -> Node:
             new = _trim(new, want)
         elif isinstance(node, JoinBlock):
             new = _trim(JoinBlock(children, node.conditions), want)
+        elif isinstance(node, Window):
+            items = tuple((n, e) for n, e in node.items if n in want)
+            new = Window(children[0], items) if items else children[0]
         elif isinstance(node, Union):
             positions = _union_positions(node, want)
             inputs = tuple(_exactly(child, [original.output[i] for i in positions])

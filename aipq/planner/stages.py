@@ -22,10 +22,11 @@ from aipq.planner.logical import (
     QueryPlan,
     Scan,
     Sort,
+    Window,
     replace_children,
 )
 
-Operator = Literal["JOIN", "GROUP-BY", "SORT", "MAP", "SCAN"]
+Operator = Literal["JOIN", "GROUP-BY", "SORT", "WINDOW", "MAP", "SCAN"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -89,7 +90,7 @@ class StageDag:
 def is_reduce_operator(node: Node) -> bool:
     if isinstance(node, Join):
         return node.physical == "repartition"
-    return isinstance(node, (Aggregate, Sort))
+    return isinstance(node, (Aggregate, Sort, Window))
 
 
 def _operator(node: Node | None) -> Operator:
@@ -99,6 +100,8 @@ def _operator(node: Node | None) -> Operator:
         return "GROUP-BY"
     if isinstance(node, Sort):
         return "SORT"
+    if isinstance(node, Window):
+        return "WINDOW"
     return "MAP"
 
 
