@@ -43,6 +43,12 @@ QUERIES = {
              ranked as (select o_custkey, total, rank() over (order by total desc, o_custkey) as place from spend)
         select c_name, total, place from ranked join customer on c_custkey = o_custkey
         where place <= 5 order by place""",
+    "ntile, percent_rank and first_value over a sliding frame": """
+        select p_partkey, p_brand, ntile(3) over (partition by p_brand order by p_partkey) as third,
+               percent_rank() over (partition by p_brand order by p_retailprice, p_partkey) as pr,
+               first_value(p_name) over (partition by p_brand order by p_partkey
+                                         rows between 2 preceding and 1 following) as nearby
+        from part where p_size < 5""",
     "the same window twice, DISTINCT above it": """
         select distinct l_returnflag, max(l_quantity) over (partition by l_returnflag) as most,
                max(l_quantity) over (partition by l_returnflag) + 1 as most_plus_one

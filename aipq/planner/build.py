@@ -362,18 +362,22 @@ class Builder:
         then read as a column."""
         computed: dict[str, tuple[str, exp.Window]] = {}
 
-        def lift(expression: exp.Expression) -> exp.Expression:
+        def lift(expression: exp.Expression, alias: str | None = None) -> exp.Expression:
+            expression = expression.copy()
+
             def swap(sub: exp.Expression) -> exp.Expression:
                 if isinstance(sub, exp.Window):
                     text = sub.sql()
                     if text not in computed:
-                        computed[text] = (self.names.allocate("_window"), sub)
+                        # named after the item it is, so that explain shows `rn`, not `_window`
+                        preferred = alias if alias and sub is expression and alias.isidentifier() else "_window"
+                        computed[text] = (self.names.allocate(preferred), sub)
                     return col(computed[text][0])
                 return sub
 
-            return expression.transform(swap)
+            return expression.transform(swap, copy=False)
 
-        items = [(name, lift(e)) for name, e in items]
+        items = [(name, lift(e, name)) for name, e in items]
         order_items = [(lift(e), desc, nulls_first) for e, desc, nulls_first in order_items]
         return Window(node, tuple(computed.values())), items, order_items
 
