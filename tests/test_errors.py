@@ -35,8 +35,6 @@ def test_unknown_column_names_it_with_its_position(aipq):
 @pytest.mark.parametrize(
     ("sql", "construct"),
     [
-        ("select l_orderkey, count(*), rank() over (order by l_orderkey) from lineitem group by l_orderkey",
-         "window functions in a query with GROUP BY"),
         ("select l_orderkey from lineitem order by rank() over (order by l_quantity)",
          "a window function outside the SELECT list"),
         ("select n_name from nation intersect all select r_name from region", "INTERSECT ALL"),

@@ -49,6 +49,17 @@ QUERIES = {
                first_value(p_name) over (partition by p_brand order by p_partkey
                                          rows between 2 preceding and 1 following) as nearby
         from part where p_size < 5""",
+    "groups ranked by their aggregate, with a grand total": """
+        select o_orderpriority, count(*) as n, rank() over (order by count(*) desc) as r,
+               sum(count(*)) over () as total, count(case when o_orderpriority < '3' then 1 end) over () as urgent
+        from orders group by o_orderpriority""",
+    "a window partitioned by a group key, over the groups HAVING keeps": """
+        select n_regionkey, n_nationkey, count(*) as suppliers,
+               sum(count(*)) over (partition by n_regionkey) as in_region,
+               max(n_nationkey) over (partition by n_regionkey order by count(*), n_nationkey) as running_max
+        from nation join supplier on s_nationkey = n_nationkey
+        group by n_regionkey, n_nationkey having count(*) > 1
+        order by n_regionkey, n_nationkey""",
     "the same window twice, DISTINCT above it": """
         select distinct l_returnflag, max(l_quantity) over (partition by l_returnflag) as most,
                max(l_quantity) over (partition by l_returnflag) + 1 as most_plus_one

@@ -285,6 +285,8 @@ class Builder:
             extras = [substitute(e) for e in extras]
             if having_expr is not None:
                 node = Filter(node, substitute(having_expr, joined))
+            if windows:  # over the groups that HAVING kept
+                node, translated_items, order_items = self.attach_windows(node, translated_items, order_items)
             if outer is not None and outer.mode == "group" and translated_items and isinstance(
                     aggregate_node, Aggregate):
                 empty_value = empty_group_value(translated_items[0][1], aggregate_node)
@@ -338,23 +340,19 @@ class Builder:
         return Block(node, visible, tuple(correlated), one_row_per_group=one_row, empty_value=empty_value)
 
     def check_windows(self, select: exp.Select, windows: list[exp.Window], outer: Outer | None) -> None:
-        """Window functions as Hive runs them: in the SELECT list of a query without GROUP BY or aggregates
-        (ORDER BY may name them by alias); the rest is refused clearly rather than planned wrongly."""
+        """Window functions as Hive runs them: in the SELECT list (ORDER BY may name them by alias), over the
+        query's rows or, with GROUP BY or aggregates, over its groups; the rest is refused clearly rather than
+        planned wrongly."""
         in_list = {id(n) for e in select.expressions for n in e.walk()}
         for window in windows:
             if id(window) not in in_list:
                 raise self.unsupported("a window function outside the SELECT list", window,
                                        hint="compute it in the SELECT list of a subquery and refer to its alias")
-            inner = [a for a in window.find_all(exp.AggFunc) if a is not window.this]
-            if inner or window.find(exp.Subquery, exp.Exists) is not None:
-                raise self.unsupported("an aggregate or subquery inside a window function", inner[0] if inner
-                                       else window, hint="aggregate in a subquery first, then apply the window")
+            if window.find(exp.Subquery, exp.Exists) is not None:
+                raise self.unsupported("a subquery inside a window function", window,
+                                       hint="join the subquery's result first, then apply the window")
             if outer is not None:
                 raise self.unsupported("window functions in a correlated subquery", window)
-        if windows and (select.args.get("group") is not None or select.args.get("having") is not None
-                        or any(_has_aggregate(e) for e in select.expressions)):
-            raise self.unsupported("window functions in a query with GROUP BY or aggregates", windows[0],
-                                   hint="aggregate in a subquery first, then apply the window in the outer query")
 
     def attach_windows(self, node: Node, items: list[tuple[str, exp.Expression]],
                        order_items: list[tuple[exp.Expression, bool, bool | None]]):
@@ -572,7 +570,8 @@ class Builder:
         def substitute(expr: exp.Expression, joined: set[str] = frozenset()) -> exp.Expression:
             def swap(sub: exp.Expression) -> exp.Expression:
                 text = sub.sql()
-                if isinstance(sub, exp.AggFunc) and text in agg_by_text:
+                windowed = sub.arg_key == "this" and isinstance(sub.parent, exp.Window)
+                if isinstance(sub, exp.AggFunc) and text in agg_by_text and not windowed:
                     return col(agg_by_text[text])
                 if not isinstance(sub, (exp.Column, exp.Identifier)) and text in group_by_text:
                     return col(group_by_text[text])
@@ -631,7 +630,14 @@ def _outer_aggregates(expression: exp.Expression):
         yield expression
         return
     if isinstance(expression, exp.Window):
-        return  # a windowed aggregate is computed per row, not per group
+        # a windowed aggregate (``sum(x) OVER …``) is computed per row, not per group; what it and the window's
+        # PARTITION BY and ORDER BY hold may still be a group's aggregate (``rank() OVER (ORDER BY sum(x))``)
+        for child in expression.iter_expressions():
+            inside = child.iter_expressions() if child is expression.this and isinstance(
+                child, exp.AggFunc) else [child]
+            for part in inside:
+                yield from _outer_aggregates(part)
+        return
     for child in expression.iter_expressions():
         yield from _outer_aggregates(child)
 
