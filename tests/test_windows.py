@@ -60,6 +60,10 @@ QUERIES = {
         from nation join supplier on s_nationkey = n_nationkey
         group by n_regionkey, n_nationkey having count(*) > 1
         order by n_regionkey, n_nationkey""",
+    "a named window, once with a frame of its own": """
+        select n_name, rank() over w as r,
+               sum(n_nationkey) over (w rows between 1 preceding and current row) as s
+        from nation window w as (partition by n_regionkey order by n_name)""",
     "the same window twice, DISTINCT above it": """
         select distinct l_returnflag, max(l_quantity) over (partition by l_returnflag) as most,
                max(l_quantity) over (partition by l_returnflag) + 1 as most_plus_one

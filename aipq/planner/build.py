@@ -206,7 +206,7 @@ class Builder:
 
     def build_select(self, select: exp.Select, outer_ctes: dict[str, Block], outer: Outer | None = None) -> Block:
         ctes = self.with_ctes(select, outer_ctes)
-        for key in ("windows", "qualify", "offset", "laterals", "pivots"):
+        for key in ("qualify", "offset", "laterals", "pivots"):
             if select.args.get(key):
                 raise self.unsupported(f"{key.upper()} clause", select.args[key] if isinstance(
                     select.args[key], exp.Expression) else select)

@@ -81,11 +81,36 @@ _UNKNOWN_OUTPUT = re.compile(r"Unknown output column: (\S+)")
 _COLUMN = re.compile(r"Column '([^']+)' could not be resolved(?: for table: '([^']+)')?")
 
 
+def inline_named_windows(statement: exp.Expression, sql: str, source_name: str | None) -> exp.Expression:
+    """``OVER w`` with ``WINDOW w AS (PARTITION BY … ORDER BY …)`` → ``OVER (PARTITION BY … ORDER BY …)``; a
+    frame given at the use (``OVER (w ROWS …)``) is kept."""
+    for select in statement.find_all(exp.Select):
+        named = {w.this.name.lower(): w for w in select.args.get("windows") or []}
+        if not named:
+            continue
+        for window in select.find_all(exp.Window):
+            name = window.args.get("alias")
+            if window.find_ancestor(exp.Select) is not select or name is None:
+                continue
+            definition = named.get(name.name.lower())
+            if definition is None:
+                raise BadInputError(f"no window named {name.name!r}", position=node_position(name, sql),
+                                    source_name=source_name, hint=f"define it: WINDOW {name.name} AS (…)")
+            window.set("alias", None)
+            for key in ("partition_by", "order", "spec"):
+                if not window.args.get(key) and definition.args.get(key):
+                    window.set(key, definition.args[key].copy() if isinstance(definition.args[key], exp.Expression)
+                               else [e.copy() for e in definition.args[key]])
+        select.set("windows", None)
+    return statement
+
+
 def qualify_statement(statement: exp.Expression, tables: dict[str, TableEntry], sql: str, dialect: str,
                       source_name: str | None) -> exp.Expression:
     schema = sqlglot_schema(tables)
     try:
-        qualified = qualify(statement.copy(), schema=schema, dialect=dialect, db="default",
+        inlined = inline_named_windows(statement.copy(), sql, source_name)
+        qualified = qualify(inlined, schema=schema, dialect=dialect, db="default",
                             quote_identifiers=False)
         typed = annotate_types(qualified, schema=schema, dialect=dialect)
         return simplify(canonicalize(typed, dialect=dialect), dialect=dialect)
