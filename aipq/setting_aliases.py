@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-from aipq.config import Settings, size_bytes
+from aipq.config import DEFAULT_REDUCER_BYTES, Settings, size_bytes
 
 
 @dataclass(frozen=True)
@@ -20,6 +20,12 @@ class SettingAlias:
     knob: str  # the Settings field it sets
     expects: str  # what a valid value looks like, for the error message
     parse: Callable[[str, object], object | None]  # (value, the knob's current value) → new value, None if bad
+    # other knobs the same value sets: (the Settings field, its value as a function of the parsed value)
+    also: tuple[tuple[str, Callable[[object], object]], ...] = ()
+
+    @property
+    def knobs(self) -> tuple[str, ...]:
+        return (self.knob, *(knob for knob, _ in self.also))
 
 
 def _positive_count(text: str, _current: object) -> int | None:
@@ -50,9 +56,26 @@ def _hive_auto_convert_join(text: str, current: object) -> int | None:
 
 _REDUCE_TASKS = SettingAlias("shuffle_partitions", "a positive number", _positive_count)
 
+
+def _fixed_reduce_tasks(text: str, current: object) -> int | None:
+    """Hive's mapred.reduce.tasks: a count, or -1 (its default) for Hive to size each job itself."""
+    text = text.strip()
+    if text == "-1":
+        return -1
+    return _positive_count(text, current)
+
+
+# A positive count runs that many in every stage (no sizing by bytes); -1 sizes each stage again, by the default
+# bytes per task, up to the count in force.
+_HIVE_REDUCE_TASKS = SettingAlias(
+    "shuffle_partitions", "a positive number, or -1 to size each stage by its input", _fixed_reduce_tasks,
+    also=(("reducer_bytes", lambda count: 0 if count != -1 else DEFAULT_REDUCER_BYTES),))
+
 ALIASES: dict[str, SettingAlias] = {
     "spark.sql.shuffle.partitions": _REDUCE_TASKS,
     "hive.exec.reducers.max": _REDUCE_TASKS,
+    "mapred.reduce.tasks": _HIVE_REDUCE_TASKS,
+    "mapreduce.job.reduces": _HIVE_REDUCE_TASKS,
     "hive.exec.reducers.bytes.per.reducer": SettingAlias("reducer_bytes", "a number of bytes (0: a fixed count)",
                                                          _bytes),
     "spark.sql.autobroadcastjointhreshold": SettingAlias(
@@ -73,4 +96,7 @@ def apply_alias(settings: Settings, key: str, value: str) -> Settings:
     parsed = alias.parse(value, getattr(settings, alias.knob))
     if parsed is None:
         raise ValueError(f"{key} must be {alias.expects}, not {value!r}")
-    return replace(settings, **{alias.knob: parsed})
+    values = {knob: follow(parsed) for knob, follow in alias.also}
+    if parsed != -1:  # -1 leaves the knob itself as it was
+        values[alias.knob] = parsed
+    return replace(settings, **values)

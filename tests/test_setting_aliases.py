@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from aipq.config import MB, Settings
+from aipq.config import DEFAULT_REDUCER_BYTES, MB, Settings
 from aipq.setting_aliases import alias_for, apply_alias
 
 JOIN = ("SELECT n_name, count(*) AS suppliers FROM supplier JOIN nation ON s_nationkey = n_nationkey "
@@ -21,6 +21,10 @@ JOIN = ("SELECT n_name, count(*) AS suppliers FROM supplier JOIN nation ON s_nat
     ("spark.sql.autoBroadcastJoinThreshold", "20m", "broadcast_threshold", 20 * MB),
     ("hive.auto.convert.join", "false", "broadcast_threshold", 0),
     ("hive.auto.convert.join", "TRUE", "broadcast_threshold", 10 * MB),
+    ("mapred.reduce.tasks", "5", "shuffle_partitions", 5),
+    ("mapred.reduce.tasks", "5", "reducer_bytes", 0),
+    ("mapreduce.job.reduces", "-1", "shuffle_partitions", Settings().shuffle_partitions),
+    ("mapreduce.job.reduces", "-1", "reducer_bytes", DEFAULT_REDUCER_BYTES),
 ])
 def test_each_alias_sets_its_knob(key, value, knob, expected):
     assert getattr(apply_alias(Settings(broadcast_threshold=10 * MB), key, value), knob) == expected
@@ -37,7 +41,8 @@ def test_turning_map_joins_on_keeps_the_threshold_in_force():
                                         ("spark.sql.shuffle.partitions", "many"),
                                         ("hive.exec.reducers.bytes.per.reducer", "-5"),
                                         ("spark.sql.autoBroadcastJoinThreshold", "big"),
-                                        ("hive.auto.convert.join", "yes")])
+                                        ("hive.auto.convert.join", "yes"),
+                                        ("mapred.reduce.tasks", "0")])
 def test_a_bad_value_says_what_a_good_one_is(key, value):
     with pytest.raises(ValueError, match=f"{key} must be .*not '{value}'"):
         apply_alias(Settings(), key, value)
@@ -67,6 +72,17 @@ def test_cli_conf_and_the_knobs_own_option_must_agree(aipq):
     assert agreeing.exit_code == 0, agreeing.output
     bad = aipq("explain", "--sql", JOIN, "--conf", "spark.sql.autoBroadcastJoinThreshold=big")
     assert bad.exit_code != 0 and "-1 for no broadcast joins" in bad.output
+
+
+def test_a_workflows_fixed_reducer_count_runs_in_every_stage(aipq, tmp_path):
+    """Hive's mapred.reduce.tasks sets two knobs: the count, and no sizing by bytes, so every stage runs it."""
+    workflow = tmp_path / "fixed_reducers.sql"
+    workflow.write_text(f"SET mapred.reduce.tasks=3;\nSET hive.auto.convert.join=false;\n{JOIN};\n")
+    ran = aipq("run", str(workflow), "--analyze")
+    assert ran.exit_code == 0, ran.output
+    assert "ignored" not in ran.output and set(re.findall(r"(\d+) reduce tasks", ran.output)) == {"3"}
+    result = aipq("explain", "--sql", JOIN, "--conf", "mapred.reduce.tasks=4", "--reducer-bytes", "64MB")
+    assert result.exit_code != 0 and "disagree" in result.output and "--reducer-bytes" in result.output
 
 
 def test_a_workflows_hive_join_setting_is_honoured_not_ignored(aipq, tmp_path):

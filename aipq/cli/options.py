@@ -116,11 +116,12 @@ def _with_aliased_confs(settings: Settings) -> Settings:
             aliased = apply_alias(settings, key, value)
         except ValueError as problem:
             raise click.BadParameter(str(problem), param_hint="--conf") from None
-        option = _KNOB_OPTIONS[alias.knob]
-        given = context.get_parameter_source(option.lstrip("-").replace("-", "_"))
-        if given == click.core.ParameterSource.COMMANDLINE and \
-                getattr(aliased, alias.knob) != getattr(settings, alias.knob):
-            raise click.BadParameter(f"--conf {key}={value} and {option} {context.params.get(alias.knob)} "
-                                     f"disagree; give one of them", param_hint="--conf")
+        for knob in alias.knobs:
+            option = _KNOB_OPTIONS[knob]
+            given = context.get_parameter_source(option.lstrip("-").replace("-", "_"))
+            if given == click.core.ParameterSource.COMMANDLINE and \
+                    getattr(aliased, knob) != getattr(settings, knob):
+                raise click.BadParameter(f"--conf {key}={value} and {option} {context.params.get(knob)} "
+                                         f"disagree; give one of them", param_hint="--conf")
         settings = aliased
     return replace(settings, spark_conf=confs)
