@@ -104,5 +104,6 @@ def test_first_command_builds_the_archive_and_the_next_loads_spark_from_it(home,
     assert second.stdout.splitlines() == first.stdout.splitlines() == ["n_name", "GERMANY"]
     for output in (first, second):
         assert "[cds]" not in output.stdout + output.stderr
+        assert "restricted mode" not in output.stderr, "DataSketches' Java-version warning is quieted"
     loaded = "\n".join(path.read_text() for path in logs.iterdir())
     assert "org.apache.spark.SparkContext source: shared objects file (top)" in loaded

@@ -339,3 +339,11 @@ def test_compiled_stage_code_stays_cached_past_spark_default_of_100_classes(spar
         run(k)
     assert jvm.codegen_compilations(spark) == before
     assert before > 120  # each distinct query compiled at least once: the count is Spark's real one
+
+
+def test_datasketches_memory_class_is_where_its_warning_is_quieted(spark):
+    """The session loads it with stderr muted (engine/session.py); if a Spark upgrade moves the class, this
+    fails and the warning is back on every first query."""
+    before = spark._jvm.java.lang.System.err
+    assert jvm.load_sketch_memory_quietly(spark)
+    assert spark._jvm.java.lang.System.err.equals(before), "stderr is restored"

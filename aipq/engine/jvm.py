@@ -114,6 +114,31 @@ def disable_nagle(spark: SparkSession) -> bool:
         return False  # only slower
 
 
+# DataSketches' memory library (inside Spark's catalyst JAR) prints "Warning: Java versions > Java 11 can only
+# operate in restricted mode where no off-heap operations are allowed!" on the JVM's stderr as this class loads:
+# in the middle of the first query that sketches a column. aipq's sketches are on-heap; the line tells its users
+# nothing.
+SKETCH_MEMORY_CLASS = "org.apache.datasketches.memory.internal.ResourceImpl"
+
+
+def load_sketch_memory_quietly(spark: SparkSession) -> bool:
+    """Load DataSketches' memory class with the JVM's stderr muted for that moment; True when the class was
+    found (False: a Spark without it, nothing to quiet)."""
+    from py4j.protocol import Py4JError
+
+    jvm = _jvm(spark)
+    system = jvm.java.lang.System
+    stderr = system.err
+    system.setErr(jvm.java.io.PrintStream(jvm.java.io.OutputStream.nullOutputStream()))
+    try:
+        jvm.java.lang.Class.forName(SKETCH_MEMORY_CLASS)
+        return True
+    except Py4JError:
+        return False
+    finally:
+        system.setErr(stderr)
+
+
 def _to_column(spark: SparkSession, expression) -> Column:
     from pyspark.sql.classic.column import Column as ClassicColumn
 

@@ -64,7 +64,7 @@ def get_session(settings: Settings, home: Path):
     check_java()
     from pyspark.sql import SparkSession
 
-    from aipq.engine.jvm import COLLECTOR_JAR, SKETCH_BATCHES_EXTENSION, disable_nagle
+    from aipq.engine.jvm import COLLECTOR_JAR, SKETCH_BATCHES_EXTENSION, disable_nagle, load_sketch_memory_quietly
 
     active = SparkSession.getActiveSession()
     if active is not None:
@@ -97,6 +97,7 @@ def get_session(settings: Settings, home: Path):
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("FATAL")
     disable_nagle(spark)
+    load_sketch_memory_quietly(spark)
     class_archive.build_when_missing(archive, driver_memory)
     return spark
 
