@@ -97,6 +97,25 @@ def test_bench_warms_up_each_query_and_join_setting_before_its_timed_rounds(home
     assert [len(r.runs) for r in results] == [1, 1, 1, 1]
 
 
+def test_a_short_query_runs_back_to_back_within_each_timed_run(home, tpch):
+    """--min-run-seconds: every strategy of a query gets the same number of executions per timed run, from the
+    warm-up's median; seconds are per execution and the other figures the first execution's."""
+    from aipq.config import Settings
+    from aipq.tpch.strategy_bench import MAX_EXECUTIONS, compare_strategies, executions_for, tpch_workload
+
+    assert executions_for(0, 0.5) == 1 and executions_for(4, 3.5) == 1 and executions_for(4, 1.1) == 4
+    assert executions_for(4, 0.01) == MAX_EXECUTIONS
+    once = compare_strategies(home, tpch_workload([11]), ["off", "spark"], [0], 1, Settings())
+    batched = compare_strategies(home, tpch_workload([11]), ["off", "spark"], [0], 1, Settings(),
+                                 min_run_seconds=6)
+    counts = {r.strategy: r.runs[0].executions for r in batched}
+    assert counts["off"] == counts["spark"] > 1, counts
+    assert all(r.runs[0].executions == 1 for r in once)
+    for before, after in zip(once, batched):
+        assert after.shuffle_write_records == before.shuffle_write_records, after.strategy
+        assert after.runs[0].seconds < 6 / 2, "seconds per execution, not per run"
+
+
 def test_bench_rejects_an_unknown_strategy(aipq):
     result = aipq("bench", "tpch", "--sf", str(SF), "--strategies", "off,magic")
     assert result.exit_code == 2 and "unknown strategy 'magic'" in result.output

@@ -94,12 +94,13 @@ def progress_bar(label: str, total: int) -> Iterator[Callable[[], None]]:
 
 
 def _run_strategies(home: Path, workload, strategies: list[str], thresholds: list[int], repeat: int,
-                    settings: Settings, label: str):
+                    settings: Settings, label: str, min_run_seconds: float = 0.0):
     from aipq.tpch.strategy_bench import compare_strategies
 
     runs = len(workload) * len(thresholds) * len(strategies) * (repeat + _warmup_rounds())
     with progress_bar(label, runs) as step:
-        return compare_strategies(home, workload, strategies, thresholds, repeat, settings, step)
+        return compare_strategies(home, workload, strategies, thresholds, repeat, settings, step,
+                                  min_run_seconds=min_run_seconds)
 
 
 def _warmup_rounds() -> int:
@@ -133,6 +134,10 @@ strategy_options = [
                       "differ)."),
     click.option("--repeat", type=click.IntRange(1), default=3, show_default=True,
                  help="Timed runs per strategy (after two warm-up runs)."),
+    click.option("--min-run-seconds", type=click.FloatRange(0), default=0.0, show_default=True,
+                 help="Run a query back to back within each timed run until the run lasts about this long "
+                      "(at most 20 times; seconds per execution are reported): averages out a short query's "
+                      "run-to-run noise. 0: once."),
     click.option("--joins", type=click.Choice(["both", "repartition", "broadcast"]), default="both",
                  show_default=True, help="Repartition joins only (the paper's setting), broadcast allowed, or both."),
     click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
@@ -153,14 +158,14 @@ def with_strategy_options(fn):
 @with_strategy_options
 @planning_options
 @click.pass_context
-def bench_tpch(ctx, scale_factor, queries, strategies, repeat, joins, out_dir, settings: Settings):
+def bench_tpch(ctx, scale_factor, queries, strategies, repeat, min_run_seconds, joins, out_dir, settings: Settings):
     """TPC-H under each information passing strategy and spark.sql: time, shuffle, pruning; rows checked equal."""
     run_tpch_bench(home_dir(ctx), scale_factor, queries, strategies, repeat, joins, out_dir, settings,
-                   invocation(ctx))
+                   invocation(ctx), min_run_seconds)
 
 
 def run_tpch_bench(home: Path, scale_factor: float, queries: str, strategies: str, repeat: int, joins: str,
-                   out_dir: Path | None, settings: Settings, command: str):
+                   out_dir: Path | None, settings: Settings, command: str, min_run_seconds: float = 0.0):
     from aipq.tpch.strategy_bench import tpch_workload
 
     numbers = _numbers(queries, "--queries")
@@ -171,10 +176,11 @@ def run_tpch_bench(home: Path, scale_factor: float, queries: str, strategies: st
     with Console(stderr=True).status(f"preparing TPC-H SF {scale_factor:g}…"):
         app.generate_tpch(home, settings, scale_factor, "default")
     thresholds = _thresholds(joins, settings)
-    results = _run_strategies(home, tpch_workload(numbers), chosen, thresholds, repeat, settings, "bench tpch")
+    results = _run_strategies(home, tpch_workload(numbers), chosen, thresholds, repeat, settings, "bench tpch",
+                              min_run_seconds)
     context = _context(f"TPC-H SF {scale_factor:g}: information passing strategies (median of {repeat})",
                        command, settings, home, scale_factor=scale_factor, repeat=repeat,
-                       warmup_rounds=_warmup_rounds())
+                       warmup_rounds=_warmup_rounds(), min_run_seconds=min_run_seconds)
     _finish(results, context, out_dir, synthetic=False)
     return results
 
@@ -189,14 +195,16 @@ def run_tpch_bench(home: Path, scale_factor: float, queries: str, strategies: st
 @with_strategy_options
 @planning_options
 @click.pass_context
-def bench_synthetic(ctx, ratios, rows, queries, strategies, repeat, joins, out_dir, settings: Settings):
+def bench_synthetic(ctx, ratios, rows, queries, strategies, repeat, min_run_seconds, joins, out_dir,
+                    settings: Settings):
     """The paper's synthetic reference-ratio benchmark (its Figs. 7–8) under each strategy."""
     run_synthetic_bench(home_dir(ctx), ratios, rows, queries, strategies, repeat, joins, out_dir, settings,
-                        invocation(ctx))
+                        invocation(ctx), min_run_seconds)
 
 
 def run_synthetic_bench(home: Path, ratios: str, rows: int, queries: str, strategies: str, repeat: int,
-                        joins: str, out_dir: Path | None, settings: Settings, command: str):
+                        joins: str, out_dir: Path | None, settings: Settings, command: str,
+                        min_run_seconds: float = 0.0):
     from aipq.tpch import synthetic
     from aipq.tpch.strategy_bench import BenchQuery
 
@@ -213,10 +221,11 @@ def run_synthetic_bench(home: Path, ratios: str, rows: int, queries: str, strate
     workload = [BenchQuery(f"{name} @ {ratio:g}", synthetic.query_text(name, ratio), ratio)
                 for name in names for ratio in values]
     thresholds = _thresholds(joins, settings)
-    results = _run_strategies(home, workload, chosen, thresholds, repeat, settings, "bench synthetic")
+    results = _run_strategies(home, workload, chosen, thresholds, repeat, settings, "bench synthetic",
+                              min_run_seconds)
     context = _context(f"Synthetic reference ratios, {rows:,} rows per table (median of {repeat})",
                        command, settings, home, rows=rows, ratios=values, repeat=repeat,
-                       warmup_rounds=_warmup_rounds())
+                       warmup_rounds=_warmup_rounds(), min_run_seconds=min_run_seconds)
     _finish(results, context, out_dir, synthetic=True)
     return results
 
@@ -334,7 +343,7 @@ def run_decision_bench(home: Path, scale_factor: float, queries: str, repeat: in
 @with_strategy_options
 @planning_options
 @click.pass_context
-def bench_all(ctx, scale_factor, queries, ratios, rows, doc, only, strategies, repeat, joins, out_dir,
+def bench_all(ctx, scale_factor, queries, ratios, rows, doc, only, strategies, repeat, min_run_seconds, joins, out_dir,
               settings: Settings):
     """Every benchmark behind docs/benchmarks.md: TPC-H strategies, synthetic ratios, statistics cost and (with
     adaptive among the strategies) decision accuracy, with plots next to the document."""
@@ -347,10 +356,11 @@ def bench_all(ctx, scale_factor, queries, ratios, rows, doc, only, strategies, r
         raise BadInputError(f"--only: unknown benchmark(s) {', '.join(unknown)}",
                             hint=f"choose from {', '.join(ALL_PARTS)}")
     if "tpch" in chosen:
-        run_tpch_bench(home, scale_factor, queries, strategies, repeat, joins, out_dir / "tpch", settings, command)
+        run_tpch_bench(home, scale_factor, queries, strategies, repeat, joins, out_dir / "tpch", settings, command,
+                       min_run_seconds)
     if "synthetic" in chosen:
         run_synthetic_bench(home, ratios, rows, "query1,query2", strategies, repeat, joins, out_dir / "synthetic",
-                            settings, command)
+                            settings, command, min_run_seconds)
     if "stats" in chosen:
         run_stats_bench(home, scale_factor, "3,5,9,10", "8,10,12,14", repeat, out_dir / "stats", settings, command)
     if "decisions" in chosen and "adaptive" in strategies:

@@ -9,7 +9,10 @@ second the first reversed, with ``off`` in the middle, so that no strategy alway
 garbage collection in the driver before each run was tried and dropped: in that run every strategy ran up to 50%
 slower, with bimodal times.) A round during which the hypervisor took more than 5% of the machine's CPU time
 from one of its runs runs again, whole (``aipq.tpch.steal``). Every run's rows are compared with the first
-strategy's; a difference fails the benchmark, naming the query and strategy. ``spark`` hands the whole query to
+strategy's; a difference fails the benchmark, naming the query and strategy. With ``--min-run-seconds``, a query
+shorter than that runs back to back within each timed run, the same number of times for every strategy, and
+the run reports seconds per execution: a second-long query's run-to-run spread on this machine (5-9%) is more
+than the 3% a verdict needs. ``spark`` hands the whole query to
 ``spark.sql`` with Spark's own defaults (AQE, its runtime Bloom filter, dynamic partition pruning)."""
 
 from __future__ import annotations
@@ -46,6 +49,9 @@ OFF_AGAIN = "off-again"
 # the ten SF 1 runs in docs/bench up to c24f63a (by 0.6-2.4% over the other two): the JVM was still compiling the
 # query's generated classes, and a trend within a round favours the series that run late in it.
 WARMUP_ROUNDS = 2
+
+# The most executions one timed run repeats a short query (``--min-run-seconds``).
+MAX_EXECUTIONS = 20
 
 # Series that build no summary: pruning efficiency says nothing of them.
 WITHOUT_SUMMARIES = ("off", SPARK, OFF_AGAIN)
@@ -86,6 +92,7 @@ class Measurement:
     statistics_seconds: float = 0.0  # piggybacked statistics: sketches merged and stored after the stages
     detail: dict | None = None  # aipq: per stage figures, summaries and probes
     steal_seconds: float = 0.0  # CPU time the hypervisor took from the machine meanwhile (all CPUs)
+    executions: int = 1  # back-to-back executions the run timed; ``seconds`` is their mean
 
 
 @dataclass
@@ -136,32 +143,41 @@ class QueryRunner:
         self.last_record: RunRecord | None = None
         self.last_dag: StageDag | None = None
 
-    def aipq(self, text: str, settings: Settings, strategy: Strategy | None = None) -> tuple[Measurement, list]:
+    def aipq(self, text: str, settings: Settings, strategy: Strategy | None = None,
+             executions: int = 1) -> tuple[Measurement, list]:
+        """One timed run: the query planned once (planning is not timed) and executed ``executions`` times back
+        to back; the figures but the time are the first execution's."""
         planning = time.perf_counter()
         dag = plan_query(text, self.catalog, settings).dag
         self.last_dag = dag
         planning_seconds = time.perf_counter() - planning
         stolen = steal_seconds()
         started = time.perf_counter()
-        collector = collector_for(self.spark, dag, self.home, settings, "aipq bench")
-        record: RunRecord = run_dag(self.spark, dag, settings, self.home, statistics=collector, ip_strategy=strategy)
-        self.last_record = record
-        seconds = time.perf_counter() - started
+        records: list[RunRecord] = []
+        for _ in range(executions):
+            collector = collector_for(self.spark, dag, self.home, settings, "aipq bench")
+            records.append(run_dag(self.spark, dag, settings, self.home, statistics=collector,
+                                   ip_strategy=strategy))
+        seconds = (time.perf_counter() - started) / executions
         stolen = steal_seconds() - stolen
+        record = records[0]
+        self.last_record = record
         rows = self.spark.read.parquet(str(record.result_path)).collect()
-        remove_work_dir(record)
+        for done in records:
+            remove_work_dir(done)
         measurement = Measurement(
             seconds, sum(m.shuffle.shuffle_write_bytes for m in record.stages),
             sum(m.shuffle.shuffle_write_records for m in record.stages), planning_seconds=planning_seconds,
             decision_seconds=sum(m.decision_seconds for m in record.stages),
-            statistics_seconds=record.statistics_seconds, detail=run_dict(record), steal_seconds=stolen)
+            statistics_seconds=record.statistics_seconds, detail=run_dict(record), steal_seconds=stolen,
+            executions=executions)
         return measurement, rows
 
-    def spark_sql(self, text: str, settings: Settings) -> tuple[Measurement, list]:
+    def spark_sql(self, text: str, settings: Settings, executions: int = 1) -> tuple[Measurement, list]:
         from aipq.engine.jvm import job_group_figures
 
         sql = spark_sql_text(text, settings.dialect)
-        target = self.scratch / f"spark-{time.monotonic_ns()}"
+        targets = [self.scratch / f"spark-{time.monotonic_ns()}-{n}" for n in range(executions)]
         conf = {"spark.sql.autoBroadcastJoinThreshold": str(settings.broadcast_threshold or -1),
                 "spark.sql.adaptive.enabled": "true",
                 "spark.sql.optimizer.runtime.bloomFilter.enabled": "true",
@@ -173,20 +189,35 @@ class QueryRunner:
             with sql_conf(self.spark, conf):
                 stolen = steal_seconds()
                 started = time.perf_counter()
-                self.spark.sql(sql).write.parquet(str(target))
-                seconds = time.perf_counter() - started
+                for target in targets:
+                    self.spark.sql(sql).write.parquet(str(target))
+                seconds = (time.perf_counter() - started) / executions
                 stolen = steal_seconds() - stolen
         finally:
             sc.setLocalProperty("spark.jobGroup.id", None)
         figures = job_group_figures(self.spark, group)
-        rows = self.spark.read.parquet(str(target)).collect()
-        shutil.rmtree(target, ignore_errors=True)
-        return Measurement(seconds, figures.shuffle_write_bytes, figures.shuffle_write_records,
-                           steal_seconds=stolen), rows
+        rows = self.spark.read.parquet(str(targets[0])).collect()
+        for target in targets:
+            shutil.rmtree(target, ignore_errors=True)
+        return Measurement(seconds, figures.shuffle_write_bytes // executions,
+                           figures.shuffle_write_records // executions, steal_seconds=stolen,
+                           executions=executions), rows
+
+
+def executions_for(min_run_seconds: float, seconds: float) -> int:
+    """How many back-to-back executions make a timed run of a query that takes ``seconds`` last about
+    ``min_run_seconds`` (1 when that is 0)."""
+    if min_run_seconds <= 0 or seconds <= 0:
+        return 1
+    return max(1, min(MAX_EXECUTIONS, math.ceil(min_run_seconds / seconds - 0.25)))
 
 
 def compare_strategies(home: Path, workload: list[BenchQuery], strategies: list[str], thresholds: list[int],
-                       repeat: int, base: Settings, progress=None) -> list[StrategyResult]:
+                       repeat: int, base: Settings, progress=None,
+                       min_run_seconds: float = 0.0) -> list[StrategyResult]:
+    """Each query and join setting under every strategy (see the module's description). With
+    ``min_run_seconds``, each timed run executes the query back to back as often as the last warm-up round's
+    median says it takes to last that long, the same count for every strategy of the query and setting."""
     spark, catalog, scratch = bench_session(home, base)
     runner = QueryRunner(spark, home, catalog, scratch)
     results: list[StrategyResult] = []
@@ -201,8 +232,11 @@ def compare_strategies(home: Path, workload: list[BenchQuery], strategies: list[
                     by_strategy[strategy] = (StrategyResult(query.label, strategy, threshold, stages, query.ratio),
                                              settings)
                 one_round = partial(_run_round, runner, query.label, text, list(by_strategy.values()), [], progress)
+                warmup: list = []
                 for _ in range(WARMUP_ROUNDS):
-                    one_round(0, round_number=0)
+                    warmup = one_round(0, round_number=0)
+                typical = statistics.median(m.seconds for _, m in warmup) if warmup else 0.0
+                one_round = partial(one_round, executions=executions_for(min_run_seconds, typical))
                 for round_number in range(1, repeat + 1):
                     kept, discarded = undisturbed_round(partial(one_round, round_number=round_number))
                     for result, measurement in kept:
@@ -218,14 +252,17 @@ def compare_strategies(home: Path, workload: list[BenchQuery], strategies: list[
 
 
 def _run_round(runner: QueryRunner, label: str, text: str, order: list[tuple[StrategyResult, Settings]],
-               expected: list, progress, attempt: int, round_number: int) -> list[tuple[StrategyResult, Measurement]]:
+               expected: list, progress, attempt: int, round_number: int,
+               executions: int = 1) -> list[tuple[StrategyResult, Measurement]]:
     """One run of each strategy, in the round's order (``round_order``, ``off`` as the baseline), each run's rows
     checked against the first run's; progress is told on a round's first attempt only."""
     runs = []
     names = [result.strategy for result, _ in order]
     for result, settings in round_order(order, round_number, names.index("off") if "off" in names else 0):
-        run = runner.spark_sql if result.strategy == SPARK else runner.aipq
-        measurement, rows = run(text, settings)
+        if result.strategy == SPARK:
+            measurement, rows = runner.spark_sql(text, settings, executions)
+        else:
+            measurement, rows = runner.aipq(text, settings, executions=executions)
         _check_rows(label, result.strategy, rows, expected)
         runs.append((result, measurement))
         if progress and attempt == 0:
