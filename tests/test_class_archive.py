@@ -88,10 +88,11 @@ def test_first_command_builds_the_archive_and_the_next_loads_spark_from_it(home,
     first = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
     assert first.returncode == 0, first.stderr
     final = class_archive.archive_path(class_archive.driver_memory())
+    lock = final.with_suffix(".lock")
     started = time.time()
-    while not final.exists() and time.time() - started < 600:
-        if time.time() - started > 10 and not final.with_suffix(".lock").exists():
-            break  # the builder has ended without an archive
+    while time.time() - started < 600:
+        if time.time() - started > 10 and not lock.exists():
+            break  # the builder has ended (it moves the archive into place, then lets go of the lock)
         time.sleep(2)
     assert final.exists(), f"no archive built in {cache}: {sorted(p.name for p in cache.iterdir())}"
     assert sorted(p.name for p in cache.iterdir()) == [final.name], "no lock, part file or other archive left"
