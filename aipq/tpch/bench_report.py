@@ -109,6 +109,12 @@ def markdown_report(context: BenchContext, results: list[StrategyResult], plots:
     reruns = {(r.query, r.broadcast_threshold): r.rerun_rounds for r in results}  # a round reruns every strategy
     lines.append("- " + steal_line(sum(reruns.values()), sum(m.steal_seconds for r in results for m in r.runs),
                                    sum(len(r.runs) for r in results)))
+    batched = {(r.query, joins_label(r.broadcast_threshold)): r.runs[0].executions for r in results
+               if r.runs and r.runs[0].executions > 1}
+    if batched:
+        lines.append("- Executions back to back in each timed run (`--min-run-seconds`; seconds are per "
+                     "execution, the same count for every strategy): "
+                     + ", ".join(f"{query} {joins} ×{count}" for (query, joins), count in batched.items()))
     lines += ["", *[f"![{name}]({name})" for name in plots], ""]
     return "\n".join(lines)
 
