@@ -87,15 +87,15 @@ def test_first_command_builds_the_archive_and_the_next_loads_spark_from_it(home,
                "select n_name from nation where n_nationkey = 7"]
     first = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
     assert first.returncode == 0, first.stderr
-    final = class_archive.archive_path(class_archive.driver_memory())
-    lock = final.with_suffix(".lock")
+    # the key is the command's own (its aipq JAR may be another copy than this process imported, as when CI
+    # installs the package and `python -m` runs the checkout)
     started = time.time()
     while time.time() - started < 600:
-        if time.time() - started > 10 and not lock.exists():
+        if time.time() - started > 10 and not list(cache.glob("*.lock")):
             break  # the builder has ended (it moves the archive into place, then lets go of the lock)
         time.sleep(2)
-    assert final.exists(), f"no archive built in {cache}: {sorted(p.name for p in cache.iterdir())}"
-    assert sorted(p.name for p in cache.iterdir()) == [final.name], "no lock, part file or other archive left"
+    left = sorted(p.name for p in cache.iterdir()) if cache.exists() else []
+    assert len(left) == 1 and left[0].endswith(".jsa"), f"one archive, no lock or part file left: {left}"
 
     logs = tmp_path / "class-load"
     logs.mkdir()
