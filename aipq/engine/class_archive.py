@@ -2,7 +2,8 @@
 
 Each ``aipq run`` starts a new JVM, which loads about 20,000 classes before the query's first task. A dynamic CDS
 archive (JDK 13+) holds them parsed and verified, mapped into memory at the next start: on this machine a cold
-``aipq run tpch:3`` took 15.4 s with it against 20.3 s without (docs/spark-notes.md, "A cold aipq run").
+``aipq run tpch:3`` at SF 1 took 14.0 s with it against 19.2 s without, medians of 5 interleaved runs
+(docs/spark-notes.md, "A cold aipq run").
 
 Java 17 cannot make the archive by itself (``-XX:+AutoCreateSharedArchive`` came in 19), and a JVM that records
 one runs slower and then takes about 12 s to write it at exit, so no user command records it:
@@ -17,7 +18,7 @@ one runs slower and then takes about 12 s to write it at exit, so no user comman
 
 The archive is keyed to the Java binary, the PySpark installation, aipq's JAR and the driver memory, so that an
 upgrade makes a new archive instead of silently not using the old one; the builder removes archives of other keys.
-It lives in ``$AIPQ_CACHE_DIR``, else ``$XDG_CACHE_HOME/aipq``, else ``~/.cache/aipq`` (about 170 MB).
+It lives in ``$AIPQ_CACHE_DIR``, else ``$XDG_CACHE_HOME/aipq``, else ``~/.cache/aipq`` (160–190 MB).
 ``AIPQ_CLASS_ARCHIVE=off`` turns it off. A user's own ``spark.driver.extraJavaOptions`` or ``spark.jars`` turn it
 off too: the first replaces aipq's JVM options, the second changes what the JVM loads.
 """
