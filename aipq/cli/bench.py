@@ -136,7 +136,7 @@ strategy_options = [
                  help="Timed runs per strategy (after two warm-up runs)."),
     click.option("--min-run-seconds", type=click.FloatRange(0), default=0.0, show_default=True,
                  help="Run a query back to back within each timed run until the run lasts about this long "
-                      "(at most 20 times; seconds per execution are reported): averages out a short query's "
+                      "(at most 20 times; seconds per execution are reported), to average out a short query's "
                       "run-to-run noise. 0: once."),
     click.option("--joins", type=click.Choice(["both", "repartition", "broadcast"]), default="both",
                  show_default=True, help="Repartition joins only (the paper's setting), broadcast allowed, or both."),

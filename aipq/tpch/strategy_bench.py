@@ -11,9 +11,10 @@ slower, with bimodal times.) A round during which the hypervisor took more than 
 from one of its runs runs again, whole (``aipq.tpch.steal``). Every run's rows are compared with the first
 strategy's; a difference fails the benchmark, naming the query and strategy. With ``--min-run-seconds``, a query
 shorter than that runs back to back within each timed run, the same number of times for every strategy, and
-the run reports seconds per execution: a second-long query's run-to-run spread on this machine (5-9%) is more
-than the 3% a verdict needs. ``spark`` hands the whole query to
-``spark.sql`` with Spark's own defaults (AQE, its runtime Bloom filter, dynamic partition pruning)."""
+the run reports seconds per execution, meant to average out a second-long query's run-to-run spread on this
+machine (5-9%, more than the 3% a verdict needs; docs/benchmarks.md has how far it did). ``spark`` hands the
+whole query to ``spark.sql`` with Spark's own defaults (AQE, its runtime Bloom filter, dynamic partition
+pruning)."""
 
 from __future__ import annotations
 
