@@ -20,8 +20,8 @@ class SettingAlias:
     knob: str  # the Settings field it sets
     expects: str  # what a valid value looks like, for the error message
     parse: Callable[[str, object], object | None]  # (value, the knob's current value) → new value, None if bad
-    # other knobs the same value sets: (the Settings field, its value as a function of the parsed value)
-    also: tuple[tuple[str, Callable[[object], object]], ...] = ()
+    # other knobs the same setting sets: (the Settings field, its value from the setting's valid value text)
+    also: tuple[tuple[str, Callable[[str], object]], ...] = ()
 
     @property
     def knobs(self) -> tuple[str, ...]:
@@ -58,10 +58,10 @@ _REDUCE_TASKS = SettingAlias("shuffle_partitions", "a positive number", _positiv
 
 
 def _fixed_reduce_tasks(text: str, current: object) -> int | None:
-    """Hive's mapred.reduce.tasks: a count, or -1 (its default) for Hive to size each job itself."""
-    text = text.strip()
-    if text == "-1":
-        return -1
+    """Hive's mapred.reduce.tasks: a count, or -1 (its default) for Hive to size each job itself, which keeps
+    the count in force as the most a stage runs."""
+    if text.strip() == "-1":
+        return current if isinstance(current, int) else None
     return _positive_count(text, current)
 
 
@@ -69,7 +69,7 @@ def _fixed_reduce_tasks(text: str, current: object) -> int | None:
 # bytes per task, up to the count in force.
 _HIVE_REDUCE_TASKS = SettingAlias(
     "shuffle_partitions", "a positive number, or -1 to size each stage by its input", _fixed_reduce_tasks,
-    also=(("reducer_bytes", lambda count: 0 if count != -1 else DEFAULT_REDUCER_BYTES),))
+    also=(("reducer_bytes", lambda text: DEFAULT_REDUCER_BYTES if text.strip() == "-1" else 0),))
 
 ALIASES: dict[str, SettingAlias] = {
     "spark.sql.shuffle.partitions": _REDUCE_TASKS,
@@ -96,7 +96,4 @@ def apply_alias(settings: Settings, key: str, value: str) -> Settings:
     parsed = alias.parse(value, getattr(settings, alias.knob))
     if parsed is None:
         raise ValueError(f"{key} must be {alias.expects}, not {value!r}")
-    values = {knob: follow(parsed) for knob, follow in alias.also}
-    if parsed != -1:  # -1 leaves the knob itself as it was
-        values[alias.knob] = parsed
-    return replace(settings, **values)
+    return replace(settings, **{alias.knob: parsed, **{knob: follow(value) for knob, follow in alias.also}})
