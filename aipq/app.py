@@ -7,12 +7,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from aipq.catalog import FORMATS, Catalog, TableEntry, split_name
-from aipq.config import Settings
+from aipq.config import Settings, home_writable
 from aipq.engine.edge_inputs import EdgeEstimator
-from aipq.engine.executor import RunRecord, StageListener, remove_work_dir, run_dag
+from aipq.engine.executor import RunRecord, StageListener, keep_work_dir, remove_work_dir, run_dag
 from aipq.engine.session import SparkCatalogLookup, get_session, read_schema
 from aipq.engine.statistics import collector_for
-from aipq.errors import BadInputError
+from aipq.errors import BadInputError, ExecutionError
 from aipq.estimator.parameters import load_calibration
 from aipq.planner.pipeline import PlannedQuery
 from aipq.planner.resolve import find_word
@@ -32,7 +32,13 @@ class SqlSource:
 
 
 def load_sql(source: str | None, inline: str | None) -> SqlSource:
-    """SQL from a file, ``-`` (stdin), ``tpch:N`` (a bundled TPC-H query) or ``--sql`` text."""
+    """SQL from a file, ``-`` (stdin), ``tpch:N`` (a bundled TPC-H query) or ``--sql`` text; a leading UTF-8
+    byte-order mark (as some Windows editors write) is dropped."""
+    found = _read_sql(source, inline)
+    return SqlSource(found.text.removeprefix("\ufeff"), found.name)
+
+
+def _read_sql(source: str | None, inline: str | None) -> SqlSource:
     if inline is not None:
         if source is not None:
             raise BadInputError("give either a FILE or --sql, not both")
@@ -76,18 +82,26 @@ class QueryRun:
     def close(self) -> None:
         remove_work_dir(self.record)
 
+    def keep(self) -> None:
+        keep_work_dir(self.record)
+
+
+def uses_statistics(home: Path, settings: Settings) -> bool:
+    """Statistics are read and stored unless turned off or the home is read-only."""
+    return settings.statistics != "off" and home_writable(home)
+
 
 def planning_estimator(dag: StageDag, home: Path, settings: Settings) -> EdgeEstimator | None:
     """For explain without running: strategy ``adaptive``'s estimator over what is known before the run."""
     if settings.ip != "adaptive":
         return None
-    repository = StatsRepository(home) if settings.statistics != "off" else None
+    repository = StatsRepository(home) if uses_statistics(home, settings) else None
     return EdgeEstimator(dag, settings, repository, load_calibration(home))
 
 
 def known_stage_sizes(dag: StageDag, home: Path, settings: Settings) -> dict[int, dict]:
     """Per stage, the output size an earlier query with the same subplan recorded (explain shows it)."""
-    if settings.statistics == "off":
+    if not uses_statistics(home, settings):
         return {}
     repository = StatsRepository(home)
     known = {}
@@ -100,7 +114,7 @@ def known_stage_sizes(dag: StageDag, home: Path, settings: Settings) -> dict[int
 
 def statistics_plan(dag: StageDag, home: Path, settings: Settings) -> list[dict]:
     """For explain: per input table, the statistics a run would collect and those already known."""
-    if settings.statistics == "off":
+    if not uses_statistics(home, settings):
         return []
     needs = plan_statistics(dag, StatsRepository(home), settings.stats_columns)
     if settings.statistics == "recollect":
@@ -109,9 +123,24 @@ def statistics_plan(dag: StageDag, home: Path, settings: Settings) -> list[dict]
     return [need.as_dict() for need in needs]
 
 
+def check_table_data(dag: StageDag) -> None:
+    """Every local table the query reads still has its data (a data fault, exit 1, before Spark starts)."""
+    for stage in dag.stages:
+        for node in stage.plan.walk():
+            table = getattr(node, "table", None)
+            path = getattr(table, "path", "")
+            if table is None or table.source != "aipq" or ("://" in path and not path.startswith("file:")):
+                continue
+            local = Path(path.removeprefix("file:"))
+            if not local.exists():
+                raise ExecutionError(f"the data of table {table.qualified_name} is gone: no file or folder {local}",
+                                     hint="restore it, or register the table again with `aipq table add`")
+
+
 def execute(planned: PlannedQuery, home: Path, settings: Settings,
             listener: StageListener | None = None, analyze: bool = False) -> QueryRun:
     """Run a planned query; Spark starts here, so bad SQL fails in planning without paying for a JVM."""
+    check_table_data(planned.dag)
     spark = get_session(settings, home)
     collector = collector_for(spark, planned.dag, home, settings, planned.source_name or "query")
     try:
@@ -134,10 +163,12 @@ def add_table(home: Path, settings: Settings, name: str, path: str, fmt: str) ->
     location = path if "://" in path else str(Path(path).expanduser().resolve())
     if "://" not in path and not Path(location).exists():
         raise BadInputError(f"no data at {path}")
+    catalog = Catalog(home)
+    catalog.check_writable()  # before Spark starts
     spark = get_session(settings, home)
     columns = read_schema(spark, location, fmt)
     entry = TableEntry(database, table, location, fmt, columns)
-    replaced = Catalog(home).register(entry)
+    replaced = catalog.register(entry)
     return entry, replaced
 
 

@@ -13,6 +13,7 @@ paths and formats.
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import time
 from collections.abc import Iterator
@@ -69,6 +70,11 @@ class Catalog:
         self.home.mkdir(parents=True, exist_ok=True)
         self.path = self.home / "catalog.db"
         self.fallbacks = fallbacks
+        # a read-only home (or catalog file) still answers lookups; registering then says why it cannot
+        self.read_only = not os.access(self.home, os.W_OK) or (self.path.exists()
+                                                                and not os.access(self.path, os.W_OK))
+        if self.read_only:
+            return
         with self._connect() as con:
             con.execute(
                 "CREATE TABLE IF NOT EXISTS tables (database TEXT NOT NULL, name TEXT NOT NULL, path TEXT NOT NULL,"
@@ -76,11 +82,30 @@ class Catalog:
                 " PRIMARY KEY (database, name))"
             )
 
+    def check_writable(self) -> None:
+        if self.read_only:
+            raise BadInputError(f"the catalog {self.path} is read-only, so tables cannot be registered or dropped",
+                                hint="make the aipq home writable, or use another --home")
+
     @contextmanager
-    def _connect(self) -> Iterator[sqlite3.Connection]:
+    def _connect(self, write: bool = False) -> Iterator[sqlite3.Connection]:
+        if write:
+            self.check_writable()
         try:
-            con = sqlite3.connect(self.path, timeout=30)
-            con.execute("PRAGMA journal_mode=WAL")
+            if self.read_only:
+                con = sqlite3.connect(f"{self.path.absolute().as_uri()}?mode=ro&immutable=1", uri=True, timeout=30)
+            else:
+                con = sqlite3.connect(self.path, timeout=30)
+                con.execute("PRAGMA journal_mode=WAL")
+            con.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        except sqlite3.OperationalError as exc:
+            if self.read_only and not self.path.exists():
+                con = sqlite3.connect(":memory:")  # a read-only home with no catalog yet: no tables
+                con.execute("CREATE TABLE tables (database TEXT, name TEXT, path TEXT, format TEXT, columns TEXT,"
+                            " options TEXT, registered_at REAL)")
+            else:
+                raise BadInputError(f"cannot open the catalog {self.path}: {exc}",
+                                    hint="check the permissions of the aipq home and of catalog.db") from exc
         except sqlite3.DatabaseError as exc:
             raise BadInputError(
                 f"the catalog {self.path} is not a readable SQLite database ({exc})",
@@ -89,6 +114,11 @@ class Catalog:
         try:
             with con:
                 yield con
+        except sqlite3.OperationalError as exc:
+            if "readonly" in str(exc):
+                raise BadInputError(f"the catalog {self.path} is read-only: {exc}",
+                                    hint="make the aipq home writable, or use another --home") from exc
+            raise
         finally:
             con.close()
 
@@ -97,7 +127,7 @@ class Catalog:
 
     def register(self, entry: TableEntry) -> bool:
         """Add or replace a registration; returns True when it replaced an existing one."""
-        with self._connect() as con:
+        with self._connect(write=True) as con:
             existed = con.execute(
                 "SELECT 1 FROM tables WHERE database=? AND name=?", (entry.database, entry.name)
             ).fetchone()
@@ -110,7 +140,7 @@ class Catalog:
 
     def drop(self, name: str) -> bool:
         database, table = split_name(name)
-        with self._connect() as con:
+        with self._connect(write=True) as con:
             cur = con.execute("DELETE FROM tables WHERE database=? AND name=?", (database, table))
         return cur.rowcount > 0
 

@@ -34,6 +34,12 @@ def size_bytes(text: str) -> int | None:
     return int(float(match.group(1)) * factor)
 
 
+def home_writable(home: Path) -> bool:
+    """Whether aipq may write in its home (a read-only home still serves explain, table list and runs without
+    statistics)."""
+    return os.access(home, os.W_OK | os.X_OK)
+
+
 def default_home() -> Path:
     """The aipq home: ``$AIPQ_HOME`` if set, else ``~/.aipq``."""
     env = os.environ.get("AIPQ_HOME")
@@ -82,6 +88,8 @@ KNOBS: tuple[Knob, ...] = (
          "only, as in the paper."),
     Knob("stats_lg_k", 12, "HyperLogLog precision: log2 of the sketch's buckets (4–21); the relative standard "
          "error is 1.04/sqrt(2^lg_k), 1.6 % at 12 (Spark's default)."),
+    Knob("cartesian", "refuse", "A join with no condition between two inputs not known to be small: 'refuse' it "
+         "at planning (Hive's hive.strict.checks.cartesian.product) or 'allow' it; CROSS JOIN is always allowed."),
     Knob("stats_columns", (), "More columns to collect statistics on, as COLUMN, TABLE.COLUMN or DB.TABLE.COLUMN "
          "(join keys and filter columns are always included)."),
 )
@@ -106,6 +114,7 @@ class Settings:
     scan_summaries: int = 64 * MB
     stats_lg_k: int = 12
     stats_columns: tuple[str, ...] = ()
+    cartesian: str = "refuse"
     spark_conf: dict[str, str] = field(default_factory=dict)
     master: str | None = None
 

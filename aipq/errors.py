@@ -7,6 +7,7 @@ Anything else is a bug and gets a traceback only under ``--debug``.
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 
 EXIT_RUNTIME = 1
@@ -79,3 +80,8 @@ class EnvironmentProblem(AipqError):
 
 class ExecutionError(AipqError):
     """A stage failed on Spark."""
+
+
+def warn(message: str) -> None:
+    """A problem that does not stop the command (e.g. statistics that could not be collected), on stderr."""
+    print(f"warning: {message}", file=sys.stderr, flush=True)

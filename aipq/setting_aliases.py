@@ -71,7 +71,20 @@ _HIVE_REDUCE_TASKS = SettingAlias(
     "shuffle_partitions", "a positive number, or -1 to size each stage by its input", _fixed_reduce_tasks,
     also=(("reducer_bytes", lambda text: DEFAULT_REDUCER_BYTES if text.strip() == "-1" else 0),))
 
+def _strict_cartesian(text: str, _current: object) -> str | None:
+    return {"true": "refuse", "false": "allow"}.get(text.strip().lower())
+
+
+def _hive_mapred_mode(text: str, _current: object) -> str | None:
+    return {"strict": "refuse", "nonstrict": "allow"}.get(text.strip().lower())
+
+
 ALIASES: dict[str, SettingAlias] = {
+    "hive.strict.checks.cartesian.product": SettingAlias("cartesian", "true or false", _strict_cartesian),
+    "hive.mapred.mode": SettingAlias("cartesian", "strict or nonstrict", _hive_mapred_mode),
+    "aipq.cartesian": SettingAlias("cartesian", "refuse or allow",
+                                   lambda text, _: text.strip().lower() if text.strip().lower() in (
+                                       "refuse", "allow") else None),
     "spark.sql.shuffle.partitions": _REDUCE_TASKS,
     "hive.exec.reducers.max": _REDUCE_TASKS,
     "mapred.reduce.tasks": _HIVE_REDUCE_TASKS,

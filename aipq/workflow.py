@@ -7,8 +7,10 @@ is planned again just before it runs, when the tables earlier statements wrote e
 
 from __future__ import annotations
 
+import fcntl
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -252,6 +254,30 @@ def run_workflow(workflow: Workflow, home: Path, settings: Settings, allow_overw
     return run
 
 
+@contextmanager
+def table_lock(home: Path, target: str) -> Iterator[None]:
+    """An exclusive lock on one table's commit across aipq processes (a file lock under ``<home>/locks``)."""
+    folder = Path(home) / "locks"
+    folder.mkdir(exist_ok=True)
+    with (folder / f"{target}.lock").open("a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _mode_now(write: WriteStep, existing: TableEntry | None, planner: _Planner) -> WriteStep:
+    """The write's mode against the catalog as it is now, under the table's lock: another process may have
+    created the table since this statement was planned."""
+    if write.mode != "create" or existing is None:
+        return write
+    if isinstance(write.statement, exp.Create) and write.statement.args.get("replace"):
+        return replace(write, mode="overwrite")  # CREATE OR REPLACE: replace what the other run created
+    raise ExecutionError(f"table {write.target} was created by another run while this statement ran",
+                         hint="rerun the statement; CREATE OR REPLACE TABLE replaces it")
+
+
 def _run_step(planner: _Planner, step: Step, home: Path, listener, run: WorkflowRun) -> StepOutcome:
     started = time.perf_counter()
     catalog = planner.view.base
@@ -273,15 +299,17 @@ def _run_step(planner: _Planner, step: Step, home: Path, listener, run: Workflow
         query_run = execute(planned_step.planned, home, settings, listener)
         try:
             database, name = split_name(write.target)
-            existing = catalog.lookup(write.target)
-            location = Path(existing.path) if existing is not None else managed_location(home, database, name)
-            publish(query_run.record.result_path, location, write.mode)
-            if write.mode == "create":
-                spark = get_session(settings, home)
-                options = ((CREATED_BY, planner.creator or "workflow"),)
-                catalog.register(TableEntry(database, name, str(location), "parquet",
-                                            read_schema(spark, str(location), "parquet"), options))
-                planner.view.changes.pop(write.target, None)
+            with table_lock(home, write.target):  # another aipq process may write the same table
+                existing = catalog.lookup(write.target)
+                write = _mode_now(write, existing, planner)
+                location = Path(existing.path) if existing is not None else managed_location(home, database, name)
+                publish(query_run.record.result_path, location, write.mode)
+                if write.mode == "create":
+                    spark = get_session(settings, home)
+                    options = ((CREATED_BY, planner.creator or "workflow"),)
+                    catalog.register(TableEntry(database, name, str(location), "parquet",
+                                                read_schema(spark, str(location), "parquet"), options))
+                    planner.view.changes.pop(write.target, None)
             rows = query_run.record.result_rows
         finally:
             query_run.close()

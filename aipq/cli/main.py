@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-import csv
+import contextlib
+import ctypes
 import json
 import sys
+import threading
 import traceback
 from pathlib import Path
 
@@ -27,8 +29,15 @@ from aipq.cli.stats import stats
 from aipq.config import Settings, default_home
 from aipq.engine.report import run_dict
 from aipq.engine.session import get_session
-from aipq.engine.sink import OUTPUT_FORMATS, head_rows, result_frame, write_output
-from aipq.errors import EXIT_RUNTIME, AipqError, BadInputError
+from aipq.engine.sink import (
+    OUTPUT_FORMATS,
+    check_output_target,
+    head_rows,
+    output_format,
+    stream_output,
+    write_output,
+)
+from aipq.errors import EXIT_BAD_INPUT, EXIT_RUNTIME, AipqError, BadInputError
 from aipq.planner.explain import explain_dict
 from aipq.tpch.queries import query_text
 
@@ -38,7 +47,13 @@ class AipqGroup(click.Group):
 
     def invoke(self, ctx: click.Context):
         try:
-            return super().invoke(ctx)
+            return call_with_deep_stack(ctx, lambda: super(AipqGroup, self).invoke(ctx))
+        except RecursionError:
+            if _debug(ctx):
+                traceback.print_exc()
+            click.echo("error: the SQL is nested too deeply for aipq (parentheses, subqueries or set operations)\n"
+                       "hint: split it into views or statements (CREATE TEMPORARY VIEW …)", err=True)
+            ctx.exit(EXIT_BAD_INPUT)
         except AipqError as error:
             if _debug(ctx):
                 traceback.print_exc()
@@ -55,6 +70,52 @@ class AipqGroup(click.Group):
             click.echo(f"internal error: {type(error).__name__}: {error}\n"
                        "hint: rerun with --debug for the traceback, and please report it", err=True)
             ctx.exit(EXIT_RUNTIME)
+
+
+# SQL is a tree, and sqlglot and the planner walk it recursively: a 500-term UNION ALL or a 60-deep nesting of
+# subqueries needs more than Python's default 1,000 frames. Commands run on a thread whose stack holds that.
+DEEP_STACK_BYTES = 512 * 1024 * 1024
+DEEP_RECURSION_LIMIT = 60_000
+
+
+def call_with_deep_stack(ctx: click.Context, body):
+    """``body()`` on a thread with a deep stack (Ctrl-C still stops it: its Spark jobs are cancelled)."""
+    outcome: dict = {}
+
+    def target() -> None:
+        with ctx:  # click's current context is per thread
+            try:
+                outcome["value"] = body()
+            except BaseException as error:  # noqa: BLE001 — re-raised on the caller's thread
+                outcome["error"] = error
+
+    sys.setrecursionlimit(max(sys.getrecursionlimit(), DEEP_RECURSION_LIMIT))
+    previous = threading.stack_size(DEEP_STACK_BYTES)
+    try:
+        worker = threading.Thread(target=target, name="aipq-command", daemon=True)
+        worker.start()
+    finally:
+        threading.stack_size(previous)
+    while worker.is_alive():
+        try:
+            worker.join(0.25)
+        except KeyboardInterrupt:
+            _interrupt(worker)
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome.get("value")
+
+
+def _interrupt(worker: threading.Thread) -> None:
+    """Ctrl-C on the main thread: raise KeyboardInterrupt in the command's thread and cancel its Spark jobs, so
+    that a thread waiting for Spark returns."""
+    ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(worker.ident), ctypes.py_object(KeyboardInterrupt))
+    from pyspark import SparkContext
+
+    context = SparkContext._active_spark_context
+    if context is not None:
+        with contextlib.suppress(Exception):
+            context.cancelAllJobs()
 
 
 def _debug(ctx: click.Context) -> bool:
@@ -76,10 +137,12 @@ def cli(ctx: click.Context, home: Path | None, debug: bool) -> None:
 @click.argument("source", required=False, metavar="FILE")
 @click.option("--sql", "inline", default=None, help="Query text instead of a FILE.")
 @planning_options
-@click.option("--format", "fmt", type=click.Choice(["table", *OUTPUT_FORMATS]), default="table",
-              show_default=True, help="Result format; csv/json go to stdout without --output.")
+@click.option("--format", "fmt", type=click.Choice(["table", *OUTPUT_FORMATS]), default=None,
+              help="Result format: table (default on the terminal), csv or json (JSON lines) to stdout, or with "
+                   "--output the file's format (default: from its extension .csv, .json/.jsonl, .parquet).")
 @click.option("--output", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="Write the result to this file (atomically).")
+              help="Write the result to this file (atomically; an existing file only with --force).")
+@click.option("--force", is_flag=True, help="Let --output replace an existing file.")
 @click.option("--limit", "show_rows", type=click.IntRange(0), default=50, show_default=True,
               help="Rows shown with --format table.")
 @click.option("--keep-work", is_flag=True, help="Keep the stage outputs of this run under <home>/runs.")
@@ -88,17 +151,21 @@ def cli(ctx: click.Context, home: Path | None, debug: bool) -> None:
 @click.option("--quiet", is_flag=True, help="No per-stage summary.")
 @click.option("--analyze", is_flag=True, help="After the result, the stage tree with measured figures (stderr).")
 @click.pass_context
-def run(ctx, source, inline, settings: Settings, fmt, output, show_rows, keep_work, allow_overwrite, quiet,
-        analyze):
+def run(ctx, source, inline, settings: Settings, fmt, output, force, show_rows, keep_work, allow_overwrite,
+        quiet, analyze):
     """Run a query or a workflow of statements (FILE, '-' for stdin, or tpch:N) and show or write the rows of
     its last SELECT."""
     home = home_dir(ctx)
     sql = app.load_sql(source, inline)
     if fmt == "parquet" and output is None:
         raise BadInputError("--format parquet needs --output PATH")
-    if output is not None and fmt == "table":
-        fmt = output.suffix.lstrip(".").lower() if output.suffix.lstrip(".").lower() in OUTPUT_FORMATS else "csv"
+    if output is not None:
+        fmt = output_format(output, fmt)
+        output = check_output_target(output, force)
+    fmt = fmt or "table"
     planned = workflow.plan_workflow(sql, home, settings, allow_overwrite)
+    if output is not None and not any(isinstance(s.step, workflow.QueryStep) for s in planned.steps):
+        raise BadInputError("--output was given but the workflow has no SELECT whose rows could be written")
     err = Console(stderr=True)
 
     def report(outcome: workflow.StepOutcome) -> None:
@@ -127,28 +194,18 @@ def run(ctx, source, inline, settings: Settings, fmt, output, show_rows, keep_wo
             out.print(result_table(record.output_names, rows))
             out.print(result_caption(len(rows), record.result_rows), soft_wrap=True)
         else:
-            _print_rows(result, fmt)
+            sys.stdout.flush()
+            stream_output(result.spark, record.result_path, record.output_names, fmt, sys.stdout.buffer)
         if not quiet:
             err.print(run_summary(record))
         if analyze:
             err.print(explain_tree(analyzed_info(result, settings)))
     finally:
         if keep_work:
+            result.keep()
             err.print(f"stage outputs kept in {result.record.work_dir}")
         else:
             result.close()
-
-
-def _print_rows(result, fmt: str) -> None:
-    frame = result_frame(result.spark, result.record.result_path, result.record.output_names)
-    rows = [tuple(r) for r in frame.collect()]
-    if fmt == "csv":
-        writer = csv.writer(sys.stdout)
-        writer.writerow(frame.columns)
-        writer.writerows(rows)
-    else:
-        for row in rows:
-            click.echo(json.dumps(dict(zip(frame.columns, row)), default=str))
 
 
 @cli.command()

@@ -9,6 +9,7 @@ from pathlib import Path
 import click
 
 from aipq.config import DEFAULT_BETA_SECONDS, DEFAULT_REDUCER_BYTES, MB, Settings, size_bytes
+from aipq.errors import BadInputError
 from aipq.planner.ip import STRATEGIES
 from aipq.setting_aliases import alias_for, apply_alias
 
@@ -29,7 +30,15 @@ def _size(text: str, option: str) -> int:
 
 def home_dir(ctx: click.Context, local: Path | None = None) -> Path:
     home = (local.expanduser() if local else ctx.obj["home"])
-    home.mkdir(parents=True, exist_ok=True)
+    if home.exists() and not home.is_dir():
+        raise BadInputError(f"the aipq home {home} is a file, not a folder",
+                            hint="point --home or AIPQ_HOME at a folder (it is created if missing)")
+    if not home.exists():
+        try:
+            home.mkdir(parents=True)
+        except OSError as error:
+            raise BadInputError(f"cannot create the aipq home {home}: {error.strerror or error}",
+                                hint="point --home or AIPQ_HOME at a writable folder") from error
     return home
 
 
@@ -117,7 +126,9 @@ def _with_aliased_confs(settings: Settings) -> Settings:
         except ValueError as problem:
             raise click.BadParameter(str(problem), param_hint="--conf") from None
         for knob in alias.knobs:
-            option = _KNOB_OPTIONS[knob]
+            option = _KNOB_OPTIONS.get(knob)
+            if option is None:
+                continue
             given = context.get_parameter_source(option.lstrip("-").replace("-", "_"))
             if given == click.core.ParameterSource.COMMANDLINE and \
                     getattr(aliased, knob) != getattr(settings, knob):

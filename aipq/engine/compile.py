@@ -84,10 +84,10 @@ class StageCompiler:
             return self.compile(node.child).limit(node.count)
         if isinstance(node, Union):
             inputs = [self.compile(child).toDF(*node.names) for child in node.inputs]
-            result = inputs[0]
-            for other in inputs[1:]:
-                result = result.union(other)
-            return result
+            while len(inputs) > 1:  # pairwise, so that a 500-term UNION ALL is a plan 9 levels deep, not 500
+                inputs = [inputs[i].union(inputs[i + 1]) if i + 1 < len(inputs) else inputs[i]
+                          for i in range(0, len(inputs), 2)]
+            return inputs[0]
         raise TypeError(f"cannot compile {type(node).__name__}")
 
     def join(self, node: Join) -> DataFrame:

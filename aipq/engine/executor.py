@@ -4,8 +4,11 @@ directory and read back by its consumers (the paper's job plan, with each job's 
 from __future__ import annotations
 
 import contextlib
+import functools
+import os
 import re
 import shutil
+import tempfile
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -14,12 +17,12 @@ from pathlib import Path
 from pyspark.sql import Observation
 from pyspark.sql import functions as F
 
-from aipq.config import Settings
+from aipq.config import Settings, home_writable
 from aipq.engine import jvm
 from aipq.engine.compile import StageCompiler
 from aipq.engine.edge_inputs import EdgeEstimator, RunState
 from aipq.engine.jvm import ShuffleFigures, job_group_figures
-from aipq.engine.session import sql_conf, stage_sql_conf, table_rows, user_runtime_conf
+from aipq.engine.session import java_message, sql_conf, stage_sql_conf, table_rows, user_runtime_conf
 from aipq.engine.statistics import StatisticsCollector
 from aipq.engine.summaries import BuiltSummary, ProbeRecord, SummaryStore
 from aipq.errors import AipqError, BadInputError, ExecutionError
@@ -76,11 +79,75 @@ def _final_needs_order(stage: Stage) -> bool:
     return any(isinstance(n, Sort) for n in stage.plan.walk())
 
 
+def runs_dir(home: Path) -> Path:
+    """Where runs keep their stage outputs: ``<home>/runs``, or a folder under the system's temporary one when
+    the home is read-only."""
+    if home_writable(Path(home)):
+        return Path(home) / "runs"
+    return Path(tempfile.gettempdir()) / f"aipq-runs-{os.getuid()}"
+
+
 def new_work_dir(home: Path) -> tuple[str, Path]:
+    """A new run's work directory, marked with this process's id so that a later run can tell that a killed
+    run left it behind (``remove_stale_work_dirs``)."""
     run_id = time.strftime("%Y%m%d-%H%M%S") + "-" + uuid.uuid4().hex[:6]
-    work_dir = Path(home) / "runs" / run_id
+    root = runs_dir(home)
+    remove_stale_work_dirs(root)
+    work_dir = root / run_id
     work_dir.mkdir(parents=True)
+    (work_dir / OWNER_FILE).write_text(f"{os.getpid()} {_process_start(os.getpid())}\n")
     return run_id, work_dir
+
+
+OWNER_FILE = "_owner"
+
+
+def _process_start(pid: int) -> str:
+    """When process ``pid`` started (field 22 of /proc/PID/stat), so that a reused pid is not taken for the
+    owner; empty where /proc does not exist."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return ""
+    return stat.rsplit(")", 1)[-1].split()[19]
+
+
+KEPT_FILE = "_kept"
+
+
+def keep_work_dir(record: RunRecord) -> None:
+    """Mark a run's work directory as kept (``--keep-work``): stale-directory cleaning leaves it alone."""
+    (record.work_dir / KEPT_FILE).touch()
+
+
+def _owner_alive(work_dir: Path) -> bool:
+    if (work_dir / KEPT_FILE).exists():
+        return True
+    try:
+        pid_text, _, started = (work_dir / OWNER_FILE).read_text().strip().partition(" ")
+        pid = int(pid_text)
+    except (OSError, ValueError):
+        # no owner mark: a run of an older aipq, or one that just started; removed once it is a day old
+        try:
+            return time.time() - work_dir.stat().st_mtime < 86400
+        except OSError:
+            return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return not started or _process_start(pid) == started
+
+
+def remove_stale_work_dirs(root: Path) -> None:
+    """Remove the work directories of runs whose process is gone (killed runs leave theirs behind)."""
+    if not root.is_dir():
+        return
+    for work_dir in root.iterdir():
+        if work_dir.is_dir() and not _owner_alive(work_dir):
+            shutil.rmtree(work_dir, ignore_errors=True)
 
 
 
@@ -173,9 +240,19 @@ def _run_stages(spark, dag: StageDag, settings: Settings, compiler: StageCompile
             listener.stage_started(stage, index, len(dag.stages), group)
             tasks = reducers.reduce_tasks(settings, reducers.stage_input_bytes(stage, bytes_written.get), cores)
             with sql_conf(spark, {"spark.sql.shuffle.partitions": str(tasks)} if tasks != fixed_tasks else {}):
-                metrics = _run_stage(spark, compiler, store, stage, decisions, Path(paths[stage.id]), group,
-                                     is_final=stage is dag.final, statistics=statistics,
-                                     write=_output_is_read(stage, decisions, analyze))
+                run = functools.partial(_run_stage, spark, compiler, store, stage, decisions, Path(paths[stage.id]),
+                                        group, is_final=stage is dag.final,
+                                        write=_output_is_read(stage, decisions, analyze))
+                try:
+                    metrics = run(statistics=statistics)
+                except BadInputError:
+                    raise
+                except AipqError as error:
+                    if statistics is None or not statistics.observes(stage):
+                        raise
+                    statistics.disable(error.message)  # statistics never fail a query: run the stage without
+                    shutil.rmtree(paths[stage.id], ignore_errors=True)
+                    metrics = run(statistics=statistics)
             metrics.reduce_tasks = tasks
             bytes_written[stage.id] = metrics.bytes_written
             if analyze:
@@ -260,48 +337,33 @@ def spark_error(error: Exception, where: str) -> Exception:
     """A Spark failure as an aipq error: analysis errors are the query's fault (exit 2), others runtime (1)."""
     from pyspark.errors import AnalysisException
 
-    first = _spark_message(error)
+    first = java_message(error)
+    missing = _MISSING_FILE.search(first)
+    if missing or "FileNotFoundException" in first:
+        where_file = f" ({missing.group(1)})" if missing else ""
+        return ExecutionError(f"{where} failed: a data file of a table is gone{where_file}",
+                              hint="the table's files changed after it was registered: register it again with "
+                                   "`aipq table add`, or restore the files")
     if isinstance(error, AnalysisException):
         text = re.sub(r"(\s*SQLSTATE: \w+)?;?( line \d+ pos \d+;?)?\s*$", "", first)
         condition = getattr(error, "getCondition", lambda: None)() or ""
         hint = ANALYSIS_HINTS.get(condition.split(".")[0], "check the expressions of the query")
         error_out = BadInputError(f"invalid query ({where}): {text}", hint=hint)
-        routine = re.search(r"routine `([^`]+)`", text)
-        if routine:
-            error_out.missing_name = routine.group(1)
+        named = (re.search(r"routine `([^`]+)`", text) or re.search(r"`(\w+)` requires", text)
+                 or re.search(r'Cannot resolve "\(?(\w+)', text) or re.search(r"`(\w+)`", text))
+        if named:
+            error_out.missing_name = named.group(1)  # where the query names it: the error's position
         return error_out
     return ExecutionError(f"{where} failed on Spark: {first}", hint="rerun with --debug for the full trace")
 
+
+_MISSING_FILE = re.compile(r"(?:FILE_NOT_EXIST|PATH_NOT_FOUND|FileNotFoundException)\S*[^/]*?((?:file:)?/[^\s`'\"]+)")
 
 ANALYSIS_HINTS = {
     "UNRESOLVED_ROUTINE": "no function of that name in Spark SQL: https://spark.apache.org/docs/latest/api/sql/",
     "DATATYPE_MISMATCH": "check the types of the expressions involved (CAST converts between types)",
     "WRONG_NUM_ARGS": "check the number of arguments: https://spark.apache.org/docs/latest/api/sql/",
 }
-
-
-def _spark_message(error: Exception) -> str:
-    """The most telling line: Spark's error-class message from the Java cause chain when there is one (a
-    Py4J error's own text is only "An error occurred while calling o123.parquet")."""
-    messages = []
-    java = getattr(error, "java_exception", None)
-    seen = 0
-    while java is not None and seen < 20:
-        try:
-            text = java.getMessage()
-            java = java.getCause()
-        except Exception:  # the JVM side is gone
-            break
-        if text:
-            messages.append(str(text).strip().splitlines()[0])
-        seen += 1
-    classed = [m for m in messages if m.startswith("[")]
-    if classed:
-        return classed[-1]
-    if messages:
-        return messages[-1]
-    text = str(error).strip()
-    return text.splitlines()[0] if text else type(error).__name__
 
 
 def remove_work_dir(record: RunRecord) -> None:

@@ -159,15 +159,64 @@ def table_rows(spark, entry: TableEntry) -> int:
 
 
 def read_schema(spark, path: str, fmt: str, options: dict[str, str] | None = None) -> tuple[tuple[str, str], ...]:
-    """Column names and Spark SQL types of data at ``path``."""
-    probe = TableEntry("default", "probe", path, fmt, (), tuple((options or {}).items()))
+    """Column names and Spark SQL types of data at ``path``. Parquet files of one folder may differ in their
+    columns (a column added later): the schema is their union, and a file without a column reads it as NULL;
+    files whose types for one column cannot be reconciled are refused, named."""
+    read_options = {"mergeSchema": "true", **(options or {})} if fmt == "parquet" else dict(options or {})
+    probe = TableEntry("default", "probe", path, fmt, (), tuple(read_options.items()))
     try:
         schema = read_table(spark, probe).schema
     except Exception as error:  # Spark raises AnalysisException subclasses and Py4J errors here
-        first_line = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-        raise BadInputError(f"cannot read {fmt} data at {path}: {first_line}",
-                            hint="check the path and --format") from error
+        text = java_message(error)
+        if fmt == "parquet" and "merg" in text.lower():
+            raise BadInputError(f"the parquet files at {path} disagree on a column's type: {text}",
+                                hint=_disagreeing_files(spark, path)) from error
+        raise BadInputError(f"cannot read {fmt} data at {path}: {text}",
+                            hint="check the path and --format; a damaged file must be replaced") from error
     return tuple((f.name.lower(), f.dataType.simpleString()) for f in schema.fields)
+
+
+def _disagreeing_files(spark, path: str) -> str:
+    """Two files of ``path`` whose schemas differ, to name in the error."""
+    folder = Path(path)
+    files = sorted(p for p in folder.rglob("*.parquet") if not p.name.startswith((".", "_"))) if folder.is_dir() \
+        else []
+    first = None
+    for file in files:
+        try:
+            schema = spark.read.parquet(str(file)).schema.simpleString()
+        except Exception:  # noqa: BLE001 — a file that cannot be read is named as it is
+            return f"{file} cannot be read"
+        if first is None:
+            first = (file, schema)
+        elif schema != first[1]:
+            return f"{first[0].name} has {first[1]}, {file.name} has {schema}; rewrite one of them or register " \
+                   "them as separate tables"
+    return "rewrite the files with one schema, or register them as separate tables"
+
+
+def java_message(error: Exception) -> str:
+    """The most telling line of a Spark failure: Spark's error-class message from the Java cause chain when
+    there is one (a Py4J error's own text is only "An error occurred while calling o123.parquet")."""
+    messages = []
+    java = getattr(error, "java_exception", None)
+    seen = 0
+    while java is not None and seen < 20:
+        try:
+            text = java.getMessage()
+            java = java.getCause()
+        except Exception:  # noqa: BLE001 — the JVM side is gone
+            break
+        if text:
+            messages.append(str(text).strip().splitlines()[0])
+        seen += 1
+    classed = [m for m in messages if m.startswith("[")]
+    if classed:
+        return classed[-1]
+    if messages:
+        return messages[-1]
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__
 
 
 class SparkCatalogLookup:

@@ -1,16 +1,30 @@
 """Deliver a run's result: rows for display, or a file written to a temporary place and moved into place only
-when complete, so an interrupted run never leaves a half-written output."""
+when complete, so an interrupted run never leaves a half-written output.
+
+The file formats keep every value as it was:
+- CSV (RFC 4180): a header line, then one line per row; a field holding a comma, a quote, a line break or
+  leading or trailing spaces is quoted, with a quote inside written twice; NULL is an empty field and the empty
+  string ``""``. So a one-column row whose value is NULL is an empty line (DuckDB reads it back as NULL, Python's
+  ``csv`` as a row with no field). Values are Spark's text for their type (``CAST(x AS STRING)``: dates
+  ``2024-01-31``, timestamps ``2024-01-31 12:00:00.5``); binary values are hex and nested values JSON.
+- JSON lines: one object per row with every column, a NULL as ``null``.
+- Parquet: one file, the result's own types.
+"""
 
 from __future__ import annotations
 
+import csv
+import io
 import os
 import shutil
 import tempfile
 from pathlib import Path
+from typing import BinaryIO
 
 from aipq.errors import BadInputError
 
 OUTPUT_FORMATS = ("csv", "json", "parquet")
+EXTENSION_FORMATS = {".csv": "csv", ".json": "json", ".jsonl": "json", ".ndjson": "json", ".parquet": "parquet"}
 
 
 def unique_names(names: tuple[str, ...]) -> list[str]:
@@ -27,6 +41,39 @@ def unique_names(names: tuple[str, ...]) -> list[str]:
     return result
 
 
+def output_format(target: Path, given: str | None) -> str:
+    """The format of ``--output target``: ``--format`` when given, else the file's extension."""
+    if given is not None and given != "table":
+        return given
+    found = EXTENSION_FORMATS.get(target.suffix.lower())
+    if found is None:
+        raise BadInputError(f"cannot tell the format of --output {target} from its extension",
+                            hint="name it .csv, .json (JSON lines) or .parquet, or give --format csv|json|parquet")
+    return found
+
+
+def check_output_target(target: Path, force: bool) -> Path:
+    """Before the query runs: the output's folder exists and is writable, and an existing file is replaced only
+    with ``force``."""
+    target = Path(target).expanduser().absolute()
+    if target.is_dir():
+        raise BadInputError(f"--output {target} is a directory", hint="give a file path")
+    if not target.parent.is_dir():
+        raise BadInputError(f"the folder of --output ({target.parent}) does not exist")
+    if target.exists() or target.is_symlink():
+        if not force:
+            raise BadInputError(f"--output {target} exists", hint="add --force to replace it, or give a new name")
+        if not os.access(target, os.W_OK):
+            raise BadInputError(f"--output {target} is read-only", hint="make it writable, or give a new name")
+    try:
+        with tempfile.NamedTemporaryFile(prefix=f".{target.name}.", dir=target.parent):
+            pass
+    except OSError as error:
+        raise BadInputError(f"cannot write --output into {target.parent}: {error.strerror or error}",
+                            hint="choose a writable folder") from error
+    return target
+
+
 def result_frame(spark, result_path: Path, names: tuple[str, ...]):
     df = spark.read.parquet(str(result_path))
     return df.toDF(*unique_names(names))
@@ -37,27 +84,77 @@ def head_rows(spark, result_path: Path, names: tuple[str, ...], limit: int) -> l
     return [tuple(row) for row in rows]
 
 
+def _quote(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"
+
+
+def _csv_field_sql(name: str, data_type: str) -> str:
+    """Spark SQL for one column's CSV field, quoted as RFC 4180 asks."""
+    column = _quote(name)
+    if data_type == "binary":
+        text = f"hex({column})"
+    elif data_type.startswith(("array", "map", "struct")):
+        text = f"to_json({column})"
+    else:
+        text = f"CAST({column} AS STRING)"
+    return (f"CASE WHEN {column} IS NULL THEN '' WHEN {text} = '' THEN '\"\"' "
+            f"WHEN {text} RLIKE '[\",\\\\r\\\\n]|^\\\\s|\\\\s$' "
+            f"THEN concat('\"', replace({text}, '\"', '\"\"'), '\"') ELSE {text} END")
+
+
+def _csv_header(names: list[str]) -> bytes:
+    line = io.StringIO()
+    csv.writer(line, lineterminator="\n").writerow(names)
+    return line.getvalue().encode("utf-8")
+
+
+def _write_parts(spark, result_path: Path, names: tuple[str, ...], fmt: str, folder: Path) -> list[Path]:
+    """The result as ``fmt`` in Spark's output folder ``folder``: its data files, in order."""
+    frame = result_frame(spark, result_path, names).coalesce(1)
+    if fmt == "csv":
+        line = "concat_ws(',', " + ", ".join(
+            _csv_field_sql(f.name, f.dataType.simpleString()) for f in frame.schema.fields) + ")"
+        frame.selectExpr(f"{line} AS value").write.option("lineSep", "\n").text(str(folder))
+    elif fmt == "json":
+        frame.write.option("ignoreNullFields", "false").json(str(folder))
+    else:
+        frame.write.parquet(str(folder))
+    return sorted(p for p in folder.glob("part-*") if not p.name.endswith(".crc"))
+
+
+def _assemble(parts: list[Path], header: bytes, out: BinaryIO) -> None:
+    out.write(header)
+    for part in parts:
+        with part.open("rb") as data:
+            shutil.copyfileobj(data, out)
+
+
 def write_output(spark, result_path: Path, names: tuple[str, ...], target: Path, fmt: str) -> None:
     if fmt not in OUTPUT_FORMATS:
         raise BadInputError(f"cannot write format {fmt!r}", hint=f"use one of {', '.join(OUTPUT_FORMATS)}")
-    target = Path(target).resolve()
-    if target.is_dir():
-        raise BadInputError(f"--output {target} is a directory", hint="give a file path")
-    if not target.parent.is_dir():
-        raise BadInputError(f"the folder of --output ({target.parent}) does not exist")
+    target = Path(target).absolute()
     staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
     try:
-        writer = result_frame(spark, result_path, names).coalesce(1).write.mode("overwrite")
-        if fmt == "csv":
-            writer = writer.option("header", "true")
-        getattr(writer, fmt)(str(staging / "data"))
-        parts = sorted((staging / "data").glob("part-*"))
-        if not parts and fmt in ("csv", "json"):  # Spark writes no file for an empty text result
-            empty = staging / "empty"
-            empty.write_text(",".join(unique_names(names)) + "\n" if fmt == "csv" else "")
-            parts = [empty]
-        if len(parts) != 1:
-            raise RuntimeError(f"expected one output file, found {len(parts)}")
-        os.replace(parts[0], target)  # atomic within one file system
+        parts = _write_parts(spark, result_path, names, fmt, staging / "data")
+        if fmt == "parquet":
+            if len(parts) != 1:
+                raise RuntimeError(f"expected one parquet file, found {len(parts)}")
+            os.replace(parts[0], target)  # atomic within one file system
+            return
+        assembled = staging / "assembled"
+        with assembled.open("wb") as out:
+            _assemble(parts, _csv_header(unique_names(names)) if fmt == "csv" else b"", out)
+        os.replace(assembled, target)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def stream_output(spark, result_path: Path, names: tuple[str, ...], fmt: str, out: BinaryIO) -> None:
+    """The result as CSV or JSON lines on ``out`` (stdout), in the same form a file would hold."""
+    staging = Path(tempfile.mkdtemp(prefix="aipq-output-"))
+    try:
+        parts = _write_parts(spark, result_path, names, fmt, staging / "data")
+        _assemble(parts, _csv_header(unique_names(names)) if fmt == "csv" else b"", out)
+        out.flush()
     finally:
         shutil.rmtree(staging, ignore_errors=True)

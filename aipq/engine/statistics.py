@@ -26,10 +26,10 @@ from pathlib import Path
 from pyspark.sql import Column, DataFrame, Observation
 from pyspark.sql import functions as F
 
-from aipq.config import Settings
+from aipq.config import Settings, home_writable
 from aipq.engine import jvm
 from aipq.engine.session import read_table, table_rows
-from aipq.errors import AipqError, ExecutionError
+from aipq.errors import AipqError, warn
 from aipq.planner.ip import StageDecisions
 from aipq.planner.logical import Join, Limit
 from aipq.planner.stages import Stage, StageDag
@@ -131,10 +131,26 @@ class StatisticsCollector:
     _claimed: set[str] = field(default_factory=set)
     _altered: set[int] = field(default_factory=set)
     _output_sketchers: dict[int, tuple[jvm.ColumnSketcher, list[str]]] = field(default_factory=dict)
+    _observing: set[int] = field(default_factory=set)  # stages whose plan carries this run's sketches
+    disabled: bool = False
+
+    def observes(self, stage: Stage) -> bool:
+        """Whether collecting statistics added anything to the stage's Spark plan."""
+        return stage.id in self._observing
+
+    def disable(self, reason: str) -> None:
+        """Collect nothing more in this run (what was stored stays): a stage failed with sketches in its plan and
+        runs again without them, since statistics must never fail a query."""
+        warn(f"collecting statistics failed ({reason}); this run goes on without collecting them")
+        self.disabled = True
+        self._pending = []
+        self._output_sketchers.clear()
 
     def scan_observers(self, stage: Stage) -> dict[int, Callable[[DataFrame], DataFrame]]:
         """For the first scan of each table that lacks statistics: wrap the raw table read in an observation."""
-        observers = {}
+        observers: dict[int, Callable[[DataFrame], DataFrame]] = {}
+        if self.disabled:
+            return observers
         scan_ids = {id(n) for n in stage.plan.walk()}
         for need in self.needs:
             if need.entry.path in self._claimed or not (need.collect or self.recollect):
@@ -151,6 +167,7 @@ class StatisticsCollector:
             early = may_stop_early(stage)
             observers[mine[0]] = (lambda df, need=need, columns=columns, early=early:
                                   self._observe_table(df, need, columns, early))
+            self._observing.add(stage.id)
         return observers
 
     def _observe_table(self, df: DataFrame, need: TableNeed, columns: list[tuple[str, str]],
@@ -179,8 +196,9 @@ class StatisticsCollector:
         A ``jvm.ColumnSketcher`` in the write's generated code hashes each distinct key once per task; an
         ``hll_sketch_agg`` metric of the write's observation hashed every row, outside generated code."""
         names = self.output_sketch_names(stage, df)
-        if not names:
+        if not names or self.disabled:
             return df
+        self._observing.add(stage.id)
         types = {f.name: f.dataType.simpleString() for f in df.schema.fields}
         # no widths: only the sketches are kept; the source lets a write of a bare columnar scan sketch batches
         values = [(sketches.sketch_input_sql(c, types[c]), None, types[c] == "string", c) for c in names]
@@ -235,14 +253,13 @@ class StatisticsCollector:
 
     @staticmethod
     def _wait(storing: list[Future]) -> None:
+        """Statistics never fail a query: a failure to store them is a warning."""
         for future in storing:
             try:
                 future.result()
-            except AipqError:
-                raise
             except Exception as error:
-                raise ExecutionError(f"storing statistics failed: {error}",
-                                     hint="rerun with --statistics off, or --debug for the full trace") from error
+                text = error.message if isinstance(error, AipqError) else f"{type(error).__name__}: {error}"
+                warn(f"statistics were not stored ({text}); the query's result is not affected")
 
     def _timed(self, store: Callable, *arguments) -> None:
         started = time.perf_counter()
@@ -295,6 +312,9 @@ def collector_for(spark, dag: StageDag, home: Path, settings: Settings,
                   collected_by: str) -> StatisticsCollector | None:
     """What this run collects in passing (None with statistics off)."""
     if settings.statistics == "off":
+        return None
+    if not home_writable(home):
+        warn(f"{home} is read-only: this run neither collects nor stores statistics")
         return None
     repository = StatsRepository(home)
     needs = plan_statistics(dag, repository, settings.stats_columns)

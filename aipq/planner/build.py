@@ -34,7 +34,7 @@ from aipq.planner.logical import (
     refs,
 )
 from aipq.planner.parse import node_position
-from aipq.planner.resolve import qualified_key
+from aipq.planner.resolve import find_word, qualified_key
 from aipq.planner.subqueries import (
     ScalarJoin,
     SubqueryPlanner,
@@ -156,7 +156,9 @@ class Builder:
         width = len(left.names)
         distinct = query.args.get("distinct") is not False
         if isinstance(query, exp.Union):
-            node: Node = Union((left.node, right.node), names)
+            # a chain of UNION ALLs is one n-ary union (its nesting would be as deep as the chain is long)
+            first = left.node.inputs if isinstance(left.node, Union) else (left.node,)
+            node: Node = Union((*first, right.node), names)
             if distinct:
                 node = Aggregate(node, tuple((n, col(n)) for n in names), ())
         else:
@@ -244,8 +246,8 @@ class Builder:
             target = ordered.this
             if isinstance(target, exp.Column) and not target.table and target.name in aliases:
                 translated = aliases[target.name]
-            else:
-                translated = self.translate(target, scope)
+            else:  # an expression over output columns (ORDER BY upper(name)) reads the SELECT list's values
+                translated = self.translate(target, scope, output_aliases=aliases)
             order_items.append((translated, bool(ordered.args.get("desc")), ordered.args.get("nulls_first")))
 
         having_scalars: list[ScalarJoin] = []
@@ -507,9 +509,11 @@ class Builder:
 
     # ---- expressions --------------------------------------------------------------------------------
     def translate(self, expression: exp.Expression, scope: dict[str, Relation],
-                  scalars: list[ScalarJoin] | None = None, ctes: dict[str, Block] | None = None) -> exp.Expression:
+                  scalars: list[ScalarJoin] | None = None, ctes: dict[str, Block] | None = None,
+                  output_aliases: dict[str, exp.Expression] | None = None) -> exp.Expression:
         """Qualified columns → internal names. Scalar subqueries are planned into ``scalars`` (the joins the
-        caller must attach) and replaced by the column they produce; elsewhere a subquery is an error."""
+        caller must attach) and replaced by the column they produce; elsewhere a subquery is an error. With
+        ``output_aliases``, an unqualified name of an output column stands for that column's expression."""
         copied = expression.copy()
         planned: dict[int, exp.Expression] = {}
         for sub in copied.find_all(exp.Subquery, exp.Exists):
@@ -529,6 +533,8 @@ class Builder:
             if id(node) in planned:
                 return planned[id(node)]
             if isinstance(node, exp.Column) and not isinstance(node.this, exp.Star):
+                if output_aliases and not node.table and node.name in output_aliases:
+                    return output_aliases[node.name].copy()
                 relation = scope.get(node.table.lower()) if node.table else None
                 if relation is None or node.name.lower() not in relation.columns:
                     if node.table and any(node.table.lower() in s for s in self.enclosing):
@@ -580,9 +586,10 @@ class Builder:
             result = expr.copy().transform(swap)
             loose = refs(result) - available - joined
             if loose:
-                raise BadInputError(
-                    f"column {self.column_sources.get(sorted(loose)[0], sorted(loose)[0])!r} must appear in "
-                    "GROUP BY or inside an aggregate function", source_name=self.source_name)
+                column = self.column_sources.get(sorted(loose)[0], sorted(loose)[0])
+                raise BadInputError(f"column {column!r} must appear in GROUP BY or inside an aggregate function",
+                                    source_name=self.source_name, position=find_word(self.sql, column.split(".")[-1]),
+                                    hint="add it to GROUP BY, or aggregate it (max, min, any_value, …)")
             return result
 
         return node, substitute

@@ -14,6 +14,7 @@ from aipq.catalog import Catalog
 from aipq.config import Settings
 from aipq.errors import UnsupportedSqlError
 from aipq.planner.build import build_plan
+from aipq.planner.cartesian import check_cartesian
 from aipq.planner.joins import order_joins
 from aipq.planner.logical import QueryPlan
 from aipq.planner.parse import parse_statements
@@ -62,6 +63,8 @@ def plan_statement(statement: exp.Expression, sql: str, catalog, settings: Setti
     qualified = qualify_statement(statement, tables, sql, settings.dialect, source_name)
     plan = build_plan(qualified, tables, sql, source_name, display_names(statement))
     plan = optimize_plan(plan, settings)
+    if settings.cartesian == "refuse":
+        check_cartesian(plan.root, statement, sql, source_name)
     if table is not None:
         plan = shape_for_table(plan, table, sql, source_name)
     dag = add_scan_summaries(cut_stages(plan), settings)

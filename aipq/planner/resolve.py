@@ -1,4 +1,5 @@
-"""Resolve names against the catalog and normalize: sqlglot's qualify, canonicalize and simplify.
+"""Resolve names against the catalog and normalize: sqlglot's qualify, then the rewrites of ``normalize`` (those
+of canonicalize and simplify that keep Spark's semantics).
 
 After this pass every column is ``alias.column``, stars are expanded, string literals compared with dates are
 cast, and constant date arithmetic is folded (``date '1998-12-01' - interval '90' day`` becomes a literal).
@@ -13,12 +14,11 @@ import re
 from sqlglot import exp
 from sqlglot.errors import OptimizeError
 from sqlglot.optimizer.annotate_types import annotate_types
-from sqlglot.optimizer.canonicalize import canonicalize
 from sqlglot.optimizer.qualify import qualify
-from sqlglot.optimizer.simplify import simplify
 
 from aipq.catalog import Catalog, TableEntry, split_name
-from aipq.errors import BadInputError, SourcePosition, UnknownNameError
+from aipq.errors import BadInputError, SourcePosition, UnknownNameError, UnsupportedSqlError
+from aipq.planner.normalize import canonicalize, simplify
 from aipq.planner.parse import node_position
 
 
@@ -41,6 +41,7 @@ def qualified_key(table: exp.Table) -> str:
 def lookup_tables(statement: exp.Expression, catalog: Catalog, sql: str,
                   source_name: str | None) -> dict[str, TableEntry]:
     """Catalog entries for every table the statement reads, keyed by ``database.name``."""
+    refuse_self_reference(statement, sql, source_name)
     found: dict[str, TableEntry] = {}
     for table in referenced_tables(statement):
         key = qualified_key(table)
@@ -51,6 +52,17 @@ def lookup_tables(statement: exp.Expression, catalog: Catalog, sql: str,
             raise _unknown_table(table, catalog, sql, source_name)
         found[key] = entry
     return found
+
+
+def refuse_self_reference(statement: exp.Expression, sql: str, source_name: str | None) -> None:
+    """``WITH x AS (SELECT … FROM x)``: a CTE that reads itself would need recursion, which aipq does not run."""
+    for cte in statement.find_all(exp.CTE):
+        name = cte.alias_or_name.lower()
+        for table in cte.this.find_all(exp.Table):
+            if not table.db and table.name.lower() == name:
+                raise UnsupportedSqlError(f"WITH {cte.alias_or_name} reads itself (a recursive CTE)",
+                                          position=node_position(table.this, sql), source_name=source_name,
+                                          hint="give the CTE another name than the table it reads")
 
 
 def _unknown_table(table: exp.Table, catalog: Catalog, sql: str, source_name: str | None) -> UnknownNameError:
@@ -115,7 +127,34 @@ def qualify_statement(statement: exp.Expression, tables: dict[str, TableEntry], 
         typed = annotate_types(qualified, schema=schema, dialect=dialect)
         return simplify(canonicalize(typed, dialect=dialect), dialect=dialect)
     except OptimizeError as error:
-        raise _resolution_error(str(error), tables, sql, source_name) from error
+        ambiguous = _ambiguous_column(str(error), statement, tables, sql, source_name)
+        raise (ambiguous or _resolution_error(str(error), tables, sql, source_name)) from error
+
+
+def _ambiguous_column(message: str, statement: exp.Expression, tables: dict[str, TableEntry], sql: str,
+                      source_name: str | None) -> BadInputError | None:
+    """An unqualified column that several tables of the statement have: say so, with the qualified names."""
+    missing = _COLUMN.search(message)
+    if missing is None or missing.group(2):
+        return None
+    column = missing.group(1).lower()
+    candidates = []
+    for table in statement.find_all(exp.Table):
+        entry = tables.get(qualified_key(table)) if table.name else None
+        if entry is not None and column in entry.column_types():
+            candidate = f"{table.alias_or_name}.{column}"
+            if candidate not in candidates:
+                candidates.append(candidate)
+    if len(candidates) < 2:
+        return None
+    found = _POSITION.search(message)
+    position = None
+    if found:
+        line, end = int(found.group(1)), int(found.group(2))
+        position = SourcePosition(line=line, column=max(end - len(column) + 1, 1), sql=sql, length=len(column))
+    return BadInputError(f"ambiguous column {missing.group(1)!r}: it could be {' or '.join(candidates)}",
+                         position=position, source_name=source_name,
+                         hint=f"qualify it, e.g. {candidates[0]}")
 
 
 def find_word(sql: str, word: str, after: tuple[str, ...] = ()) -> SourcePosition | None:

@@ -6,6 +6,7 @@ import java.io.ObjectOutputStream;
 import java.lang.reflect.Field;
 import java.nio.ByteBuffer;
 import java.util.ArrayList;
+import java.util.BitSet;
 import java.util.Collections;
 import java.util.HashMap;
 import java.util.LinkedHashMap;
@@ -16,6 +17,7 @@ import org.apache.datasketches.hll.HllSketch;
 import org.apache.datasketches.hll.TgtHllType;
 import org.apache.datasketches.hll.Union;
 import org.apache.datasketches.memory.Memory;
+import org.apache.spark.TaskContext;
 import org.apache.spark.sql.Column;
 import org.apache.spark.sql.Dataset;
 import org.apache.spark.sql.Row;
@@ -64,9 +66,9 @@ import scala.jdk.javaapi.CollectionConverters;
  * built through py4j, expression by expression, it cost 40 ms per table.
  *
  * <p>Each task updates its own deserialized copy; Spark merges the copies into the driver's instance when each
- * task ends. A re-executed task is merged twice: the sketches are unions and do not change, the counts do. Local
- * mode does not retry a failed task (the job fails); on a cluster, a retry inflates rows and nulls, and the caller
- * checks the row count against the table's only where a scan may stop early.
+ * task ends. A partition's scan can run more than once (a global sort's range sampling job reads it before the
+ * job that shuffles it; a cluster retries a failed task): the sketches are unions and do not change, and the
+ * counts are taken from the first copy merged for each partition of the scan.
  *
  * <p>Over a columnar scan the filter never runs: {@link SketchBatches} replaces it with {@link SketchBatchesExec},
  * which hands each batch to {@link #observeBatch}. Both paths give the same figures and sketches.
@@ -96,6 +98,8 @@ public final class ColumnSketches extends AccumulatorV2<Object, Long> {
     private transient HllSketch[] sketches;  // merged and deserialized sketches
     private transient Hll8Updates[] updates;  // this task's updates, folded into sketches before leaving it
     private long[] seen;
+    private int partition = -1;  // the scan partition this task's copy counted (-1: none yet)
+    private BitSet counted = new BitSet();  // merged copies: the partitions whose counts are in
     private long[] present;
     private long[] widths;
     // Per column, the values already in its sketch (a repeat changes nothing: unions are idempotent), so that a
@@ -261,6 +265,9 @@ public final class ColumnSketches extends AccumulatorV2<Object, Long> {
      * {@code Invoke} with primitive arguments: no boxing, no conversion). Always true, to sit in a filter.
      */
     public boolean updateLong(int column, boolean isNull, long value, int width) {
+        if (partition < 0) {
+            markPartition();
+        }
         seen[column]++;
         if (!isNull) {
             sketchLong(column, value, width);
@@ -276,6 +283,12 @@ public final class ColumnSketches extends AccumulatorV2<Object, Long> {
         }
     }
 
+    /** Which scan partition this task's updates count (on the driver, outside a task, none). */
+    private void markPartition() {
+        TaskContext task = TaskContext.get();
+        partition = task == null ? Integer.MAX_VALUE : task.partitionId();
+    }
+
     private static SeenValues seenValues(SeenValues[] perColumn, int column) {
         SeenValues values = perColumn[column];
         return values != null ? values : (perColumn[column] = new SeenValues());
@@ -286,6 +299,9 @@ public final class ColumnSketches extends AccumulatorV2<Object, Long> {
      * {@code HllSketch.update(String)} (hll_sketch_agg) hashes the decoded string. Width: the byte count.
      */
     public boolean updateText(int column, UTF8String value) {
+        if (partition < 0) {
+            markPartition();
+        }
         seen[column]++;
         if (value != null) {
             present[column]++;
@@ -372,6 +388,9 @@ public final class ColumnSketches extends AccumulatorV2<Object, Long> {
      */
     public void observeBatch(ColumnarBatch batch, int[] ordinals, int[] kinds) {
         int rows = batch.numRows();
+        if (partition < 0) {
+            markPartition();
+        }
         batches++;
         for (int column = 0; column < columns; column++) {
             seen[column] += rows;
@@ -605,6 +624,8 @@ public final class ColumnSketches extends AccumulatorV2<Object, Long> {
         sketches = new HllSketch[columns];
         updates = new Hll8Updates[columns];
         seen = new long[columns];
+        partition = -1;
+        counted = new BitSet();
         present = new long[columns];
         widths = new long[columns];
         clearRecent();
@@ -628,10 +649,18 @@ public final class ColumnSketches extends AccumulatorV2<Object, Long> {
         ColumnSketches theirs = (ColumnSketches) other;
         foldUpdates();
         theirs.foldUpdates();
+        boolean repeat = theirs.partition >= 0 && theirs.partition != Integer.MAX_VALUE
+            && counted.get(theirs.partition);
+        if (theirs.partition >= 0 && theirs.partition != Integer.MAX_VALUE) {
+            counted.set(theirs.partition);
+        }
+        counted.or(theirs.counted);
         for (int i = 0; i < columns; i++) {
-            seen[i] += theirs.seen[i];
-            present[i] += theirs.present[i];
-            widths[i] += theirs.widths[i];
+            if (!repeat) {
+                seen[i] += theirs.seen[i];
+                present[i] += theirs.present[i];
+                widths[i] += theirs.widths[i];
+            }
             if (theirs.sketches[i] == null) {
                 continue;
             }

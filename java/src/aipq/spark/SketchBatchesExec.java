@@ -73,6 +73,11 @@ public final class SketchBatchesExec extends SparkPlan {
         }).rdd();
     }
 
+    /** The constructor's arguments after the child, so that Spark's {@code makeCopy} finds the constructor. */
+    @Override public Seq<Object> otherCopyArgs() {
+        return CollectionConverters.asScala(java.util.List.<Object>of(sketches, ordinals, kinds)).toList();
+    }
+
     @Override public int productArity() {
         return 1;
     }

@@ -1,0 +1,4 @@
+-- expect: 2
+-- setup: corrupt-catalog
+-- contains: catalog
+SELECT * FROM nation

@@ -1,0 +1,4 @@
+-- expect: 0
+-- setup: deleted-data-file
+-- command: run
+SELECT count(*) AS n FROM t

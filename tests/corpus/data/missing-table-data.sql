@@ -1,0 +1,5 @@
+-- expect: 1
+-- setup: missing-file
+-- command: run
+-- contains: table add
+SELECT * FROM t

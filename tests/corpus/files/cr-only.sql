@@ -1,0 +1,1 @@
+-- expect: anySELECT n_nameFROM nation

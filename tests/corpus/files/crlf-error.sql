@@ -1,0 +1,4 @@
+-- expect: 2
+-- position: yes
+SELECT n_name
+FROM natoin

@@ -1,0 +1,3 @@
+-- expect: 2
+-- contains: UTF-8
+SELECT 'café' AS c FROM nation

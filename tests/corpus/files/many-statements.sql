@@ -1,0 +1,32 @@
+-- expect: 0
+-- command: run
+SELECT n_name FROM nation WHERE n_nationkey = 0;
+SELECT n_name FROM nation WHERE n_nationkey = 1;
+SELECT n_name FROM nation WHERE n_nationkey = 2;
+SELECT n_name FROM nation WHERE n_nationkey = 3;
+SELECT n_name FROM nation WHERE n_nationkey = 4;
+SELECT n_name FROM nation WHERE n_nationkey = 5;
+SELECT n_name FROM nation WHERE n_nationkey = 6;
+SELECT n_name FROM nation WHERE n_nationkey = 7;
+SELECT n_name FROM nation WHERE n_nationkey = 8;
+SELECT n_name FROM nation WHERE n_nationkey = 9;
+SELECT n_name FROM nation WHERE n_nationkey = 10;
+SELECT n_name FROM nation WHERE n_nationkey = 11;
+SELECT n_name FROM nation WHERE n_nationkey = 12;
+SELECT n_name FROM nation WHERE n_nationkey = 13;
+SELECT n_name FROM nation WHERE n_nationkey = 14;
+SELECT n_name FROM nation WHERE n_nationkey = 15;
+SELECT n_name FROM nation WHERE n_nationkey = 16;
+SELECT n_name FROM nation WHERE n_nationkey = 17;
+SELECT n_name FROM nation WHERE n_nationkey = 18;
+SELECT n_name FROM nation WHERE n_nationkey = 19;
+SELECT n_name FROM nation WHERE n_nationkey = 20;
+SELECT n_name FROM nation WHERE n_nationkey = 21;
+SELECT n_name FROM nation WHERE n_nationkey = 22;
+SELECT n_name FROM nation WHERE n_nationkey = 23;
+SELECT n_name FROM nation WHERE n_nationkey = 24;
+SELECT n_name FROM nation WHERE n_nationkey = 25;
+SELECT n_name FROM nation WHERE n_nationkey = 26;
+SELECT n_name FROM nation WHERE n_nationkey = 27;
+SELECT n_name FROM nation WHERE n_nationkey = 28;
+SELECT n_name FROM nation WHERE n_nationkey = 29;

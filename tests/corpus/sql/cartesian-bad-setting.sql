@@ -1,0 +1,3 @@
+-- expect: 2
+SET hive.strict.checks.cartesian.product=maybe;
+SELECT count(*) FROM lineitem, orders

@@ -1,0 +1,3 @@
+-- expect: 0
+-- command: run
+SELECT count(*) AS n FROM nation CROSS JOIN region

@@ -1,0 +1,3 @@
+-- expect: 2
+-- contains: Cartesian product
+SELECT count(*) FROM (SELECT l_orderkey FROM lineitem, partsupp) t

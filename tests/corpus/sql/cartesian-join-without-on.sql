@@ -1,0 +1,3 @@
+-- expect: 2
+-- contains: Cartesian product
+SELECT count(*) FROM lineitem JOIN orders

@@ -1,0 +1,3 @@
+-- expect: 0
+-- args: --conf hive.mapred.mode=nonstrict
+SELECT count(*) FROM lineitem, orders

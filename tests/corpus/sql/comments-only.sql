@@ -1,0 +1,4 @@
+-- expect: 2
+-- contains: no statement
+-- nothing here
+/* nor here */

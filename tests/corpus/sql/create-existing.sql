@@ -1,0 +1,3 @@
+-- expect: 2
+-- contains: already exists
+CREATE TABLE region AS SELECT * FROM nation

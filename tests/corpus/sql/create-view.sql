@@ -1,0 +1,2 @@
+-- expect: 2
+CREATE VIEW v AS SELECT * FROM nation

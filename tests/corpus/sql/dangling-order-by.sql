@@ -1,0 +1,3 @@
+-- expect: 2
+-- position: yes
+SELECT n_name FROM nation ORDER BY

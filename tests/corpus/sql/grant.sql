@@ -1,0 +1,3 @@
+-- expect: 2
+-- contains: GRANT
+GRANT SELECT ON nation TO bob

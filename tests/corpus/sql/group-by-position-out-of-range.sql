@@ -1,0 +1,2 @@
+-- expect: 2
+SELECT n_name, count(*) FROM nation GROUP BY 5

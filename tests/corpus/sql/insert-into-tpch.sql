@@ -1,0 +1,3 @@
+-- expect: 2
+-- contains: --allow-overwrite
+INSERT OVERWRITE TABLE nation SELECT * FROM nation

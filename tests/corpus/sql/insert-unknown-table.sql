@@ -1,0 +1,3 @@
+-- expect: 2
+-- contains: unknown table
+INSERT INTO no_such_table SELECT * FROM nation

@@ -1,0 +1,2 @@
+-- expect: 2
+SELECT o_orderdate + INTERVAL 'x' DAY FROM orders

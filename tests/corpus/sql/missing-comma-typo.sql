@@ -1,0 +1,2 @@
+-- expect: any
+SELECT n_name n_regionkey FROM nation

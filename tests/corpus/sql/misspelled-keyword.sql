@@ -1,0 +1,2 @@
+-- expect: 2
+SELEC n_name FROM nation

@@ -1,0 +1,3 @@
+-- expect: 0
+-- command: run
+SELECT n_name, NULL AS nothing FROM nation

@@ -1,0 +1,3 @@
+-- expect: 2
+-- contains: no statement
+;;;

@@ -1,0 +1,3 @@
+-- expect: 0
+-- command: run
+select n_name from nation order by upper(n_name)

@@ -1,0 +1,2 @@
+-- expect: 2
+SELECT * FROM nation n JOIN region n ON n.n_regionkey = n.r_regionkey

@@ -1,0 +1,2 @@
+-- expect: 2
+SELECT (SELECT r_regionkey, r_name FROM region) FROM nation

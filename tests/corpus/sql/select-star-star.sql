@@ -1,0 +1,2 @@
+-- expect: 2
+SELECT ** FROM nation

@@ -1,0 +1,3 @@
+-- expect: 2
+-- command: run
+SELECT n_name FROM nation WHERE n_nationkey = array(1)

@@ -1,0 +1,2 @@
+-- expect: 2
+SELECT x.n_name FROM nation n

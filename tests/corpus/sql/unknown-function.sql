@@ -1,0 +1,3 @@
+-- expect: 2
+-- command: run
+SELECT no_such_function(n_name) FROM nation

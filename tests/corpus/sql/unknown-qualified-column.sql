@@ -1,0 +1,3 @@
+-- expect: 2
+-- position: yes
+SELECT n.r_name FROM nation n

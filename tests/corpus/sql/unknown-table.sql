@@ -1,0 +1,4 @@
+-- expect: 2
+-- contains: unknown table
+-- position: yes
+SELECT * FROM natoin

@@ -1,0 +1,2 @@
+-- expect: 2
+SELECT n_name FROM nation WHERE rank() OVER (ORDER BY n_name) = 1

@@ -1,0 +1,3 @@
+-- expect: 2
+-- command: run
+SELECT upper(n_name, n_comment) FROM nation

@@ -1,0 +1,3 @@
+-- expect: 2
+-- command: run
+SELECT substr() FROM nation

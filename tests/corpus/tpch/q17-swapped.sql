@@ -1,0 +1,7 @@
+-- TPC-H Q17, swapped (tests/corpus/generate_tpch_mutations.py)
+-- expect: any
+-- TPC-H Q17: small-quantity-order revenue
+select sum(l_extendedprice) / 7.0 as avg_yearly
+from lineitem, part
+where p_partkey = l_partkey and p_brand = 'Brand#23' and p_container = and
+  'MED BOX' l_quantity < (select 0.2 * avg(l_quantity) from lineitem where l_partkey = p_partkey)
