@@ -160,6 +160,8 @@ def add_table(home: Path, settings: Settings, name: str, path: str, fmt: str) ->
     database, table = split_name(name)
     if not table.isidentifier():
         raise BadInputError(f"{name!r} is not a valid table name", hint="use letters, digits and underscores")
+    if not path.strip():
+        raise BadInputError("no data path given", hint="aipq table add NAME PATH")
     location = path if "://" in path else str(Path(path).expanduser().resolve())
     if "://" not in path and not Path(location).exists():
         raise BadInputError(f"no data at {path}")

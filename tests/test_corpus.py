@@ -47,7 +47,7 @@ def read_case(path: Path) -> Case:
     text = path.read_bytes().decode("utf-8", errors="replace").removeprefix("\ufeff")
     case = Case(path)
     for line in text.splitlines():
-        match = re.match(r"\s*--\s*(expect|command|args|contains|position|setup):\s*(.*?)\s*$", line)
+        match = re.match(r"\s*(?:--|#)\s*(expect|command|args|contains|position|setup):\s*(.*?)\s*$", line)
         if match is None:
             if line.strip() and not line.strip().startswith("--"):
                 break

@@ -13,7 +13,7 @@ def check_bad(result, *fragments: str) -> None:
 
 
 def test_syntax_error_shows_line_column_and_caret(aipq):
-    result = aipq("explain", "--sql", "select l_orderkey,\n  from lineitem where")
+    result = aipq("explain", "--sql", "select l_orderkey\n  from lineitem where")
     check_bad(result, "<--sql>:2:", "syntax error", "^")
 
 

@@ -112,7 +112,7 @@ def test_a_single_null_row_is_a_row(aipq, tmp_path, suffix):
     sql = "SELECT avg(l_quantity) AS avg_yearly FROM lineitem WHERE l_quantity < 0"
     assert aipq("run", "--quiet", "--output", str(target), "--sql", sql).exit_code == 0
     reader = {".csv": "read_csv", ".json": "read_json", ".parquet": "read_parquet"}[suffix]
-    assert duckdb.sql(f"SELECT * FROM {reader}('{target}')").fetchall() == [(None,)]
+    assert duckdb.connect().execute(f"SELECT * FROM {reader}('{target}')").fetchall() == [(None,)]
     if suffix == ".csv":
         assert target.read_text() == "avg_yearly\n\n"
 

@@ -253,7 +253,7 @@ def test_adaptive_decides_without_waiting_for_its_own_stages_statistics(fresh, m
 
 def test_a_run_ends_only_once_its_statistics_are_stored(fresh, monkeypatch):
     """Statistics are stored on a thread beside later stages; a run must not return before they are stored
-    (a slow store makes the race sure to show), and a store that fails fails the run with a clear error."""
+    (a slow store makes the race sure to show), and a store that fails is a warning: the result still comes."""
     import time
 
     from aipq.engine.statistics import StatisticsCollector
@@ -273,4 +273,5 @@ def test_a_run_ends_only_once_its_statistics_are_stored(fresh, monkeypatch):
 
     monkeypatch.setattr(StatisticsCollector, "_store_table", failing_store)
     failed = fresh("run", "tpch:5", "--quiet", "--statistics", "recollect")
-    assert failed.exit_code != 0 and "storing statistics failed: disk full" in failed.output
+    assert failed.exit_code == 0 and "warning: statistics were not stored (OSError: disk full)" in failed.output
+    assert "revenue" in failed.output  # the result

@@ -13,7 +13,7 @@ ALL_QUERIES = tuple(range(1, 23))
 
 def run_to_rows(aipq, tmp_path, *args: str) -> list[tuple]:
     out = tmp_path / "result.parquet"
-    result = aipq("run", *args, "--output", str(out), "--format", "parquet", "--quiet")
+    result = aipq("run", *args, "--output", str(out), "--force", "--quiet")
     assert result.exit_code == 0, result.output
     return duckdb.connect().execute(f"SELECT * FROM read_parquet('{out}')").fetchall()
 

@@ -52,7 +52,7 @@ def test_workflow_runs_in_order_and_returns_the_last_select(aipq, duck, tmp_path
     assert "ignored" in result.output  # the Hive setting
 
     # Rerunning the same file drops and recreates its own tables without --allow-overwrite.
-    again = aipq("run", str(script), "--output", str(out))
+    again = aipq("run", str(script), "--output", str(out), "--force")
     assert again.exit_code == 0, again.output
 
 

@@ -124,13 +124,15 @@ def _debug(ctx: click.Context) -> bool:
 
 
 @click.group(cls=AipqGroup, context_settings={"help_option_names": ["-h", "--help"]})
-@click.option("--warehouse", "--home", "home", type=click.Path(file_okay=False, path_type=Path),
+@click.option("--warehouse", "--home", "home", type=click.Path(file_okay=False),
               help="aipq home (catalog, data, statistics, work files). Default: $AIPQ_HOME or ~/.aipq")
 @click.option("--debug", is_flag=True, help="Show Python tracebacks for errors.")
 @click.pass_context
-def cli(ctx: click.Context, home: Path | None, debug: bool) -> None:
+def cli(ctx: click.Context, home: str | None, debug: bool) -> None:
     """aipq: run Hive-style SQL on Spark as a staged job DAG with adaptive information passing."""
-    ctx.obj = {"home": (home or default_home()).expanduser()}
+    if home is not None and not home.strip():
+        raise click.BadParameter("give a folder", param_hint="--home")
+    ctx.obj = {"home": (Path(home) if home else default_home()).expanduser()}
 
 
 @cli.command()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 from functools import wraps
 from pathlib import Path
@@ -91,15 +92,24 @@ def planning_options(fn):
                 raise click.BadParameter(f"{item!r} is not KEY=VALUE", param_hint="--conf")
             key, value = item.split("=", 1)
             spark_conf[key.strip()] = value.strip()
+        if not dialect.strip():
+            raise click.BadParameter("give a SQL dialect (hive, spark, …)", param_hint="--dialect")
+        if not math.isfinite(beta):
+            raise click.BadParameter(f"{beta} is not a number of seconds", param_hint="--beta")
+        columns = tuple(c.strip() for c in stats_columns.split(",") if c.strip())
+        for column in columns:
+            if not 1 <= len(column.split(".")) <= 3 or not all(p.strip() for p in column.split(".")):
+                raise click.BadParameter(f"{column!r} is not COLUMN, TABLE.COLUMN or DB.TABLE.COLUMN",
+                                         param_hint="--stats-columns")
         settings = Settings(plan=plan, broadcast_threshold=parse_size(broadcast_threshold),
                             shuffle_partitions=shuffle_partitions,
                             reducer_bytes=_size(reducer_bytes, "--reducer-bytes"), dialect=dialect,
                             spark_conf=spark_conf,
-                            master=master, ip=ip, alpha=parse_size(alpha), beta=beta, margin=margin,
-                            bloom_size=0 if bloom_size.strip().lower() == "auto" else parse_size(bloom_size),
-                            bloom_fpp=bloom_fpp, scan_summaries=parse_size(scan_summaries), statistics=statistics,
-                            stats_lg_k=stats_lg_k,
-                            stats_columns=tuple(c.strip() for c in stats_columns.split(",") if c.strip()))
+                            master=master, ip=ip, alpha=_size(alpha, "--alpha"), beta=beta, margin=margin,
+                            bloom_size=0 if bloom_size.strip().lower() == "auto" else _size(bloom_size,
+                                                                                             "--bloom-size"),
+                            bloom_fpp=bloom_fpp, scan_summaries=_size(scan_summaries, "--scan-summaries"),
+                            statistics=statistics, stats_lg_k=stats_lg_k, stats_columns=columns)
         return fn(*args, settings=_with_aliased_confs(settings), **kwargs)
 
     return wrapper

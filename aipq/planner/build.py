@@ -565,6 +565,8 @@ class Builder:
                 if nested is not None:
                     raise BadInputError(f"aggregate function {nested.sql(dialect='hive')} inside another aggregate",
                                         source_name=self.source_name,
+                                        position=find_word(self.sql, type(nested).__name__.lower())
+                                        or find_word(self.sql, nested.sql_name().lower()),
                                         hint="aggregate in a subquery first, then aggregate its result")
                 if agg.sql() not in agg_by_text:
                     name = self.names.allocate("_agg")

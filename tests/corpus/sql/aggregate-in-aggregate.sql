@@ -1,2 +1,3 @@
 -- expect: 2
+-- position: yes
 SELECT max(count(*)) FROM nation

@@ -1,3 +1,4 @@
 -- expect: 2
+-- position: yes
 -- contains: must appear in GROUP BY
 SELECT n_name, count(*) FROM nation

@@ -1,3 +1,4 @@
 -- expect: 2
+-- position: yes
 -- command: run
 SELECT substr() FROM nation
