@@ -8,13 +8,13 @@ from pathlib import Path
 
 from aipq.catalog import FORMATS, Catalog, TableEntry, split_name
 from aipq.config import Settings, home_writable
-from aipq.engine.edge_inputs import EdgeEstimator
 from aipq.engine.executor import RunRecord, StageListener, keep_work_dir, remove_work_dir, run_dag
 from aipq.engine.session import SparkCatalogLookup, get_session, read_schema
 from aipq.engine.statistics import collector_for
 from aipq.errors import BadInputError, ExecutionError
+from aipq.estimator.edge_inputs import EdgeEstimator
 from aipq.estimator.parameters import load_calibration
-from aipq.planner.pipeline import PlannedQuery
+from aipq.pipeline import PlannedQuery
 from aipq.planner.resolve import find_word
 from aipq.planner.stages import StageDag
 from aipq.stats.fingerprint import data_files

@@ -23,8 +23,8 @@ from aipq.engine.executor import StageListener
 from aipq.engine.session import get_session, read_schema
 from aipq.engine.tables import managed_location, publish, remove_data
 from aipq.errors import BadInputError, ExecutionError, UnknownNameError
+from aipq.pipeline import PlannedQuery, plan_statement
 from aipq.planner.parse import node_position, parse_statements
-from aipq.planner.pipeline import PlannedQuery, plan_statement
 from aipq.planner.statements import (
     DropStep,
     QueryStep,

@@ -25,6 +25,19 @@ SF = float(os.environ.get("AIPQ_TEST_SF", "0.01"))
 os.environ.setdefault("AIPQ_CLASS_ARCHIVE", "off")
 
 
+# The README's test command runs one representative corner of the strategy × plan × join-setting matrix: left-deep
+# plans, repartition joins (where summaries act) and the strategies off, always and adaptive; .ci/run runs the rest
+# after it (``pytest -m matrix``).
+REPRESENTATIVE = {"plan": {"linear"}, "broadcast": {"0"}, "strategy": {"off", "always", "adaptive"}}
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        if any(name in REPRESENTATIVE and value not in REPRESENTATIVE[name] for name, value in params.items()):
+            item.add_marker(pytest.mark.matrix)
+
+
 @pytest.fixture(scope="session")
 def home(tmp_path_factory) -> Path:
     return tmp_path_factory.mktemp("aipq-home")

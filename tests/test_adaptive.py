@@ -9,9 +9,9 @@ from types import SimpleNamespace
 import pytest
 from conftest import assert_same_rows, oracle_rows
 
+from aipq.bench import synthetic
+from aipq.bench.decisions import affected_stages
 from aipq.config import Settings
-from aipq.tpch import synthetic
-from aipq.tpch.decision_bench import affected_stages
 
 ROWS = 100_000
 
@@ -102,7 +102,7 @@ def test_bench_decisions_reports_accuracy(aipq, tmp_path):
 
 
 def test_a_wrong_decision_counts_only_when_its_runs_separate():
-    from aipq.tpch.decision_bench import EdgeDecision, accuracy
+    from aipq.bench.decisions import EdgeDecision, accuracy
 
     def edge(used: bool, with_edge: list[float], without: list[float]) -> EdgeDecision:
         return EdgeDecision("Q", 1, "k", "t", (), "child-to-parent", 0.1 if used else -0.1, used, None,
@@ -127,9 +127,9 @@ def test_an_edge_is_timed_over_its_producer_its_target_and_what_follows():
 
 def test_a_measured_edge_is_found_again_in_every_new_plan_of_the_query(tpch):
     """bench decisions plans the query again for every run: the edge it measures must be recognized there."""
-    from aipq.planner.ip import EdgeSet
-    from aipq.planner.ip_candidates import find_candidates
-    from aipq.planner.pipeline import plan_query
+    from aipq.ip.candidates import find_candidates
+    from aipq.ip.planner import EdgeSet
+    from aipq.pipeline import plan_query
     from aipq.tpch.queries import query_text
 
     settings = Settings(broadcast_threshold=0)
@@ -150,7 +150,7 @@ def test_a_measured_edge_is_found_again_in_every_new_plan_of_the_query(tpch):
 def test_edges_are_measured_among_adaptives_own_at_the_sizes_adaptive_chose():
     """The plan each edge's reversal is timed against: adaptive's used edges; the summaries keep the size adaptive
     built them at, and a summary only skipped edges need gets the size of its best edge's estimate."""
-    from aipq.tpch.decision_bench import EdgeDecision, adaptive_edges
+    from aipq.bench.decisions import EdgeDecision, adaptive_edges
 
     used = EdgeDecision("Q", 1, "k", "t", ("a",), "child-to-parent", 0.5, True, 1000)
     skipped = EdgeDecision("Q", 2, "j", "u", ("b",), "child-to-parent", -0.1, False, 2000)

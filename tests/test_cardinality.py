@@ -101,11 +101,11 @@ def test_the_estimator_prices_only_what_a_map_side_join_lets_through(tpch):
     """TPC-H Q8 with broadcast joins: lineitem meets the parts of one type map-side, before its shuffle, so a
     summary probing lineitem there saves shuffling a small share of it; with repartition joins all of it."""
     from aipq.config import Settings
-    from aipq.engine.edge_inputs import EdgeEstimator
+    from aipq.estimator.edge_inputs import EdgeEstimator
     from aipq.estimator.parameters import DEFAULT_UNIT_COSTS, Calibration
-    from aipq.planner.ip_candidates import find_candidates
+    from aipq.ip.candidates import find_candidates
+    from aipq.pipeline import plan_query
     from aipq.planner.physical import path_bytes
-    from aipq.planner.pipeline import plan_query
     from aipq.tpch.queries import query_text
 
     calibration = Calibration(DEFAULT_UNIT_COSTS, 7e-8, "defaults")
@@ -128,9 +128,9 @@ def test_a_stage_output_no_run_has_stored_is_priced_at_its_plans_cardinality(tpc
     be priced at the rows of its key's input table (Q8's lineitem ⋈ part at lineitem's 6 M rows at SF 1, against
     about 40 thousand), which credited edges with seconds of savings further on that do not exist."""
     from aipq.config import Settings
-    from aipq.engine.edge_inputs import EdgeEstimator
+    from aipq.estimator.edge_inputs import EdgeEstimator
     from aipq.estimator.parameters import DEFAULT_UNIT_COSTS, Calibration
-    from aipq.planner.pipeline import plan_query
+    from aipq.pipeline import plan_query
     from aipq.planner.stages import StageRead
     from aipq.tpch.queries import query_text
 

@@ -203,8 +203,8 @@ def test_pruning_chosen_below_a_stage_scales_what_its_subplan_wrote_before(tpch)
     nation's join are expected to hold that summary's surviving share of what the repository recorded for the
     unpruned subplan; from the join on, outputs are as they were."""
     from aipq.config import Settings
-    from aipq.planner.ip import BuiltInfo, IpPlanner
-    from aipq.planner.pipeline import plan_query
+    from aipq.ip.planner import BuiltInfo, IpPlanner
+    from aipq.pipeline import plan_query
     from aipq.tpch.queries import query_text
 
     settings = Settings(ip="adaptive", broadcast_threshold=0)
@@ -236,8 +236,8 @@ def test_pruning_chosen_below_a_stage_scales_what_its_subplan_wrote_before(tpch)
 def test_a_summary_pruning_for_its_own_join_leaves_the_joins_output_as_it_was(tpch):
     """Q18: S1's l_orderkey summary prunes orders for S2's own join, so S2 writes what it wrote unpruned."""
     from aipq.config import Settings
-    from aipq.planner.ip import BuiltInfo, IpPlanner
-    from aipq.planner.pipeline import plan_query
+    from aipq.ip.planner import BuiltInfo, IpPlanner
+    from aipq.pipeline import plan_query
     from aipq.tpch.queries import query_text
 
     settings = Settings(ip="always", broadcast_threshold=0)
@@ -273,8 +273,8 @@ def test_a_second_summary_at_one_place_is_priced_on_what_the_first_lets_through(
     the edge estimated better first and prices the other on the 1% of lineitem the first keeps; Algorithm 1
     builds no second summary whose only worthwhile place a better summary already built will have pruned."""
     from aipq.config import Settings
-    from aipq.planner.ip import BuiltInfo, IpPlanner
-    from aipq.planner.pipeline import plan_query
+    from aipq.ip.planner import BuiltInfo, IpPlanner
+    from aipq.pipeline import plan_query
     from aipq.tpch.queries import query_text
 
     settings = Settings(ip="adaptive", broadcast_threshold=0)
@@ -304,7 +304,7 @@ def test_a_second_summary_at_one_place_is_priced_on_what_the_first_lets_through(
 
 
 def test_a_filter_for_a_handful_of_keys_uses_a_bounded_number_of_hash_functions():
-    from aipq.planner.ip import MAX_HASH_FUNCTIONS, least_items
+    from aipq.ip.planner import MAX_HASH_FUNCTIONS, least_items
 
     bits = 1 << 16
     assert round(bits / least_items(bits) * math.log(2)) <= MAX_HASH_FUNCTIONS
@@ -314,8 +314,8 @@ def test_only_stages_with_an_edge_to_decide_on_wait_for_the_estimators_statistic
     """The executor waits for the statistics thread only before a stage that builds or probes some summary:
     under adaptive, Q18's final sort has no edge, its first join does."""
     from aipq.config import Settings
-    from aipq.planner.ip import IpPlanner
-    from aipq.planner.pipeline import plan_query
+    from aipq.ip.planner import IpPlanner
+    from aipq.pipeline import plan_query
     from aipq.tpch.queries import query_text
 
     settings = Settings(ip="adaptive", broadcast_threshold=0)

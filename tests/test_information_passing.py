@@ -114,8 +114,8 @@ def test_fixed_bloom_size_is_honoured_whether_probed_as_a_literal_or_read_from_i
 
 def test_summaries_pass_into_decorrelated_subqueries_below_their_grouping(aipq, tpch):
     from aipq.config import Settings
-    from aipq.planner.ip_candidates import find_candidates
-    from aipq.planner.pipeline import plan_query
+    from aipq.ip.candidates import find_candidates
+    from aipq.pipeline import plan_query
 
     dag = plan_query(query_text(20), tpch, Settings(broadcast_threshold=0)).dag
     grouped = {s.id for s in dag.stages if s.operator == "GROUP-BY"}
@@ -131,8 +131,8 @@ def test_filters_sized_from_a_loose_bound_keep_the_hash_count_of_their_target_ra
     import math
 
     from aipq.config import Settings
-    from aipq.planner.ip import IpPlanner, bloom_items
-    from aipq.planner.pipeline import plan_query
+    from aipq.ip.planner import IpPlanner, bloom_items
+    from aipq.pipeline import plan_query
 
     settings = Settings(ip="always", broadcast_threshold=0, alpha=64 * 1024, bloom_fpp=0.01)
     dag = plan_query(query_text(5), tpch, settings).dag

@@ -10,8 +10,8 @@ from test_tpch_results import run_to_rows
 
 from aipq.catalog import Catalog
 from aipq.config import Settings
-from aipq.planner.ip_candidates import find_candidates
-from aipq.planner.pipeline import plan_query
+from aipq.ip.candidates import find_candidates
+from aipq.pipeline import plan_query
 
 # Each query has a stage whose output summarizes a key that meets nulls_a where pruning nulls_a by it would be
 # wrong; the data make such a prune visible in the result.

@@ -10,7 +10,7 @@ from conftest import assert_same_rows, oracle_rows
 
 from aipq.config import MB, Settings
 from aipq.engine.executor import remove_work_dir, run_dag
-from aipq.planner.pipeline import plan_query
+from aipq.pipeline import plan_query
 from aipq.planner.reducers import reduce_tasks, stage_input_bytes
 from aipq.tpch.queries import query_text
 

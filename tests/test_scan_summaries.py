@@ -9,11 +9,11 @@ import pytest
 from conftest import assert_same_rows, oracle_rows
 
 from aipq.config import Settings
-from aipq.engine.edge_inputs import feeds_shuffle
 from aipq.engine.executor import remove_work_dir, run_dag
-from aipq.planner.ip_candidates import find_candidates
+from aipq.estimator.edge_inputs import feeds_shuffle
+from aipq.ip.candidates import find_candidates
+from aipq.pipeline import plan_query
 from aipq.planner.physical import path_bytes
-from aipq.planner.pipeline import plan_query
 from aipq.planner.stages import StageRead
 from aipq.tpch.queries import query_text
 
@@ -126,7 +126,7 @@ class _Figure:
 def test_a_summary_pays_when_its_edges_pay_together_with_its_cost_counted_once(tpch):
     """Q21: the orders summary prunes lineitem l1 and l2 in the same stage; each edge alone carries the whole
     pre-pass and build cost (0.5 s here) and loses, together they save 0.6 s for it."""
-    from aipq.planner.ip import IpPlanner
+    from aipq.ip.planner import IpPlanner
 
     settings = Settings(ip="adaptive", **REPARTITION)
     dag = plan_query(query_text(21), tpch, settings).dag
@@ -147,7 +147,7 @@ def test_a_summary_pays_when_its_edges_pay_together_with_its_cost_counted_once(t
 def test_pruning_an_input_counts_what_it_saves_at_the_places_it_makes_redundant(tpch):
     """Q11: nation's summary on supplier, before S1's join, also prunes S1's output; the output alone would be
     probed after the join of all of partsupp."""
-    from aipq.planner.ip import IpPlanner
+    from aipq.ip.planner import IpPlanner
 
     settings = Settings(ip="adaptive", **REPARTITION)
     dag = plan_query(query_text(11), tpch, settings).dag

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from aipq.config import Settings
-from aipq.planner.pipeline import plan_query
+from aipq.pipeline import plan_query
 from aipq.tpch.queries import query_text
 
 REPARTITION = dict(broadcast_threshold=0)

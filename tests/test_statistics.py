@@ -214,7 +214,7 @@ def test_bench_stats_reports_overhead_and_ndv_error(aipq, tmp_path):
 
 
 def test_paired_slowdown_compares_each_round_with_itself():
-    from aipq.tpch.stats_bench import paired_slowdown
+    from aipq.bench.stats import paired_slowdown
 
     off = [1.0, 1.0, 1.0, 2.0, 2.0]  # the machine slowed down for the last two rounds
     collecting = [1.05, 1.05, 2.1, 2.1, 2.1]

@@ -9,8 +9,8 @@ from test_tpch_results import run_to_rows
 
 from aipq.catalog import Catalog
 from aipq.config import Settings
-from aipq.planner.ip_candidates import find_candidates
-from aipq.planner.pipeline import plan_query
+from aipq.ip.candidates import find_candidates
+from aipq.pipeline import plan_query
 
 TOP_ORDERS = """
     select t.o_custkey, t.o_orderkey, t.rn, c.c_name, t.running

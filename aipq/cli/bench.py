@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import re
 from collections.abc import Callable, Iterator
@@ -13,11 +14,11 @@ from click.core import ParameterSource
 from rich.console import Console
 
 from aipq import app
+from aipq.cli.bench_render import staging_table, strategy_table
 from aipq.cli.options import home_dir, planning_options
-from aipq.cli.render import staging_table, strategy_table
 from aipq.config import MB, Settings
-from aipq.errors import BadInputError
-from aipq.planner.ip import STRATEGIES
+from aipq.errors import BadInputError, EnvironmentProblem
+from aipq.ip.planner import STRATEGIES
 
 TPCH_JOIN_HEAVY = "2,3,5,7,8,9,10,11,18,21"
 DEFAULT_STRATEGIES = "off,hip,always,adaptive,oracle,spark"
@@ -26,7 +27,11 @@ DOC_BEGIN, DOC_END = "<!-- aipq bench all: begin -->", "<!-- aipq bench all: end
 
 @click.group()
 def bench():
-    """Benchmarks (numbers in docs/benchmarks.md come from these)."""
+    """Benchmarks (numbers in docs/benchmarks.md come from these); needs the bench extra (pip install
+    'aipq[bench]')."""
+    if importlib.util.find_spec("matplotlib") is None:
+        raise EnvironmentProblem("aipq bench needs the benchmark extra, which is not installed",
+                                 hint="pip install 'aipq[bench]' (adds matplotlib for the plots)")
 
 
 def invocation(ctx: click.Context) -> str:
@@ -50,7 +55,7 @@ def invocation(ctx: click.Context) -> str:
 
 
 def _strategies(text: str) -> list[str]:
-    from aipq.tpch.strategy_bench import OFF_AGAIN, SPARK
+    from aipq.bench.strategies import OFF_AGAIN, SPARK
 
     chosen = [s.strip() for s in text.split(",") if s.strip()]
     known = (*STRATEGIES, SPARK, OFF_AGAIN)
@@ -95,7 +100,7 @@ def progress_bar(label: str, total: int) -> Iterator[Callable[[], None]]:
 
 def _run_strategies(home: Path, workload, strategies: list[str], thresholds: list[int], repeat: int,
                     settings: Settings, label: str, min_run_seconds: float = 0.0):
-    from aipq.tpch.strategy_bench import compare_strategies
+    from aipq.bench.strategies import compare_strategies
 
     runs = len(workload) * len(thresholds) * len(strategies) * (repeat + _warmup_rounds())
     with progress_bar(label, runs) as step:
@@ -105,21 +110,21 @@ def _run_strategies(home: Path, workload, strategies: list[str], thresholds: lis
 
 def _warmup_rounds() -> int:
     """Untimed rounds before a strategy benchmark's timed ones (imported late: the module loads PySpark)."""
-    from aipq.tpch.strategy_bench import WARMUP_ROUNDS
+    from aipq.bench.strategies import WARMUP_ROUNDS
 
     return WARMUP_ROUNDS
 
 
 def _context(title: str, command: str, settings: Settings, home: Path, **parameters):
+    from aipq.bench.report import BenchContext, describe_machine, today
     from aipq.engine.session import get_session
-    from aipq.tpch.bench_report import BenchContext, describe_machine, today
 
     machine = describe_machine(get_session(settings, home))
     return BenchContext(title, command, machine, today(), {**parameters, "settings": settings.knob_values()})
 
 
 def _finish(results, context, out_dir: Path | None, synthetic: bool) -> None:
-    from aipq.tpch.bench_report import write_outputs
+    from aipq.bench.report import write_outputs
 
     Console().print(strategy_table(results, context.title))
     if out_dir is not None:
@@ -166,7 +171,7 @@ def bench_tpch(ctx, scale_factor, queries, strategies, repeat, min_run_seconds, 
 
 def run_tpch_bench(home: Path, scale_factor: float, queries: str, strategies: str, repeat: int, joins: str,
                    out_dir: Path | None, settings: Settings, command: str, min_run_seconds: float = 0.0):
-    from aipq.tpch.strategy_bench import tpch_workload
+    from aipq.bench.strategies import tpch_workload
 
     numbers = _numbers(queries, "--queries")
     bad = [n for n in numbers if not 1 <= n <= 22]
@@ -205,8 +210,8 @@ def bench_synthetic(ctx, ratios, rows, queries, strategies, repeat, min_run_seco
 def run_synthetic_bench(home: Path, ratios: str, rows: int, queries: str, strategies: str, repeat: int,
                         joins: str, out_dir: Path | None, settings: Settings, command: str,
                         min_run_seconds: float = 0.0):
-    from aipq.tpch import synthetic
-    from aipq.tpch.strategy_bench import BenchQuery
+    from aipq.bench import synthetic
+    from aipq.bench.strategies import BenchQuery
 
     values = _numbers(ratios, "--ratios", float)
     names = [q.strip().lower() for q in queries.split(",") if q.strip()]
@@ -248,9 +253,9 @@ def bench_stats(ctx, scale_factor, queries, lg_ks, repeat, out_dir, settings: Se
 
 def run_stats_bench(home: Path, scale_factor: float, queries: str, lg_ks: str, repeat: int, out_dir: Path | None,
                     settings: Settings, command: str):
-    from aipq.cli.render import stats_overhead_table
+    from aipq.bench.stats import measure_collection
+    from aipq.cli.bench_render import stats_overhead_table
     from aipq.tpch.queries import query_text
-    from aipq.tpch.stats_bench import measure_collection
 
     numbers = _numbers(queries, "--queries")
     precisions = _numbers(lg_ks, "--lg-k")
@@ -267,7 +272,7 @@ def run_stats_bench(home: Path, scale_factor: float, queries: str, lg_ks: str, r
                        f"(median of {repeat})", command, settings, home, scale_factor=scale_factor, repeat=repeat)
     Console().print(stats_overhead_table(overheads, errors, context.title))
     if out_dir is not None:
-        from aipq.tpch.bench_report import write_stats_outputs
+        from aipq.bench.report import write_stats_outputs
 
         written = write_stats_outputs(out_dir, context, overheads, errors)
         err.print(f"wrote {', '.join(p.name for p in written)} to {out_dir}")
@@ -296,9 +301,9 @@ def run_decision_bench(home: Path, scale_factor: float, queries: str, repeat: in
                        out_dir: Path | None, settings: Settings, command: str, joins: str = "both"):
     from rich.table import Table
 
-    from aipq.tpch.decision_bench import accuracy, measure_decisions
+    from aipq.bench.decisions import accuracy, measure_decisions
+    from aipq.bench.steal import StealTally
     from aipq.tpch.queries import query_text
-    from aipq.tpch.steal import StealTally
 
     numbers = _numbers(queries, "--queries")
     err = Console(stderr=True)
@@ -322,7 +327,7 @@ def run_decision_bench(home: Path, scale_factor: float, queries: str, repeat: in
                       row["decision"], f"{row['measured_benefit']:+.3f}", row["verdict"])
     Console().print(table)
     if out_dir is not None:
-        from aipq.tpch.bench_report import write_decision_outputs
+        from aipq.bench.report import write_decision_outputs
 
         context = _context(title, command, settings, home, scale_factor=scale_factor, repeat=repeat)
         written = write_decision_outputs(out_dir, context, edges, tolerance, steal)
@@ -408,7 +413,7 @@ def _relative(path: Path, start: Path) -> str:
 @click.pass_context
 def bench_staging(ctx, scale_factor, queries, repeat, json_path, settings: Settings):
     """aipq's staged run vs plain spark.sql, same session settings, with and without broadcast joins."""
-    from aipq.tpch.bench import compare_staging
+    from aipq.bench.staging import compare_staging
 
     home = home_dir(ctx)
     numbers = _numbers(queries, "--queries")

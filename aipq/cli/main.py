@@ -38,7 +38,7 @@ from aipq.engine.sink import (
     write_output,
 )
 from aipq.errors import EXIT_BAD_INPUT, EXIT_RUNTIME, AipqError, BadInputError
-from aipq.planner.explain import explain_dict
+from aipq.ip.explain import explain_dict
 from aipq.tpch.queries import query_text
 
 

@@ -11,7 +11,7 @@ import click
 
 from aipq.config import DEFAULT_BETA_SECONDS, DEFAULT_REDUCER_BYTES, MB, Settings, size_bytes
 from aipq.errors import BadInputError
-from aipq.planner.ip import STRATEGIES
+from aipq.ip.planner import STRATEGIES
 from aipq.setting_aliases import alias_for, apply_alias
 
 

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import statistics
 from typing import Any
 
 from rich.table import Table
 from rich.tree import Tree
 
 from aipq.engine.executor import RunRecord
-from aipq.tpch.bench import StagingResult
 
 
 def format_size(n: float) -> str:
@@ -225,62 +223,4 @@ def run_summary(record: RunRecord) -> Table:
         table.add_row(f"S{m.stage_id}", m.operator, f"{m.seconds:.2f} s", f"{m.rows_written:,}",
                       format_size(m.bytes_written), format_size(m.shuffle.shuffle_write_bytes),
                       "; ".join(x for x in (pruned, built) if x))
-    return table
-
-
-def staging_table(results: list[StagingResult], scale_factor: float, repeat: int) -> Table:
-    table = Table(title=f"TPC-H SF {scale_factor:g}: aipq staged vs spark.sql (median of {repeat})")
-    for column in ("query", "joins", "stages", "aipq s", "spark.sql s", "aipq / spark"):
-        table.add_column(column, justify="right")
-    for r in results:
-        joins = ("repartition only" if r.broadcast_threshold <= 0
-                 else f"broadcast ≤ {format_size(r.broadcast_threshold)}")
-        table.add_row(f"Q{r.query}", joins, str(r.stages), f"{statistics.median(r.aipq_seconds):.2f}",
-                      f"{statistics.median(r.spark_seconds):.2f}", f"{r.ratio:.2f}×")
-    return table
-
-
-def strategy_table(results, title: str) -> Table:
-    """Median (min–max) time per query and strategy, speedups against off (of medians and paired by round) and
-    spark, shuffled bytes, pruning efficiency; the report's headline statements as the caption."""
-    from aipq.tpch.strategy_bench import headlines, joins_label, paired_speedup, pruning_efficiency, speedup
-
-    efficiency = pruning_efficiency(results)
-    table = Table(title=title)
-    for column in ("query", "joins", "strategy", "stages", "seconds (min–max)", "vs off", "paired", "vs spark",
-                   "shuffle write", "pruning eff."):
-        table.add_column(column, justify="left" if column in ("joins", "strategy") else "right")
-    for r in results:
-        joins = joins_label(r.broadcast_threshold)
-        if r.broadcast_threshold > 0:
-            joins += f" ≤ {format_size(r.broadcast_threshold)}"
-        cells = []
-        for ratio in (speedup(results, r, "off"), paired_speedup(results, r, "off"), speedup(results, r, "spark")):
-            cells.append("" if ratio is None else f"{ratio:.2f}×")
-        times = [m.seconds for m in r.runs]
-        eff = efficiency.get((r.query, r.broadcast_threshold, r.strategy))
-        table.add_row(r.query, joins, r.strategy, str(r.stages),
-                      f"{r.median_seconds:.2f} ({min(times):.2f}–{max(times):.2f})", *cells,
-                      format_size(r.shuffle_write_bytes), "" if eff is None else f"{eff:.0%}")
-    table.caption = "\n".join(line.text() for line in headlines(results))
-    return table
-
-
-def stats_overhead_table(overheads, errors, title: str) -> Table:
-    """Per query and lg_k: time with and without collecting every statistic; mean NDV error per lg_k."""
-    import statistics as stats_module
-
-    from aipq.tpch.stats_bench import overhead_rows
-
-    table = Table(title=title)
-    for column in ("query", "lg_k", "RSE", "off s", "collecting s", "slowdown", "paired", "storing s",
-                   "mean NDV err"):
-        table.add_column(column, justify="right")
-    mean_error = {k: stats_module.mean(e.error for e in errors if e.lg_k == k) for k in {e.lg_k for e in errors}}
-    for r in overhead_rows(overheads):
-        error = mean_error.get(r["lg_k"])
-        table.add_row(r["query"], str(r["lg_k"]), f"{r['rse']:.1%}", f"{r['off_seconds']:.2f}",
-                      f"{r['median_seconds']:.2f}", f"{r['slowdown']:+.1%}", f"{r['paired_slowdown']:+.1%}",
-                      f"{r['storing_seconds']:.2f}",
-                      "" if error is None else f"{error:.2%}")
     return table

@@ -9,7 +9,7 @@ Java 17 cannot make the archive by itself (``-XX:+AutoCreateSharedArchive`` came
 one runs slower and then takes about 12 s to write it at exit, so no user command records it:
 
 - A command that finds no archive runs as before and, as it exits, starts a builder in the background at low
-  priority (``python -m aipq.engine.class_archive``). The builder generates TPC-H at SF 0.01 in a scratch home,
+  priority (``python -m aipq.class_archive_builder``). The builder generates TPC-H at SF 0.01 in a scratch home,
   runs a few queries under ``-XX:ArchiveClassesAtExit`` (repartition and broadcast joins, summaries built and
   probed, piggybacked statistics: the classes a run loads), lets the JVM write the archive as it exits, and moves
   the file into place. A lock file keeps a second builder from starting meanwhile.
@@ -32,10 +32,8 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
-import uuid
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 # The JVM writes its CDS warnings (a signed JAR's classes, reflection accessors it skips) on stdout, which is the
@@ -50,7 +48,6 @@ DUMP_TIMEOUT_SECONDS = 300  # the JVM writes the archive in about 12 s on this m
 STALE_LOCK_SECONDS = 1800  # a builder runs for about a minute; a lock this old is a builder that died
 # (query, strategy, broadcast joins): a repartition-join plan with summaries, a broadcast-join plan with
 # summaries, and a semi-join, outer join and HAVING, so that the classes every kind of stage loads are recorded.
-TRAINING_RUNS = ((3, "always", False), (9, "adaptive", True), (18, "hip", False), (13, "off", True))
 
 
 def cache_dir() -> Path:
@@ -147,89 +144,6 @@ def start_builder(final: Path, memory: str) -> None:
     if final.exists() or _building(final) or _failed(final).exists():
         return
     with contextlib.suppress(OSError):  # a cache: the next command tries again
-        subprocess.Popen([sys.executable, "-m", "aipq.engine.class_archive", str(final)],
+        subprocess.Popen([sys.executable, "-m", "aipq.class_archive_builder", str(final)],
                          env={**os.environ, MEMORY_VARIABLE: memory}, stdin=subprocess.DEVNULL,
                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-
-
-def build(final: Path) -> bool:
-    """Record the archive with a training workload and move it to ``final``; False when another builder holds
-    the lock or the JVM wrote nothing."""
-    final.parent.mkdir(parents=True, exist_ok=True)
-    lock = _lock(final)
-    if _building(final):
-        return False
-    lock.unlink(missing_ok=True)  # stale
-    try:
-        os.close(os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644))
-    except FileExistsError:
-        return False
-    writing = final.parent / f"{final.name}.{os.getpid()}-{uuid.uuid4().hex[:8]}.part"
-    scratch = Path(tempfile.mkdtemp(prefix="aipq-class-archive-"))
-    try:
-        os.environ[RECORD_VARIABLE] = str(writing)
-        spark = _train(scratch)
-        _stop_and_wait(spark)
-        if not (writing.is_file() and writing.stat().st_size > 0):
-            return False
-        os.replace(writing, final)
-        for other in final.parent.glob(f"{PREFIX}*"):
-            if other.suffix in (".jsa", ".failed") and other != final:
-                other.unlink(missing_ok=True)
-        return True
-    finally:
-        os.environ.pop(RECORD_VARIABLE, None)
-        writing.unlink(missing_ok=True)
-        shutil.rmtree(scratch, ignore_errors=True)
-        lock.unlink(missing_ok=True)
-
-
-def _train(home: Path):
-    """Run the training workload in a session that records its classes; returns the session."""
-    from aipq import app
-    from aipq.config import Settings
-    from aipq.engine.executor import remove_work_dir
-    from aipq.planner.pipeline import plan_query
-    from aipq.tpch.queries import query_text
-
-    settings = Settings()
-    app.generate_tpch(home, settings, 0.01, "default")
-    catalog = app.open_catalog(home, settings)
-    spark = None
-    for number, strategy, broadcast in TRAINING_RUNS:
-        run_settings = replace(settings, ip=strategy,
-                               broadcast_threshold=settings.broadcast_threshold if broadcast else 0)
-        run = app.execute(plan_query(query_text(number), catalog, run_settings), home, run_settings)
-        spark = run.spark
-        spark.read.parquet(str(run.record.result_path)).collect()
-        remove_work_dir(run.record)
-    return spark
-
-
-def _stop_and_wait(spark) -> None:
-    """Stop the session and wait for its JVM to exit, writing the archive as it does."""
-    proc = getattr(spark.sparkContext._gateway, "proc", None)
-    spark.stop()
-    if proc is None:
-        return
-    if proc.stdin is not None:
-        proc.stdin.close()  # PySpark's JVM exits when its stdin closes
-    proc.wait(timeout=DUMP_TIMEOUT_SECONDS)
-
-
-def main(final: Path) -> int:
-    """The background builder: build, or leave the failure marker when no archive could be made."""
-    try:
-        if build(final) or _building(final):
-            return 0
-    except Exception:  # a cache: a failure is recorded, never raised at the user
-        pass
-    with contextlib.suppress(OSError):
-        _failed(final).touch()
-    return 1
-
-
-if __name__ == "__main__":
-    if hasattr(os, "nice"):
-        os.nice(10)  # the user's next command comes first
-    sys.exit(main(Path(sys.argv[1])))

@@ -20,16 +20,16 @@ from pyspark.sql import functions as F
 from aipq.config import Settings, home_writable
 from aipq.engine import jvm
 from aipq.engine.compile import StageCompiler
-from aipq.engine.edge_inputs import EdgeEstimator, RunState
 from aipq.engine.jvm import ShuffleFigures, job_group_figures
 from aipq.engine.session import java_message, sql_conf, stage_sql_conf, table_rows, user_runtime_conf
 from aipq.engine.statistics import StatisticsCollector
 from aipq.engine.summaries import BuiltSummary, ProbeRecord, SummaryStore
 from aipq.errors import AipqError, BadInputError, ExecutionError
+from aipq.estimator.edge_inputs import EdgeEstimator, RunState, SessionFacts
 from aipq.estimator.parameters import load_calibration
+from aipq.ip.candidates import leaf_sources
+from aipq.ip.planner import IpPlanner, StageDecisions, Strategy, SummaryUse
 from aipq.planner import reducers
-from aipq.planner.ip import IpPlanner, StageDecisions, Strategy, SummaryUse
-from aipq.planner.ip_candidates import leaf_sources
 from aipq.planner.logical import Scan, Sort
 from aipq.planner.stages import Stage, StageDag, StageRead
 
@@ -180,7 +180,17 @@ def adaptive_estimator(spark, dag: StageDag, settings: Settings, home: Path, wri
         return None
     repository = statistics.repository if statistics is not None else None
     state = RunState(written, paths, statistics.output_sketches if statistics is not None else {})
-    return EdgeEstimator(dag, settings, repository, load_calibration(home), state, spark)
+    return EdgeEstimator(dag, settings, repository, load_calibration(home), state, session_facts(spark, settings))
+
+
+def session_facts(spark, settings: Settings) -> SessionFacts:
+    """What the estimator reads from the running session (two conf lookups, not sparkContext.getConf(), which
+    copies the whole conf over py4j: 20 ms on every run)."""
+    get = spark.conf.get
+    return SessionFacts(table_rows=lambda entry: table_rows(spark, entry),
+                        parallelism=spark.sparkContext.defaultParallelism,
+                        driver_memory=get("spark.driver.memory", settings.spark_conf.get("spark.driver.memory", "1g")),
+                        memory_fraction=float(get("spark.memory.fraction", "0.6")))
 
 
 def run_dag(spark, dag: StageDag, settings: Settings, home: Path,

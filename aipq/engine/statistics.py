@@ -30,7 +30,7 @@ from aipq.config import Settings, home_writable
 from aipq.engine import jvm
 from aipq.engine.session import read_table, table_rows
 from aipq.errors import AipqError, warn
-from aipq.planner.ip import StageDecisions
+from aipq.ip.planner import StageDecisions
 from aipq.planner.logical import Join, Limit
 from aipq.planner.stages import Stage, StageDag
 from aipq.stats import sketches

@@ -19,7 +19,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import ByteType, DataType, IntegerType, LongType, ShortType
 
 from aipq.engine import jvm
-from aipq.planner.ip import AUTO_BLOOM_CAP_BYTES, BuiltInfo, SummaryBuild, SummaryUse
+from aipq.ip.planner import AUTO_BLOOM_CAP_BYTES, BuiltInfo, SummaryBuild, SummaryUse
 from aipq.stats import sketches
 from aipq.stats.sketches import sketch_input_sql
 

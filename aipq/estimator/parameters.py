@@ -49,7 +49,7 @@ DEFAULT_PROBE_SECONDS_PER_ROW = 7e-8
 # Seconds per written row and core to build a summary inside the write (Bloom filter + its key sketch): the
 # paper's T_r builds for free; on Spark the aggregates run per row (`aipq calibrate`: 2.1e-7 to 8.2e-7).
 DEFAULT_BUILD_SECONDS_PER_ROW = 3.5e-7
-# Seconds a summary pre-pass (a SCAN stage: planner/scan_summaries.py) costs beyond reading its columns' pages:
+# Seconds a summary pre-pass (a SCAN stage: ip/scan_summaries.py) costs beyond reading its columns' pages:
 # scheduling a Spark job, its tasks, evaluating the filters, a small parquet write. `aipq bench tpch --sf 1`
 # (docs/bench/tpch, 2026-11-26, commit 05ce314) measured whole pre-passes of 0.09–0.24 s on nation, region, part
 # and customer (their reads a few hundredths of a second) and 0.29–0.47 s on orders.

@@ -69,7 +69,7 @@ class StageDag:
     plan: QueryPlan
     dataflow: dict[int, list[int]] = field(default_factory=dict)  # producer → consumers
     dependency: dict[int, list[int]] = field(default_factory=dict)  # consumer → producers
-    # id of a filtered Scan → the SCAN stage that summarizes its keys in a pre-pass (planner/scan_summaries.py)
+    # id of a filtered Scan → the SCAN stage that summarizes its keys in a pre-pass (ip/scan_summaries.py)
     scan_sources: dict[int, int] = field(default_factory=dict)
 
     @property

@@ -17,9 +17,9 @@ from dataclasses import replace
 from pathlib import Path
 
 from aipq.config import MB, Settings
-from aipq.tpch.bench import bench_session
+from aipq.bench.staging import bench_session
 from aipq.tpch.queries import query_text
-from aipq.tpch.strategy_bench import QueryRunner
+from aipq.bench.strategies import QueryRunner
 
 VARIANTS = {"8 per stage": 0, "one per 64 MB": 64 * MB}
 

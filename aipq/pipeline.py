@@ -13,6 +13,7 @@ from sqlglot import exp
 from aipq.catalog import Catalog
 from aipq.config import Settings
 from aipq.errors import UnsupportedSqlError
+from aipq.ip.scan_summaries import add_scan_summaries
 from aipq.planner.build import build_plan
 from aipq.planner.cartesian import check_cartesian
 from aipq.planner.joins import order_joins
@@ -22,7 +23,6 @@ from aipq.planner.physical import choose_physical_joins
 from aipq.planner.prune import prune_columns
 from aipq.planner.pushdown import push_down_filters
 from aipq.planner.resolve import lookup_tables, qualify_statement
-from aipq.planner.scan_summaries import add_scan_summaries
 from aipq.planner.stages import StageDag, cut_stages
 from aipq.planner.table_output import TableShape, shape_for_table
 

@@ -5,7 +5,7 @@ Per query, each round runs it once with statistics off and once per lg_k with ev
 baseline) so that no setting always runs before another; the slowdown is the median collecting time over the median
 time without, and also the median of the rounds' own ratios (``paired_slowdown``), which a slow spell spanning a
 round leaves out. A round during which the hypervisor took more than 5% of the CPU time from one of its runs runs
-again (``aipq.tpch.steal``). After each collecting run, the NDV estimates just stored are compared with exact
+again (``aipq.bench.steal``). After each collecting run, the NDV estimates just stored are compared with exact
 distinct counts of the same columns.
 """
 
@@ -17,13 +17,13 @@ from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
 
+from aipq.bench.staging import bench_session
+from aipq.bench.steal import undisturbed_round
+from aipq.bench.strategies import Measurement, QueryRunner, round_order
 from aipq.config import Settings
 from aipq.engine.session import read_table
 from aipq.stats.repository import StatsRepository
 from aipq.stats.sketches import relative_standard_error
-from aipq.tpch.bench import bench_session
-from aipq.tpch.steal import undisturbed_round
-from aipq.tpch.strategy_bench import Measurement, QueryRunner, round_order
 
 
 @dataclass

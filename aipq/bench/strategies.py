@@ -8,7 +8,7 @@ second the first reversed, with ``off`` in the middle, so that no strategy alway
 (Plain rotation did that: with three rounds of five strategies, ``off`` never ran before ``adaptive``.) (A full
 garbage collection in the driver before each run was tried and dropped: in that run every strategy ran up to 50%
 slower, with bimodal times.) A round during which the hypervisor took more than 5% of the machine's CPU time
-from one of its runs runs again, whole (``aipq.tpch.steal``). Every run's rows are compared with the first
+from one of its runs runs again, whole (``aipq.bench.steal``). Every run's rows are compared with the first
 strategy's; a difference fails the benchmark, naming the query and strategy. With ``--min-run-seconds``, a query
 shorter than that runs back to back within each timed run, the same number of times for every strategy, and
 the run reports seconds per execution, meant to average out a second-long query's run-to-run spread on this
@@ -26,6 +26,8 @@ from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
 
+from aipq.bench.staging import bench_session, spark_sql_text
+from aipq.bench.steal import steal_seconds, undisturbed_round
 from aipq.catalog import Catalog
 from aipq.config import Settings
 from aipq.engine.executor import RunRecord, remove_work_dir, run_dag
@@ -33,12 +35,10 @@ from aipq.engine.report import run_dict
 from aipq.engine.session import sql_conf
 from aipq.engine.statistics import collector_for
 from aipq.errors import ExecutionError
-from aipq.planner.ip import Strategy
-from aipq.planner.pipeline import plan_query
+from aipq.ip.planner import Strategy
+from aipq.pipeline import plan_query
 from aipq.planner.stages import StageDag
-from aipq.tpch.bench import bench_session, spark_sql_text
 from aipq.tpch.queries import query_text
-from aipq.tpch.steal import steal_seconds, undisturbed_round
 
 SPARK = "spark"
 # An A/A control: off's plan run again as a series of its own, interleaved with the others. How far it falls from

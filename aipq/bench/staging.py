@@ -19,7 +19,7 @@ from aipq.catalog import Catalog
 from aipq.config import Settings
 from aipq.engine.executor import remove_work_dir, run_dag
 from aipq.engine.session import get_session, read_table, sql_conf, stage_sql_conf
-from aipq.planner.pipeline import plan_query
+from aipq.pipeline import plan_query
 from aipq.tpch.queries import query_text
 
 

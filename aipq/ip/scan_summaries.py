@@ -6,11 +6,11 @@ table small enough to read twice can summarize its keys before any stage runs: a
 map-side filters and writes its key columns, building the summary in that write (the same T_r as any stage's;
 no stage reads the rows, so they go to Spark's ``noop`` sink unless an exact summary or ``--analyze`` needs them
 on disk, ``engine/executor.py``), and the join stage probes its other input with it before the shuffle (P_m).
-The key sets are exactly the values the filtered scan feeds its join, so ``planner/ip_candidates.py`` admits
+The key sets are exactly the values the filtered scan feeds its join, so ``ip/candidates.py`` admits
 the same places as for a stage output on that path; a SCAN stage no edge can use is not added.
 
 This is what Spark's own runtime filters do for inputs of 10 GB and more; here the benefit estimator decides
-(its cost is the extra read of the small table, ``engine/edge_inputs.py``), and a SCAN stage whose summary no
+(its cost is the extra read of the small table, ``estimator/edge_inputs.py``), and a SCAN stage whose summary no
 strategy builds is not run (``engine/executor.py``).
 """
 
@@ -21,7 +21,7 @@ from dataclasses import replace
 from sqlglot import exp
 
 from aipq.config import Settings
-from aipq.planner.ip_candidates import find_candidates
+from aipq.ip.candidates import find_candidates
 from aipq.planner.logical import Join, Project, Scan
 from aipq.planner.physical import path_bytes
 from aipq.planner.stages import Stage, StageDag

@@ -15,9 +15,8 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from aipq.stats.sketches import relative_standard_error
-from aipq.tpch.steal import StealTally, steal_line
-from aipq.tpch.strategy_bench import (
+from aipq.bench.steal import StealTally, steal_line
+from aipq.bench.strategies import (
     CSV_COLUMNS,
     OFF_AGAIN,
     SPARK,
@@ -28,6 +27,7 @@ from aipq.tpch.strategy_bench import (
     joins_label,
     pruning_efficiency,
 )
+from aipq.stats.sketches import relative_standard_error
 
 STRATEGY_COLOURS = {"off": "#7f7f7f", "hip": "#1f77b4", "always": "#ff7f0e", "adaptive": "#2ca02c",
                     "oracle": "#9467bd", SPARK: "#d62728", OFF_AGAIN: "#c7c7c7"}
@@ -227,7 +227,7 @@ def synthetic_plots(out_dir: Path, results: list[StrategyResult]) -> list[Path]:
 
 def write_stats_outputs(out_dir: Path, context: BenchContext, overheads, errors) -> list[Path]:
     """``aipq bench stats``: results.json, report.md and statistics.png."""
-    from aipq.tpch.stats_bench import overhead_rows
+    from aipq.bench.stats import overhead_rows
 
     out_dir.mkdir(parents=True, exist_ok=True)
     rows = overhead_rows(overheads)
@@ -296,7 +296,7 @@ def _stats_plots(out_dir: Path, rows: list[dict], errors) -> list[Path]:
 def write_decision_outputs(out_dir: Path, context: BenchContext, edges, tolerance: float,
                            steal: StealTally | None = None) -> list[Path]:
     """``aipq bench decisions``: results.json and report.md."""
-    from aipq.tpch.decision_bench import accuracy
+    from aipq.bench.decisions import accuracy
 
     out_dir.mkdir(parents=True, exist_ok=True)
     share = accuracy(edges, tolerance)

@@ -25,13 +25,13 @@ from dataclasses import dataclass, field
 
 from sqlglot import exp
 
+from aipq.catalog import TableEntry
 from aipq.config import Settings
-from aipq.engine.session import table_rows
 from aipq.estimator.benefit import EdgeEstimate, EdgeInputs, best_estimate
 from aipq.estimator.cardinality import Cardinality, StatsLookup, kept_distinct
 from aipq.estimator.parameters import PAGE_BYTES, Calibration, parse_memory, sort_buffer_pages
-from aipq.planner.ip import BuiltInfo
-from aipq.planner.ip_candidates import Candidate, Target, leaf_sources
+from aipq.ip.candidates import Candidate, Target, leaf_sources
+from aipq.ip.planner import BuiltInfo
 from aipq.planner.logical import Join, Scan, path_to
 from aipq.planner.reducers import reduce_tasks, stage_input_bytes
 from aipq.planner.stages import Stage, StageDag, StageRead
@@ -86,17 +86,28 @@ def feeds_shuffle(stage: Stage, leaf_id: int | None) -> bool:
                    and (node.broadcast_side == "left") == (index == 0) for node, index in path)
 
 
+@dataclass(frozen=True)
+class SessionFacts:
+    """What the estimator reads from the running Spark session, injected so that it runs without one: a base
+    table's row count (parquet footers), the task slots, the driver memory and Spark's memory fraction."""
+
+    table_rows: Callable[[TableEntry], int] | None = None
+    parallelism: int = 2
+    driver_memory: str | None = None
+    memory_fraction: float | None = None
+
+
 class EdgeEstimator:
-    """The planner's ``EdgeEstimator`` for one run (or for explain, before anything ran)."""
+    """The IP planner's estimator for one run (or for explain, before anything ran)."""
 
     def __init__(self, dag: StageDag, settings: Settings, repository: StatsRepository | None,
-                 calibration: Calibration, state: RunState | None = None, spark=None):
+                 calibration: Calibration, state: RunState | None = None, session: SessionFacts | None = None):
         self.dag = dag
         self.settings = settings
         self.repository = repository
         self.calibration = calibration
         self.state = state or RunState()
-        self.spark = spark
+        self.session = session or SessionFacts()
         self.sort_buffer = self._sort_buffer_pages()
         self._tables: dict[str, object] = {}
         self._listed: dict[str, DataFiles] = {}
@@ -344,8 +355,8 @@ class EdgeEstimator:
         stats = self._table_stats(scan.table.path)
         if stats is not None:
             return float(stats.rows), "repository"
-        if self.spark is not None:
-            return float(table_rows(self.spark, scan.table)), "files: parquet footers"
+        if self.session.table_rows is not None:
+            return float(self.session.table_rows(scan.table)), "files: parquet footers"
         if files.bytes:  # explain, before Spark starts: parquet holds about half a row's in-memory width
             width = sum(self._type_width(t) for _, t in scan.table.columns) or FIXED_WIDTH
             return files.bytes * 2 / width, "files: estimated from their size"
@@ -388,17 +399,12 @@ class EdgeEstimator:
         return self._files(self.state.stage_paths[stage_id]).bytes
 
     def _parallelism(self) -> int:
-        return self.spark.sparkContext.defaultParallelism if self.spark is not None else 2
+        return self.session.parallelism
 
     def _sort_buffer_pages(self) -> float:
         conf = dict(self.settings.spark_conf)
-        if self.spark is not None:
-            # two lookups, not sparkContext.getConf(): that copies the whole conf over py4j, 20 ms on every run
-            get = self.spark.conf.get
-            memory = get("spark.driver.memory", conf.get("spark.driver.memory", "1g"))
-            fraction = float(get("spark.memory.fraction", "0.6"))
-        else:
-            memory, fraction = conf.get("spark.driver.memory", "1g"), float(conf.get("spark.memory.fraction", 0.6))
+        memory = self.session.driver_memory or conf.get("spark.driver.memory", "1g")
+        fraction = self.session.memory_fraction or float(conf.get("spark.memory.fraction", 0.6))
         return sort_buffer_pages(parse_memory(memory), fraction, self._parallelism())
 
 

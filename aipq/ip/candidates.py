@@ -12,7 +12,7 @@ that keep the value and only ever drop rows for it:
 - never through outer joins (neither side), the right input of an anti join (NOT EXISTS / NOT IN), aggregates
   not grouped by the column, LIMIT or UNION — there a removed row could change the result.
 
-A filtered base table's SCAN stage (``planner/scan_summaries.py``) is a producer like a stage output: its keys
+A filtered base table's SCAN stage (``ip/scan_summaries.py``) is a producer like a stage output: its keys
 are the values its scan feeds the join. Where that join is map-side (broadcast) below the stage's shuffle, the
 join itself drops the same rows as early, so the scan's summary has no place in that stage.
 

@@ -19,7 +19,7 @@ right either way in the tolerant accuracy. A third count asks the runs themselve
 effect is ``clear`` when every run with the edge was faster than every run without it, or every one slower (with 5
 runs each, chance alone separates them 1 time in 126); an edge whose runs overlap is right either way there.
 
-A run during which the hypervisor took more than 5% of the CPU time runs again (``aipq.tpch.steal``). Only that run:
+A run during which the hypervisor took more than 5% of the CPU time runs again (``aipq.bench.steal``). Only that run:
 a round of Q2 is 17 or 18 runs, over a minute, and a steal spell would rerun most of it; and the one run of
 adaptive's own edges is what every edge of the round is compared with, so a disturbed one would misjudge them all
 (decisions-rest at 615d9f7: Q10's run without any edge took 8.2 s against 2.5 s in an earlier run, and two skipped
@@ -33,12 +33,12 @@ from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
 
+from aipq.bench.staging import bench_session
+from aipq.bench.steal import StealTally, undisturbed_run
+from aipq.bench.strategies import QueryRunner, round_order
 from aipq.config import Settings
-from aipq.planner.ip import EdgeSet
+from aipq.ip.planner import EdgeSet
 from aipq.planner.stages import StageDag
-from aipq.tpch.bench import bench_session
-from aipq.tpch.steal import StealTally, undisturbed_run
-from aipq.tpch.strategy_bench import QueryRunner, round_order
 
 
 @dataclass
@@ -151,7 +151,7 @@ def measure_decisions(home: Path, workload: list[tuple[str, str]], repeat: int, 
                       steal: StealTally | None = None) -> list[EdgeDecision]:
     """Every candidate edge of every query, under each broadcast threshold (default: the base settings');
     ``steal`` counts the timed runs run again for steal and the steal of those kept."""
-    from aipq.tpch.strategy_bench import joins_label
+    from aipq.bench.strategies import joins_label
 
     spark, catalog, scratch = bench_session(home, base)
     try:

@@ -2,7 +2,7 @@
 SUMMARY_CREATION) and which earlier summaries it loads and where (Algorithm 2, SUMMARY_USAGE), with a reason
 for each decision.
 
-The admissible edges come from ``planner/ip_candidates.py``; a strategy chooses among them:
+The admissible edges come from ``ip/candidates.py``; a strategy chooses among them:
 
 - ``off``: Hive — nothing.
 - ``hip``: the HIP baseline — every stage whose output a later JOIN stage reads builds a list of the distinct
@@ -17,7 +17,7 @@ The admissible edges come from ``planner/ip_candidates.py``; a strategy chooses 
   key overlap, since the producer has not run), and used when
   the estimate from what is known once it is built (its actual keys and their sketch, the sizes of the stages
   that ran, the repository's statistics) still clears β and it is at most α (Algorithm 2). The estimate
-  itself comes from an ``EdgeEstimator`` (``engine/edge_inputs.py`` over ``estimator/``).
+  itself comes from an ``EdgeEstimator`` (``estimator/edge_inputs.py`` over ``estimator/``).
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
 from aipq.config import Settings
-from aipq.planner.ip_candidates import Candidate, Target, find_candidates
+from aipq.ip.candidates import Candidate, Target, find_candidates
 from aipq.planner.stages import Stage, StageDag
 
 SummaryKind = Literal["bloom", "hash-list", "exact"]

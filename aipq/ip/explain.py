@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from aipq.config import KNOBS, Settings
-from aipq.planner.ip import EdgeEstimator, IpPlanner, StageDecisions, SummaryBuild, SummaryUse
+from aipq.ip.planner import EdgeEstimator, IpPlanner, StageDecisions, SummaryBuild, SummaryUse
 from aipq.planner.logical import Aggregate, Join, Limit, Node, Scan, Sort, Window, render
 from aipq.planner.stages import Stage, StageDag, StageRead
 

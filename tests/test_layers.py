@@ -1,0 +1,90 @@
+"""The package's shape: data flows one way (SQL → plan → stage DAG + decisions → Spark → rendering), so no
+module imports one of a later layer, and no import cycle exists. Imports inside functions count too; imports for
+type annotations only (under ``if TYPE_CHECKING:``) do not."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+PACKAGE = Path(__file__).parent.parent / "aipq"
+
+# Layers in the order data flows; a module may import its own layer and earlier ones.
+LAYERS = (
+    ("aipq", "aipq.errors", "aipq.config", "aipq.setting_aliases", "aipq.catalog", "aipq.tpch"),
+    ("aipq.planner",),
+    ("aipq.ip", "aipq.pipeline"),
+    ("aipq.stats",),
+    ("aipq.estimator",),
+    ("aipq.engine",),
+    ("aipq.app", "aipq.workflow", "aipq.class_archive_builder"),
+    ("aipq.bench",),
+    ("aipq.cli",),
+)
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def layer(module: str) -> int:
+    for index, prefixes in enumerate(LAYERS):
+        if any(module == p or (p != "aipq" and module.startswith(p + ".")) for p in prefixes):
+            return index
+    raise AssertionError(f"{module} is in no layer: add it to LAYERS")
+
+
+def _runtime_nodes(tree: ast.AST):
+    """Every node except those under ``if TYPE_CHECKING:`` (annotations only: no import at run time)."""
+    stack = [tree]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.If) and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING":
+            stack.extend(node.orelse)
+            continue
+        yield node
+        stack.extend(ast.iter_child_nodes(node))
+
+
+def imports(path: Path) -> set[str]:
+    found = set()
+    for node in _runtime_nodes(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("aipq"):
+            found.add(node.module)
+            found.update(f"{node.module}.{a.name}" for a in node.names
+                         if (PACKAGE.parent / f"{node.module}.{a.name}".replace(".", "/")).with_suffix(".py").exists())
+        elif isinstance(node, ast.Import):
+            found.update(a.name for a in node.names if a.name.startswith("aipq"))
+    return found
+
+
+def test_no_module_imports_a_later_layer():
+    upward = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        module = module_name(path)
+        for imported in imports(path):
+            if layer(imported) > layer(module):
+                upward.append(f"{module} → {imported}")
+    assert not upward, "\n".join(upward)
+
+
+def test_no_import_cycles():
+    modules = {module_name(p): p for p in PACKAGE.rglob("*.py")}
+    graph = {m: {i for i in imports(p) if i in modules and i != m} for m, p in modules.items()}
+    state: dict[str, int] = {}
+    cycles = []
+
+    def visit(module: str, stack: list[str]) -> None:
+        state[module] = 1
+        for other in sorted(graph[module]):
+            if state.get(other) == 1:
+                cycles.append(" → ".join(stack[stack.index(other):] + [other]))
+            elif other not in state:
+                visit(other, [*stack, other])
+        state[module] = 2
+
+    for module in sorted(graph):
+        if module not in state:
+            visit(module, [module])
+    assert not cycles, "\n".join(cycles)
