@@ -5,23 +5,16 @@
 
 from __future__ import annotations
 
+import math
 import os
 import re
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 MB = 1024 * 1024
-# β's default, seconds. The paper leaves β to the user; 0 would act on any positive estimate. Edges estimated
-# under 0.02 s are below what the estimate resolves: measured one at a time (`aipq bench decisions`,
-# docs/bench/decisions*), the four such edges of the TPC-H set (Q2's S1.ps_suppkey and S8._agg, Q8's o_custkey on
-# customer under both join settings) changed their stages by -0.38 to +0.11 s, -0.11 s on average over 7
-# measurements, 5 of them losses; those estimated at 0.03-0.05 s (Q18's o_custkey, Q21's l_orderkey) gained
-# +0.17 s on average over 5.
+# β's default, seconds: edges estimated below it lost on average when measured (docs/decisions.md).
 DEFAULT_BETA_SECONDS = 0.02
-# One reduce task per 64 MB a stage reads (Hive's hive.exec.reducers.bytes.per.reducer), not a fixed count:
-# TPC-H SF 1 queries ran 6-27% faster under `off` than with 8 tasks in every stage, because stages after the
-# first read a few MB (docs/benchmarks.md, "Reduce tasks"). Hive's own default is 256 MB; at 64 MB a stage that
-# reads SF 1's lineitem (221 MB of parquet) runs 4, and one that also reads orders 5.
+# One reduce task per 64 MB a stage reads, as Hive sizes a job's reducers (docs/decisions.md).
 DEFAULT_REDUCER_BYTES = 64 * MB
 
 
@@ -46,81 +39,187 @@ def default_home() -> Path:
     return Path(env).expanduser() if env else Path.home() / ".aipq"
 
 
+STRATEGIES = ("off", "hip", "always", "oracle", "adaptive")
+
+
 @dataclass(frozen=True)
 class Knob:
+    """One setting, declared once: its name (the Settings field), default, meaning, and how the command line
+    takes it (``flag``, ``kind``: how the text is read, ``choices`` or ``low``/``high``, ``shown``: the default
+    as the command line writes it, ``help``: the option's one-line help)."""
+
     name: str
     default: object
     doc: str
+    flag: str | None = None
+    kind: str = "text"  # text | choice | int | float | size | size-or-auto | columns
+    choices: tuple[str, ...] = ()
+    low: float | None = None
+    high: float | None = None
+    shown: str | None = None
+    help: str = ""
+
+    def parse(self, text: object) -> object:
+        """The knob's value from the command line's text; ValueError saying what a valid value is."""
+        if not isinstance(text, str):
+            return text
+        if self.kind == "choice":
+            if text not in self.choices:
+                raise ValueError(f"{text!r} is not one of {', '.join(self.choices)}")
+            return text
+        if self.kind in ("int", "float"):
+            try:
+                value = int(text) if self.kind == "int" else float(text)
+            except ValueError:
+                raise ValueError(f"{text!r} is not {'an integer' if self.kind == 'int' else 'a number'}") from None
+            if not math.isfinite(value):
+                raise ValueError(f"{text!r} is not a finite number")
+            if (self.low is not None and value < self.low) or (self.high is not None and value > self.high):
+                low = "" if self.low is None else f"{self.low:g}"
+                high = "" if self.high is None else f"{self.high:g}"
+                raise ValueError(f"{text} is not in the range {low} to {high}".replace("range  to", "range up to"))
+            return value
+        if self.kind in ("size", "size-or-auto"):
+            if self.kind == "size-or-auto" and text.strip().lower() == "auto":
+                return 0
+            size = size_bytes(text)
+            if size is None:
+                raise ValueError(f"{text!r} is not a size (examples: 0, 512KB, 10MB, 1GB)")
+            if size < 0 and self.low is not None:
+                raise ValueError(f"{text!r} is negative; give 0 or a size such as 64MB")
+            return size
+        if self.kind == "columns":
+            columns = tuple(c.strip() for c in text.split(",") if c.strip())
+            for column in columns:
+                if not 1 <= len(column.split(".")) <= 3 or not all(p.strip() for p in column.split(".")):
+                    raise ValueError(f"{column!r} is not COLUMN, TABLE.COLUMN or DB.TABLE.COLUMN")
+            return columns
+        if not text.strip():
+            raise ValueError("give a value")
+        return text
 
 
 KNOBS: tuple[Knob, ...] = (
     Knob("plan", "linear", "Join tree shape: 'linear' (left-deep, join order as written, like Hive) or 'bushy' "
-         "(independent joins become sibling stages, the paper's Fig. 5b/5c)."),
+         "(independent joins become sibling stages, the paper's Fig. 5b/5c).",
+         "--plan", "choice", ("linear", "bushy"), help="Join tree shape."),
     Knob("broadcast_threshold", 10 * MB, "A base table (with its map-side filters) whose files are at most this "
          "many bytes is joined map-side (broadcast) inside a stage; 0 or less: repartition joins only (the "
-         "paper's Hive setting). Same default as Spark's spark.sql.autoBroadcastJoinThreshold."),
+         "paper's Hive setting). Same default as Spark's spark.sql.autoBroadcastJoinThreshold.",
+         "--broadcast-threshold", "size", shown="10MB",
+         help="Join a base table map-side when its files are at most SIZE; 0 = repartition joins only."),
     Knob("shuffle_partitions", 8, "The most reduce tasks a stage runs (spark.sql.shuffle.partitions); every "
-         "stage runs this many when reducer_bytes is 0. Spark's 200 is very slow on a 2-core machine."),
+         "stage runs this many when reducer_bytes is 0. Spark's 200 is very slow on a 2-core machine.",
+         "--shuffle-partitions", "int", low=1, high=10000,
+         help="The most reduce tasks a stage runs; every stage runs this many with --reducer-bytes 0."),
     Knob("reducer_bytes", DEFAULT_REDUCER_BYTES, "Hive's hive.exec.reducers.bytes.per.reducer: when above 0, "
          "each stage runs ceil(bytes of the files it reads / this) reduce tasks, at least the session's cores and "
-         "at most shuffle_partitions; 0: every stage runs shuffle_partitions."),
-    Knob("dialect", "hive", "SQL dialect of the input (any sqlglot dialect; 'hive' and 'spark' are tested)."),
+         "at most shuffle_partitions; 0: every stage runs shuffle_partitions.",
+         "--reducer-bytes", "size", low=0, shown=f"{DEFAULT_REDUCER_BYTES // MB}MB",
+         help="Size each stage's reduce phase as Hive does (hive.exec.reducers.bytes.per.reducer): one reduce "
+              "task per SIZE of the files it reads, at least one per core; 0 = every stage runs "
+              "--shuffle-partitions."),
+    Knob("dialect", "hive", "SQL dialect of the input (any sqlglot dialect; 'hive' and 'spark' are tested).",
+         "--dialect", help="SQL dialect (hive, spark, …)."),
     Knob("ip", "off", "Information passing strategy: 'off' (Hive: no summaries), 'hip' (the paper's HIP baseline: "
          "lists of key hashes, child-to-parent, used when under alpha), 'always' (every admissible Bloom filter "
          "summary built and used, under alpha), 'oracle' (the same edges with exact key sets), 'adaptive' (the "
-         "paper's IP: built and used where the benefit estimator's B exceeds beta, sized for the largest B)."),
+         "paper's IP: built and used where the benefit estimator's B exceeds beta, sized for the largest B).",
+         "--ip", "choice", STRATEGIES,
+         help="Information passing: off (Hive), hip (hash lists, child-to-parent), always (every admissible "
+              "Bloom filter), oracle (exact key sets on the same edges), adaptive (Bloom filters where the "
+              "benefit estimator expects them to pay)."),
     Knob("alpha", 4 * MB, "α: a summary larger than this many bytes is not loaded by later stages (the paper's "
-         "heap-safety threshold; its experiments used 512 KB and 4 MB)."),
+         "heap-safety threshold; its experiments used 512 KB and 4 MB).",
+         "--alpha", "size", low=0, shown="4MB", help="α: summaries larger than SIZE are not loaded."),
     Knob("beta", DEFAULT_BETA_SECONDS, "β: the least estimated benefit (seconds) for which a summary is built or "
-         "used; read by the benefit estimator (strategy 'adaptive'), ignored by the strategies without estimation."),
+         "used; read by the benefit estimator (strategy 'adaptive'), ignored by the strategies without estimation.",
+         "--beta", "float",
+         help="β: least estimated benefit (seconds) to build or use a summary (benefit estimator)."),
     Knob("margin", 0.0, "How much more than its sure costs (probe, build, pre-pass) a summary must be expected to "
          "save: the benefit estimator counts on 1 / (1 + margin) of its estimated savings, since those are a "
-         "prediction and the costs are not (strategy 'adaptive'). 0 (default): the paper's B > beta alone."),
+         "prediction and the costs are not (strategy 'adaptive'). 0 (default): the paper's B > beta alone.",
+         "--margin", "float", low=0.0, high=100.0,
+         help="Build or use a summary only when it is expected to save (1 + MARGIN)× its sure costs (benefit "
+              "estimator); 0 = B > β alone, as in the paper."),
     Knob("bloom_size", 0, "|F|: Bloom filter size in bytes; 0 = sized per summary from an upper bound on its "
-         "distinct keys for the target false-positive rate, capped at alpha."),
-    Knob("bloom_fpp", 0.01, "Target false-positive rate of Bloom filters sized per summary."),
+         "distinct keys for the target false-positive rate, capped at alpha.",
+         "--bloom-size", "size-or-auto", low=0, shown="auto",
+         help="|F|: Bloom filter size (e.g. 512KB, 4MB); auto sizes each filter for --bloom-fpp."),
+    Knob("bloom_fpp", 0.01, "Target false-positive rate of Bloom filters sized per summary.",
+         "--bloom-fpp", "float", low=1e-9, high=0.5, help="Target false-positive rate of auto-sized Bloom filters."),
     Knob("statistics", "collect", "Piggybacked statistics: 'collect' (the query's own scans and writes collect "
          "what the repository lacks for its join and filter columns), 'recollect' (collect them again even if "
-         "known; for measuring the overhead), 'off' (neither collect nor store)."),
+         "known; for measuring the overhead), 'off' (neither collect nor store).",
+         "--statistics", "choice", ("collect", "recollect", "off"),
+         help="Piggybacked statistics: collect what the repository lacks, collect again, or neither."),
     Knob("scan_summaries", 64 * MB, "A base table whose files are at most this many bytes and that the query "
          "filters may summarize its join keys in a pre-pass (a SCAN stage that reads it with its filters before "
          "the stages that can use the summary); strategies 'always', 'oracle' and 'adaptive'. 0: stage outputs "
-         "only, as in the paper."),
+         "only, as in the paper.",
+         "--scan-summaries", "size", low=0, shown="64MB",
+         help="Filtered tables of at most SIZE may summarize their join keys in a pre-pass (always, oracle, "
+              "adaptive); 0 = stage outputs only."),
     Knob("stats_lg_k", 12, "HyperLogLog precision: log2 of the sketch's buckets (4–21); the relative standard "
-         "error is 1.04/sqrt(2^lg_k), 1.6 % at 12 (Spark's default)."),
+         "error is 1.04/sqrt(2^lg_k), 1.6 % at 12 (Spark's default).",
+         "--stats-lg-k", "int", low=4, high=21,
+         help="HyperLogLog precision (log2 buckets); relative error 1.04/sqrt(2^k)."),
     Knob("cartesian", "refuse", "A join with no condition between two inputs not known to be small: 'refuse' it "
-         "at planning (Hive's hive.strict.checks.cartesian.product) or 'allow' it; CROSS JOIN is always allowed."),
+         "at planning (Hive's hive.strict.checks.cartesian.product) or 'allow' it; CROSS JOIN is always allowed.",
+         "--cartesian", "choice", ("refuse", "allow"),
+         help="A join with no condition between two large inputs: refuse it (Hive's strict mode) or allow it."),
     Knob("stats_columns", (), "More columns to collect statistics on, as COLUMN, TABLE.COLUMN or DB.TABLE.COLUMN "
-         "(join keys and filter columns are always included)."),
+         "(join keys and filter columns are always included).",
+         "--stats-columns", "columns", shown="",
+         help="More columns to collect statistics on: COLUMN, TABLE.COLUMN, comma-separated."),
 )
+KNOB = {k.name: k for k in KNOBS}
+
+
+def default_of(name: str):
+    return KNOB[name].default
 
 
 @dataclass(frozen=True)
 class Settings:
-    """The knob values for one invocation."""
+    """The knob values for one invocation (each default is the knob's, declared in ``KNOBS``)."""
 
-    plan: str = "linear"
-    broadcast_threshold: int = 10 * MB
-    shuffle_partitions: int = 8
-    reducer_bytes: int = DEFAULT_REDUCER_BYTES
-    dialect: str = "hive"
-    ip: str = "off"
-    alpha: int = 4 * MB
-    beta: float = DEFAULT_BETA_SECONDS
-    margin: float = 0.0
-    bloom_size: int = 0
-    bloom_fpp: float = 0.01
-    statistics: str = "collect"
-    scan_summaries: int = 64 * MB
-    stats_lg_k: int = 12
-    stats_columns: tuple[str, ...] = ()
-    cartesian: str = "refuse"
+    plan: str = default_of("plan")
+    broadcast_threshold: int = default_of("broadcast_threshold")
+    shuffle_partitions: int = default_of("shuffle_partitions")
+    reducer_bytes: int = default_of("reducer_bytes")
+    dialect: str = default_of("dialect")
+    ip: str = default_of("ip")
+    alpha: int = default_of("alpha")
+    beta: float = default_of("beta")
+    margin: float = default_of("margin")
+    bloom_size: int = default_of("bloom_size")
+    bloom_fpp: float = default_of("bloom_fpp")
+    statistics: str = default_of("statistics")
+    scan_summaries: int = default_of("scan_summaries")
+    stats_lg_k: int = default_of("stats_lg_k")
+    stats_columns: tuple[str, ...] = default_of("stats_columns")
+    cartesian: str = default_of("cartesian")
     spark_conf: dict[str, str] = field(default_factory=dict)
     master: str | None = None
 
     def knob_values(self) -> dict[str, object]:
         values = asdict(self)
         return {k.name: values[k.name] for k in KNOBS}
+
+
+def knob_table() -> str:
+    """The README's table of the planning knobs (tests/test_knobs.py keeps README equal to it)."""
+    rows = ["| option | default | meaning |", "|---|---|---|"]
+    for knob in KNOBS:
+        if not knob.flag:
+            continue
+        values = "\\|".join(knob.choices) if knob.kind == "choice" else {
+            "size": "SIZE", "size-or-auto": "SIZE\\|auto", "int": "N", "float": "X", "columns": "COLS"}.get(knob.kind,
+                                                                                                           "NAME")
+        shown = knob.shown if knob.shown is not None else str(knob.default)
+        rows.append(f"| `{knob.flag} {values}` | {shown} | {knob.doc} |")
+    return "\n".join(rows)
 
 
 def _check_knobs_match_settings() -> None:

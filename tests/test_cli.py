@@ -107,3 +107,12 @@ def test_work_directory_is_removed_after_a_failed_run(aipq, home):
     result = aipq("run", "--quiet", "--sql", "select r_regionkey, (select n_name from nation) from region")
     assert result.exit_code == 1
     assert not any((home / "runs").iterdir())
+
+
+def test_settings_fixed_at_session_start_that_differ_are_an_error(aipq):
+    """One process runs one Spark session: asking it for another master or driver memory fails clearly instead
+    of being ignored."""
+    master = aipq("run", "--master", "local[1]", "--sql", "SELECT r_name FROM region")
+    assert master.exit_code == 2 and "already runs on local[2]" in master.output
+    memory = aipq("run", "--conf", "spark.driver.memory=1g", "--sql", "SELECT r_name FROM region")
+    assert memory.exit_code == 2 and "cannot change while it runs" in memory.output

@@ -148,3 +148,30 @@ def test_results_equal_duckdb_for_a_workflow_with_union_and_subqueries(aipq, duc
         where l_suppkey in (select s_suppkey from supplier where s_acctbal > 0) group by band order by band
     """).fetchall()
     assert [(a[0], a[1], float(a[2])) for a in actual] == [(e[0], e[1], float(e[2])) for e in expected]
+
+
+def test_a_table_replaced_by_an_earlier_statement_is_measured_again(aipq, home, tmp_path):
+    """The planner sizes tables from their files; a workflow plans every statement first, so a size cached then
+    must not outlive the statement that replaces the table (a stale size would choose the physical join)."""
+    from aipq import workflow
+    from aipq.app import SqlSource
+    from aipq.config import Settings
+    from aipq.planner.logical import Join
+
+    script = tmp_path / "grow.sql"
+    script.write_text("""
+        SET spark.sql.autoBroadcastJoinThreshold=50KB;
+        DROP TABLE IF EXISTS wf_grow;
+        CREATE TABLE wf_grow AS SELECT r_regionkey AS k, r_name AS v FROM region;
+        SELECT count(*) FROM wf_grow JOIN customer ON k = c_custkey;
+        INSERT OVERWRITE TABLE wf_grow SELECT o_orderkey, o_comment FROM orders;
+        SELECT count(*) FROM wf_grow JOIN customer ON k = c_custkey;
+    """)
+    source = SqlSource(script.read_text(), str(script))
+    planned = workflow.plan_workflow(source, home, Settings())
+    ran = workflow.run_workflow(planned, home, Settings())
+    try:
+        joins = [n for n in ran.result.planned.dag.plan.root.walk() if isinstance(n, Join)]
+        assert joins and all(j.physical != "broadcast" for j in joins), "the grown table was broadcast"
+    finally:
+        ran.close()

@@ -16,9 +16,8 @@ from rich.console import Console
 from aipq import app
 from aipq.cli.bench_render import staging_table, strategy_table
 from aipq.cli.options import home_dir, planning_options
-from aipq.config import MB, Settings
+from aipq.config import MB, STRATEGIES, Settings
 from aipq.errors import BadInputError, EnvironmentProblem
-from aipq.ip.planner import STRATEGIES
 
 TPCH_JOIN_HEAVY = "2,3,5,7,8,9,10,11,18,21"
 DEFAULT_STRATEGIES = "off,hip,always,adaptive,oracle,spark"
@@ -382,8 +381,7 @@ def splice_reports(doc: Path, out_dir: Path, parts: list[str]) -> None:
     for part in parts:
         report = (out_dir / part / "report.md").read_text()
         relative = _relative(out_dir / part, doc.parent)
-        report = re.sub(r"!\[([^\]]*)\]\(([^)/]+)\)", rf"![\1]({relative}/\2)", report)
-        sections.append(report.strip())
+        sections.append(report_summary(report, relative))
     generated = "\n".join([DOC_BEGIN, "", *[s + "\n" for s in sections], DOC_END])
     text = doc.read_text() if doc.exists() else "# Benchmarks\n"
     if DOC_BEGIN in text and DOC_END in text:
@@ -395,6 +393,20 @@ def splice_reports(doc: Path, out_dir: Path, parts: list[str]) -> None:
     partial = doc.with_name(doc.name + ".partial")
     partial.write_text(text)
     partial.replace(doc)
+
+
+def report_summary(report: str, relative: str) -> str:
+    """A report's entry in the document: its title and the lines saying how it was made, its plots, and a link
+    to its full tables (the document stays a page a reader can take in)."""
+    lines = report.strip().splitlines()
+    head = [lines[0]] if lines else []
+    for line in lines[1:]:
+        if line.startswith(("Command:", "Machine:", "Date:", "Commit:")) or (not line.strip() and len(head) == 1):
+            head.append(line)
+        elif len(head) > 1:
+            break
+    plots = [f"![{alt}]({relative}/{name})" for alt, name in re.findall(r"!\[([^\]]*)\]\(([^)/]+)\)", report)]
+    return "\n".join([*head, "", f"Full tables: [{relative}/report.md]({relative}/report.md)", "", *plots]).strip()
 
 
 def _relative(path: Path, start: Path) -> str:

@@ -14,12 +14,8 @@ from aipq.engine import class_archive
 from aipq.errors import BadInputError, EnvironmentProblem
 
 LOG_CONFIG = Path(__file__).with_name("log4j2.properties")
-# Spark keeps 100 compiled whole-stage classes by default (a Guava cache of 4 segments, each evicting at about
-# 25). One TPC-H query at SF 1 compiles 50-75 under one strategy and ~200 under four strategies and two join
-# settings, so `aipq bench` (or a long workflow) evicted and recompiled up to 57 classes a run: 0.1-0.5 s of
-# Janino, and the JIT compiling the new classes' bytecode again. With 1,000 a query's runs under every strategy
-# keep each other's classes, for some tens of MB of driver heap at most (docs/spark-notes.md, "Spark's cache of
-# compiled code holds 100 classes").
+# Spark's cache of compiled whole-stage classes: 100 by default, fewer than a benchmark or a long workflow
+# compiles, so it recompiled them (docs/decisions.md).
 CODEGEN_CACHE_ENTRIES = 1000
 JAVA_HINT = ("install Java 17 or newer (e.g. `apt-get install openjdk-17-jre-headless` or `brew install openjdk@17`)"
              " and put `java` on PATH or set JAVA_HOME")
@@ -69,6 +65,7 @@ def get_session(settings: Settings, home: Path):
     active = SparkSession.getActiveSession()
     if active is not None:
         disable_nagle(active)  # this thread's connection may be new
+        _check_fixed_settings(active, settings)
         return active
     _quiet_python_error_logs()
     driver_memory = settings.spark_conf.get("spark.driver.memory", class_archive.driver_memory())
@@ -100,6 +97,28 @@ def get_session(settings: Settings, home: Path):
     load_sketch_memory_quietly(spark)
     class_archive.build_when_missing(archive, driver_memory)
     return spark
+
+
+# Settings aipq extends with its own values when the session starts: compared as given, they always differ.
+_EXTENDED = ("spark.jars", "spark.sql.extensions", "spark.driver.extraJavaOptions", "spark.executor.extraJavaOptions")
+
+
+def _check_fixed_settings(spark, settings: Settings) -> None:
+    """A setting fixed when the session started (the master, the driver's memory, …) that this command asks
+    differently is an error, not silently ignored (one process runs one session: tests, benchmarks)."""
+    context = spark.sparkContext
+    if settings.master and settings.master != context.master:
+        raise BadInputError(f"--master {settings.master}: this process's Spark session already runs on "
+                            f"{context.master}", hint="run the command in a new process")
+    fixed = {k: v for k, v in settings.spark_conf.items() if k not in _EXTENDED and not spark.conf.isModifiable(k)}
+    if not fixed:
+        return
+    running = dict(context.getConf().getAll())
+    for key, value in fixed.items():
+        if running.get(key) != value:
+            raise BadInputError(f"--conf {key}={value}: this process's Spark session started with "
+                                f"{key}={running.get(key, '(unset)')}, which cannot change while it runs",
+                                hint="run the command in a new process")
 
 
 @contextmanager

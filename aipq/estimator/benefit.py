@@ -14,23 +14,19 @@ summary's cost). aipq also prices what the paper leaves out:
   reader's input): ``with_downstream`` adds the largest saving of the places the edge makes redundant (the
   largest, not the sum: a stage's output and its reader's input save partly the same work);
 - rows that no shuffle follows (a stage input joined map-side, by broadcast) save no sort, shuffle or merge:
-  there the probe is pure cost, as measured in ../shared/NOTES.md; and where a map-side join or filter between
+  there the probe is pure cost (docs/decisions.md); and where a map-side join or filter between
   the probed input and the shuffle drops rows anyway, M counts only the share that reaches the shuffle
   (``estimator/cardinality.py``), while the probe still costs every probed row.
 
 Eqs. (2)–(12) are seconds per task, like the paper's: one map task's sort, one reducer's shuffle and merge. A
 summary's costs are paid once, so adding them to one task's saving undervalues every edge whose stage runs more
-tasks than there are cores (`aipq bench decisions`: Q21's orders summary on lineitem was estimated at −0.82 s
-and measured +0.46 s).
+tasks than there are cores (docs/decisions.md).
 ``stage_seconds`` turns the per-task terms into the stage's wall time, and every figure here is wall seconds.
 
 The savings (B_sort, B_shuffle, B_merge, a sibling's saved write, the downstream saving) are predictions; the
 costs (probe, build, pre-pass, C_summary) are paid for sure. ``savings_share`` = 1 / (1 + margin) (``--margin``)
 lets a user count on only part of the savings, so that a summary must be expected to save (1 + margin)× what it
-surely costs. The default margin is 0 (the paper's B > β alone): on TPC-H SF 1 a margin of 0.5 dropped Q9's
-close call with broadcast joins (savings 1.38× its costs, measured between −6% and +1% of the query), but also
-Q21's orders summary (1.44×), which the model underestimates and which measured 1.16× faster
-(docs/benchmarks.md).
+surely costs. The default margin is 0, the paper's B > β alone (docs/decisions.md).
 """
 
 from __future__ import annotations

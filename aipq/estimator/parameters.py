@@ -37,22 +37,18 @@ PAGE_BYTES = 1 << 20
 RESERVED_MEMORY = 300 * (1 << 20)
 CALIBRATION_FILE = "calibration.json"
 
-# `aipq calibrate --mb 64 --runs 3`, twice, on the idle 2-core, 24 GB machine of docs/benchmarks.md
-# (2026-11-26), rounded; page costs per task (both cores busy). Used until `aipq calibrate` has run on the
-# machine at hand. C_S (sorting a page in memory) measured 0.001 and below resolution.
+# Measured by `aipq calibrate` on the project's 2-core machine (docs/decisions.md); used until `aipq calibrate`
+# has run on the machine at hand.
 DEFAULT_SORT_SECONDS_PER_PAGE = 0.001
 DEFAULT_UNIT_COSTS = UnitCosts(c_read=0.0105, c_write=0.021, c_transfer=0.022,
                                u_read=5e-11, u_write=1.1e-9, u_transfer=1e-9, c_sort=DEFAULT_SORT_SECONDS_PER_PAGE)
-# Seconds per row and task to probe a Bloom filter (xxhash64 + bit tests), not in the paper's model
-# (measured 5.7e-8 to 9e-8).
+# Seconds per row and task to probe a Bloom filter (xxhash64 + bit tests), not in the paper's model.
 DEFAULT_PROBE_SECONDS_PER_ROW = 7e-8
 # Seconds per written row and core to build a summary inside the write (Bloom filter + its key sketch): the
-# paper's T_r builds for free; on Spark the aggregates run per row (`aipq calibrate`: 2.1e-7 to 8.2e-7).
+# paper's T_r builds for free; on Spark the aggregates run per row.
 DEFAULT_BUILD_SECONDS_PER_ROW = 3.5e-7
 # Seconds a summary pre-pass (a SCAN stage: ip/scan_summaries.py) costs beyond reading its columns' pages:
-# scheduling a Spark job, its tasks, evaluating the filters, a small parquet write. `aipq bench tpch --sf 1`
-# (docs/bench/tpch, 2026-11-26, commit 05ce314) measured whole pre-passes of 0.09–0.24 s on nation, region, part
-# and customer (their reads a few hundredths of a second) and 0.29–0.47 s on orders.
+# scheduling a Spark job, its tasks, evaluating the filters (docs/decisions.md).
 DEFAULT_PREPASS_SECONDS = 0.15
 
 

@@ -32,7 +32,6 @@ from aipq.ip.candidates import Candidate, Target, find_candidates
 from aipq.planner.stages import Stage, StageDag
 
 SummaryKind = Literal["bloom", "hash-list", "exact"]
-STRATEGIES = ("off", "hip", "always", "oracle", "adaptive")
 MAX_HASH_FUNCTIONS = 16
 MIN_BLOOM_BITS = 1 << 16
 # Auto-sized filters stop here unless --bloom-size says otherwise: the distinct-key bounds available before a

@@ -38,12 +38,21 @@ _BROADCASTABLE = {
 }
 
 
-@lru_cache(maxsize=256)
 def path_bytes(path: str) -> int | None:
-    """Total size of a local file or directory; None when not on the local file system."""
+    """Total size of a local file or directory; None when not on the local file system. Cached per the path's
+    inode and modification time, so that a table a workflow statement replaced is measured again."""
     if "://" in path and not path.startswith("file://"):
         return None
     local = path.removeprefix("file://")
+    try:
+        status = os.stat(local)
+    except OSError:
+        return None
+    return _measured_bytes(local, status.st_ino, status.st_mtime_ns)
+
+
+@lru_cache(maxsize=256)
+def _measured_bytes(local: str, _inode: int, _modified: int) -> int | None:
     if os.path.isfile(local):
         return os.path.getsize(local)
     if not os.path.isdir(local):

@@ -1,0 +1,37 @@
+"""Each knob is declared once (aipq/config.py KNOBS): its Settings default, command-line option and README row
+come from that declaration."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from aipq.config import KNOBS, Settings, knob_table
+from aipq.setting_aliases import ALIASES
+
+README = Path(__file__).parent.parent / "README.md"
+
+
+def test_readme_holds_the_generated_knob_table():
+    text = README.read_text()
+    found = re.search(r"<!-- knobs: begin[^\n]*-->\n(.*?)\n<!-- knobs: end -->", text, re.DOTALL)
+    assert found is not None, "README lost its knob table markers"
+    assert found.group(1) == knob_table(), "regenerate README's table: python -c 'from aipq.config import " \
+                                           "knob_table; print(knob_table())'"
+
+
+def test_settings_defaults_are_the_knobs_defaults():
+    defaults = Settings()
+    assert all(getattr(defaults, k.name) == k.default for k in KNOBS)
+
+
+def test_every_knob_default_reads_back_from_its_command_line_text():
+    for knob in KNOBS:
+        if knob.flag:
+            shown = knob.shown if knob.shown is not None else str(knob.default)
+            assert knob.parse(shown) == knob.default, knob.name
+
+
+def test_every_alias_names_a_knob():
+    names = {k.name for k in KNOBS}
+    assert all(knob in names for alias in ALIASES.values() for knob in alias.knobs)
