@@ -7,12 +7,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from aipq.catalog import FORMATS, Catalog, TableEntry, split_name
-from aipq.config import Settings, home_writable
+from aipq.config import Settings, home_writable, master_cores
 from aipq.engine.executor import RunRecord, StageListener, keep_work_dir, remove_work_dir, run_dag
 from aipq.engine.session import SparkCatalogLookup, get_session, read_schema
 from aipq.engine.statistics import collector_for
 from aipq.errors import BadInputError, ExecutionError
-from aipq.estimator.edge_inputs import EdgeEstimator
+from aipq.estimator.edge_inputs import EdgeEstimator, SessionFacts
 from aipq.estimator.parameters import load_calibration
 from aipq.pipeline import PlannedQuery
 from aipq.planner.resolve import find_word
@@ -96,7 +96,8 @@ def planning_estimator(dag: StageDag, home: Path, settings: Settings) -> EdgeEst
     if settings.ip != "adaptive":
         return None
     repository = StatsRepository(home) if uses_statistics(home, settings) else None
-    return EdgeEstimator(dag, settings, repository, load_calibration(home))
+    return EdgeEstimator(dag, settings, repository, load_calibration(home),
+                         session=SessionFacts(parallelism=master_cores(settings.master)))
 
 
 def known_stage_sizes(dag: StageDag, home: Path, settings: Settings) -> dict[int, dict]:

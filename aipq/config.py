@@ -33,6 +33,17 @@ def home_writable(home: Path) -> bool:
     return os.access(home, os.W_OK | os.X_OK)
 
 
+def master_cores(master: str | None) -> int:
+    """Task slots of a local master before its session starts (``local[N]``, ``local[*]``, aipq's default
+    ``local[2]``); 2 for a cluster master, whose session reports its own once it runs."""
+    match = re.fullmatch(r"local(?:\[(\d+|\*)(?:,\d+)?\])?", master or "local[2]")
+    if match is None:
+        return 2
+    if match.group(1) == "*":
+        return os.cpu_count() or 2
+    return int(match.group(1) or 1)
+
+
 def default_home() -> Path:
     """The aipq home: ``$AIPQ_HOME`` if set, else ``~/.aipq``."""
     env = os.environ.get("AIPQ_HOME")

@@ -103,9 +103,9 @@ def test_the_estimator_prices_only_what_a_map_side_join_lets_through(tpch):
     from aipq.config import Settings
     from aipq.estimator.edge_inputs import EdgeEstimator
     from aipq.estimator.parameters import DEFAULT_UNIT_COSTS, Calibration
+    from aipq.files import path_bytes
     from aipq.ip.candidates import find_candidates
     from aipq.pipeline import plan_query
-    from aipq.planner.physical import path_bytes
     from aipq.tpch.queries import query_text
 
     calibration = Calibration(DEFAULT_UNIT_COSTS, 7e-8, "defaults")

@@ -211,12 +211,13 @@ def test_pruning_chosen_below_a_stage_scales_what_its_subplan_wrote_before(tpch)
     dag = plan_query(query_text(7), tpch, settings).dag
     n1 = next(s for s in dag.stages if s.operator == "SCAN" and "n_nationkey" in s.output_columns)
 
-    def estimator(candidate, built):
+    handed = []
+
+    def estimator(candidate, built, pruning):
+        handed.append(pruning)
         return _Figure(0.08 if candidate.producer == n1.id else 1.0)
 
-    estimator.pruned_share = None  # the planner sets it
     planner = IpPlanner(dag, settings, estimator=estimator)
-    assert estimator.pruned_share == planner.share_after_pruning
     built = {(n1.id, "n_nationkey"): BuiltInfo("bloom", 1024, 2)}
     first = dag.stage(1)
     assert planner.share_after_pruning(first.id) == 1.0
@@ -231,6 +232,7 @@ def test_pruning_chosen_below_a_stage_scales_what_its_subplan_wrote_before(tpch)
     assert planner.share_after_pruning(join) == 1.0
     assert planner.share_after_pruning(dag.final.id) == 1.0
     assert planner.share_after_pruning(n1.id) == 1.0
+    assert handed and handed[-1].after(first.id) == pytest.approx(0.08)  # the planner hands its pruning over
 
 
 def test_a_summary_pruning_for_its_own_join_leaves_the_joins_output_as_it_was(tpch):
@@ -243,7 +245,7 @@ def test_a_summary_pruning_for_its_own_join_leaves_the_joins_output_as_it_was(tp
     settings = Settings(ip="always", broadcast_threshold=0)
     dag = plan_query(query_text(18), tpch, settings).dag
 
-    planner = IpPlanner(dag, settings, estimator=lambda candidate, built: _Figure(1e-4))
+    planner = IpPlanner(dag, settings, estimator=lambda candidate, built, pruning: _Figure(1e-4))
     second = dag.stage(2)
     mine = [c for c in planner.candidates if c.target.stage == second.id and c.join_stage == second.id]
     assert mine
@@ -258,13 +260,12 @@ class _PlaceEstimator:
 
     def __init__(self, figures: dict[int, tuple[float, float]]):
         self.figures = figures
-        self.probed_share = None  # the planner sets it
 
-    def __call__(self, candidate, built):
+    def __call__(self, candidate, built, pruning):
         if candidate.target.label != "lineitem" or candidate.producer not in self.figures:
             return _Figure(1.0, total=-1.0)
         survive, saving = self.figures[candidate.producer]
-        return _Figure(survive, total=saving * self.probed_share(candidate.target) - 0.05)
+        return _Figure(survive, total=saving * pruning.at(candidate.target) - 0.05)
 
 
 @pytest.mark.parametrize("better", ["p_partkey", "o_orderkey"])
@@ -285,7 +286,6 @@ def test_a_second_summary_at_one_place_is_priced_on_what_the_first_lets_through(
     figures = {producer[better].id: (0.01, 2.4), producer[worse].id: (0.2, 1.6)}
     estimator = _PlaceEstimator(figures)
     planner = IpPlanner(dag, settings, estimator=estimator)
-    assert estimator.probed_share == planner.share_at_place
     lineitem = next(c.target for c in planner.candidates if c.target.label == "lineitem")
 
     built = {(producer[better].id, better): BuiltInfo("bloom", 1024, 2)}

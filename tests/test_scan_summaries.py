@@ -132,7 +132,7 @@ def test_a_summary_pays_when_its_edges_pay_together_with_its_cost_counted_once(t
     dag = plan_query(query_text(21), tpch, settings).dag
     orders = next(s for s in dag.stages if s.operator == "SCAN" and s.tables == ("default.orders",))
 
-    def estimator(candidate, built):
+    def estimator(candidate, built, pruning):
         if candidate.producer != orders.id:
             return _Figure(-1.0)
         saves = 0.3 if candidate.target.label in ("lineitem l1", "lineitem l2") else 0.0
@@ -157,7 +157,7 @@ def test_pruning_an_input_counts_what_it_saves_at_the_places_it_makes_redundant(
     output = next(c for c in candidates if c.target.label == "S1 output")
     assert supplier.target.key in output.covered_by
 
-    def estimator(candidate, built):
+    def estimator(candidate, built, pruning):
         return _Figure(0.4, savings=0.6) if candidate == output else _Figure(0.01, savings=0.05)
 
     planner = IpPlanner(dag, settings, estimator=estimator)

@@ -27,6 +27,7 @@ from aipq.engine.summaries import BuiltSummary, ProbeRecord, SummaryStore
 from aipq.errors import AipqError, BadInputError, ExecutionError
 from aipq.estimator.edge_inputs import EdgeEstimator, RunState, SessionFacts
 from aipq.estimator.parameters import load_calibration
+from aipq.files import path_bytes
 from aipq.ip.candidates import leaf_sources
 from aipq.ip.planner import IpPlanner, StageDecisions, Strategy, SummaryUse
 from aipq.planner import reducers
@@ -69,10 +70,6 @@ class StageListener:
     def stage_started(self, stage: Stage, index: int, total: int, job_group: str) -> None: ...
 
     def stage_finished(self, metrics: StageMetrics) -> None: ...
-
-
-def directory_bytes(path: Path) -> int:
-    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file() and not p.name.startswith((".", "_")))
 
 
 def _final_needs_order(stage: Stage) -> bool:
@@ -318,7 +315,7 @@ def _run_stage(spark, compiler: StageCompiler, store: SummaryStore, stage: Stage
         else:
             df.write.format("noop").mode("overwrite").save()
         compiler.stage_schemas[stage.id] = df.schema
-        output_bytes = directory_bytes(path)
+        output_bytes = path_bytes(str(path)) or 0
         values = jvm.observed_metrics(observation, keep_in_jvm=store.jvm_resident(decisions.builds))
         if statistics:
             values.update(statistics.output_values(stage))

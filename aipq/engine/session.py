@@ -12,6 +12,7 @@ from aipq.catalog import TableEntry
 from aipq.config import Settings
 from aipq.engine import class_archive
 from aipq.errors import BadInputError, EnvironmentProblem
+from aipq.files import path_bytes
 
 LOG_CONFIG = Path(__file__).with_name("log4j2.properties")
 # Spark's cache of compiled whole-stage classes: 100 by default, fewer than a benchmark or a long workflow
@@ -169,8 +170,6 @@ _TABLE_ROWS: dict[tuple[str, int | None], int] = {}  # (path, bytes on disk) →
 
 def table_rows(spark, entry: TableEntry) -> int:
     """A table's row count (parquet answers from file footers), cached per process by path and size."""
-    from aipq.planner.physical import path_bytes
-
     key = (entry.path, path_bytes(entry.path))
     if key not in _TABLE_ROWS:
         _TABLE_ROWS[key] = read_table(spark, entry).count()

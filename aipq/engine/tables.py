@@ -17,15 +17,12 @@ import uuid
 from pathlib import Path
 
 from aipq.errors import BadInputError, ExecutionError
+from aipq.files import data_file_paths
 
 
 def managed_location(home: Path, database: str, name: str) -> Path:
     """Where CREATE TABLE … AS SELECT puts a table's data (Hive's warehouse layout)."""
     return Path(home) / "warehouse" / f"{database}.db" / name
-
-
-def _data_files(folder: Path) -> list[Path]:
-    return sorted(p for p in folder.iterdir() if p.is_file() and not p.name.startswith((".", "_")))
 
 
 def _next_to(target: Path, source: Path, tag: str) -> Path:
@@ -70,7 +67,7 @@ def publish(result: Path, location: Path, mode: str) -> None:
         location.mkdir(parents=True, exist_ok=True)
         staged = _next_to(location, result, "new")
         tag = uuid.uuid4().hex[:8]
-        for path in _data_files(staged):
+        for path in data_file_paths(staged):
             os.rename(path, location / f"part-aipq-{tag}-{path.name.removeprefix('part-')}")
         shutil.rmtree(staged, ignore_errors=True)
     else:

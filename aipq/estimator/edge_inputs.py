@@ -31,7 +31,7 @@ from aipq.estimator.benefit import EdgeEstimate, EdgeInputs, best_estimate
 from aipq.estimator.cardinality import Cardinality, StatsLookup, kept_distinct
 from aipq.estimator.parameters import PAGE_BYTES, Calibration, parse_memory, sort_buffer_pages
 from aipq.ip.candidates import Candidate, Target, leaf_sources
-from aipq.ip.planner import BuiltInfo
+from aipq.ip.planner import NO_PRUNING, BuiltInfo, Pruning
 from aipq.planner.logical import Join, Scan, path_to
 from aipq.planner.reducers import reduce_tasks, stage_input_bytes
 from aipq.planner.stages import Stage, StageDag, StageRead
@@ -113,11 +113,9 @@ class EdgeEstimator:
         self._listed: dict[str, DataFiles] = {}
         self._stages: dict[int, object] = {}
         self._planning: set[int] = set()  # stages whose plan's rows are being estimated
-        # set by the IP planner: of what a stage's subplan wrote in an earlier run, the share expected now that
-        # summaries chosen for it or below it prune (the repository keeps only unpruned subplans' figures)
-        self.pruned_share: Callable[[int], float] = lambda stage_id: 1.0
-        # set by the IP planner: of a place's rows, the share the summaries already chosen there keep
-        self.probed_share: Callable[[Target], float] = lambda target: 1.0
+        # the pruning chosen so far, as the IP planner hands it with the edge being priced (the repository keeps
+        # only unpruned subplans' figures; a place already probed holds fewer rows)
+        self.pruning: Pruning = NO_PRUNING
         self.cardinality = Cardinality(StatsLookup(
             table_rows=lambda scan: self._table_rows(scan)[0], column=self._column_stats,
             stage_rows=self._stage_rows, stage_distinct=self._stage_distinct))
@@ -129,7 +127,9 @@ class EdgeEstimator:
             self._listed[path] = data_files(path)
         return self._listed[path]
 
-    def __call__(self, candidate: Candidate, built: BuiltInfo | None) -> EdgeEstimate | None:
+    def __call__(self, candidate: Candidate, built: BuiltInfo | None,
+                 pruning: Pruning = NO_PRUNING) -> EdgeEstimate | None:
+        self.pruning = pruning
         probed = self.probed_input(candidate)
         if probed is None or probed.rows <= 0:
             return None
@@ -169,7 +169,7 @@ class EdgeEstimator:
             return KeySet(float(built.items), built.sketch, "measured: the summary's own keys")
         known = self._stage_stats(candidate.producer)
         if known is not None and candidate.column in known.columns:
-            share = self.pruned_share(candidate.producer)
+            share = self.pruning.after(candidate.producer)
             return KeySet(kept_distinct(known.columns[candidate.column], known.rows, share), None,
                           "repository: same subplan in an earlier query" + _scaled(share))
         bound = self._distinct_bound(candidate.producer, candidate.column)
@@ -195,7 +195,7 @@ class EdgeEstimator:
         before, else the bound on its keys."""
         known = self._stage_stats(stage_id)
         if known is not None:
-            return float(known.rows) * self.pruned_share(stage_id)
+            return float(known.rows) * self.pruning.after(stage_id)
         return self._distinct_bound(stage_id, column)[0]
 
     def _distinct_bound(self, stage_id: int, column: str) -> tuple[float, str]:
@@ -240,7 +240,7 @@ class EdgeEstimator:
     def _after_earlier_summaries(self, probed: ProbedInput | None, target: Target) -> ProbedInput | None:
         """What reaches this edge's probe once the summaries chosen before it at the same place have probed:
         fewer rows and pages, the same share of them matching (independent keys)."""
-        share = self.probed_share(target)
+        share = self.pruning.at(target)
         if probed is None or share >= 1.0:
             return probed
         probed.rows *= share
@@ -281,7 +281,7 @@ class EdgeEstimator:
                                shuffled, source)
         known = self._stage_stats(stage.id)
         if known is not None:
-            share = self.pruned_share(stage.id)
+            share = self.pruning.after(stage.id)
             rows = float(known.rows) * share
             distinct = kept_distinct(known.columns.get(column, float(known.rows)), known.rows, share)
             source = "repository: same subplan in an earlier query" + _scaled(share)
@@ -324,7 +324,7 @@ class EdgeEstimator:
             return float(self.state.rows_written[read.stage_id])
         known = self._stage_stats(read.stage_id)
         if known is not None:
-            return float(known.rows) * self.pruned_share(read.stage_id)
+            return float(known.rows) * self.pruning.after(read.stage_id)
         return self._planned_rows(read.stage_id)
 
     def _stage_distinct(self, read: StageRead, column: str) -> float | None:
@@ -333,7 +333,7 @@ class EdgeEstimator:
             return sketches.estimate(sketch)
         known = self._stage_stats(read.stage_id)
         if known is not None and column in known.columns:
-            return kept_distinct(known.columns[column], known.rows, self.pruned_share(read.stage_id))
+            return kept_distinct(known.columns[column], known.rows, self.pruning.after(read.stage_id))
         if known is not None or read.stage_id in self.state.rows_written:
             return None
         return self.cardinality.distinct(self.dag.stage(read.stage_id).plan, column)  # as the plan's inputs hold

@@ -151,10 +151,23 @@ class Estimate(Protocol):
     def as_dict(self) -> dict: ...
 
 
+@dataclass(frozen=True)
+class Pruning:
+    """What the summaries chosen so far do to the plan, handed to the estimator with every edge it prices: of
+    what a stage's subplan wrote in an earlier run, the share kept now that summaries chosen in or below it
+    prune (``after``); of a place's rows, the share the summaries already chosen there keep (``at``)."""
+
+    after: Callable[[int], float]
+    at: Callable[[Target], float]
+
+
+NO_PRUNING = Pruning(after=lambda stage_id: 1.0, at=lambda target: 1.0)
+
+
 class EdgeEstimator(Protocol):
-    def __call__(self, candidate: Candidate, built: BuiltInfo | None) -> Estimate | None:
+    def __call__(self, candidate: Candidate, built: BuiltInfo | None, pruning: Pruning) -> Estimate | None:
         """The benefit of ``candidate``: before its summary exists (``built`` None: the best case the known
-        sizes allow) or once it does."""
+        sizes allow) or once it does, given the pruning chosen so far."""
         ...
 
 
@@ -321,11 +334,6 @@ class IpPlanner:
         self._surviving: list[tuple[int, int, float]] = []  # (target stage, join stage, surviving share) per use
         self._place_shares: dict[tuple, float] = {}  # (stage, place, node) → share its summaries in use keep
         self._built: dict[tuple[int, str], BuiltInfo] = {}  # summaries built so far (Algorithm 1 reads them)
-        self._anticipated: dict[tuple, float] = {}  # place → share built summaries' better edges will keep
-        if hasattr(estimator, "pruned_share"):  # what an earlier run of a subplan wrote, scaled by pruning chosen since
-            estimator.pruned_share = self.share_after_pruning
-        if hasattr(estimator, "probed_share"):  # what a place holds once the summaries chosen there probed it
-            estimator.probed_share = self.share_at_place
 
     def share_after_pruning(self, stage_id: int) -> float:
         """Of what ``stage_id``'s subplan wrote when nothing pruned it (the repository's figures), the share
@@ -341,13 +349,16 @@ class IpPlanner:
                 share *= survive
         return share
 
-    def share_at_place(self, target: Target) -> float:
+    def share_at_place(self, target: Target, anticipated: tuple[tuple[tuple, float], ...] = ()) -> float:
         """The share of ``target``'s rows that the summaries already chosen at the same place keep (the product
-        of their surviving shares: independent keys). A second summary probes only what the first let through,
-        so its Δ and probe cost are of those rows: Q8's ``o_orderkey`` summary on lineitem after the
-        ``p_partkey`` one that keeps 1% of it."""
+        of their surviving shares: independent keys), times what ``anticipated`` summaries will keep there. A
+        second summary probes only what the first let through, so its Δ and probe cost are of those rows: Q8's
+        ``o_orderkey`` summary on lineitem after the ``p_partkey`` one that keeps 1% of it."""
         place = _place(target)
-        return self._place_shares.get(place, 1.0) * self._anticipated.get(place, 1.0)
+        return self._place_shares.get(place, 1.0) * dict(anticipated).get(place, 1.0)
+
+    def pruning(self, anticipated: tuple[tuple[tuple, float], ...] = ()) -> Pruning:
+        return Pruning(after=self.share_after_pruning, at=lambda target: self.share_at_place(target, anticipated))
 
     def _stages_up_to(self, stage_id: int) -> set[int]:
         """The stage and every stage whose output reaches it."""
@@ -359,26 +370,28 @@ class IpPlanner:
                 stack.extend(self.dag.dependency.get(current, []))
         return found
 
-    def estimate(self, candidate: Candidate, built: BuiltInfo | None) -> Estimate | None:
+    def estimate(self, candidate: Candidate, built: BuiltInfo | None,
+                 anticipated: tuple[tuple[tuple, float], ...] = ()) -> Estimate | None:
         """The benefit of an edge: its own, plus the largest saving of the places further on its path that it
-        makes redundant (pruning supplier before a join also prunes the join's output, and what reads it)."""
-        own = self._own_estimate(candidate, built)
+        makes redundant (pruning supplier before a join also prunes the join's output, and what reads it).
+        ``anticipated``: (place, share) that summaries already built will keep there before this one probes."""
+        own = self._own_estimate(candidate, built, anticipated)
         if own is None:
             return None
         covered = [c for c in self.candidates if (c.producer, c.column) == (candidate.producer, candidate.column)
                    and candidate.target.key in c.covered_by]
-        further = [e.savings for c in covered for e in [self._own_estimate(c, built)] if e is not None]
+        further = [e.savings for c in covered for e in [self._own_estimate(c, built, anticipated)] if e is not None]
         return own.with_downstream(max(further, default=0.0))
 
-    def _own_estimate(self, candidate: Candidate, built: BuiltInfo | None) -> Estimate | None:
-        """The estimator's figure for an edge at its own place, once per edge and state of its summary."""
+    def _own_estimate(self, candidate: Candidate, built: BuiltInfo | None,
+                      anticipated: tuple[tuple[tuple, float], ...]) -> Estimate | None:
+        """The estimator's figure for an edge at its own place, once per edge, state of its summary and pruning
+        chosen so far (which changes what the producer and a probed stage output hold)."""
         if self.estimator is None:
             return None
-        # pruning chosen since an earlier estimate changes what the producer and a probed stage output hold
-        key = (candidate.producer, candidate.column, candidate.target.key, built, len(self._surviving),
-               tuple(sorted(self._anticipated.items())))
+        key = (candidate.producer, candidate.column, candidate.target.key, built, len(self._surviving), anticipated)
         if key not in self._estimates:
-            self._estimates[key] = self.estimator(candidate, built)
+            self._estimates[key] = self.estimator(candidate, built, self.pruning(anticipated))
         return self._estimates[key]
 
     def creation_benefit(self, producer: int, column: str) -> float | None:
@@ -425,11 +438,7 @@ class IpPlanner:
                 share *= estimate.survive
         if share >= 1.0:
             return alone
-        self._anticipated = {place: share}
-        try:
-            return self.estimate(candidate, None)
-        finally:
-            self._anticipated = {}
+        return self.estimate(candidate, None, ((place, share),))
 
     def bloom_size(self, stage: int, column: str) -> tuple[int, int | None]:
         if self.settings.bloom_size > 0:

@@ -21,9 +21,9 @@ from dataclasses import replace
 from sqlglot import exp
 
 from aipq.config import Settings
+from aipq.files import path_bytes
 from aipq.ip.candidates import find_candidates
 from aipq.planner.logical import Join, Project, Scan
-from aipq.planner.physical import path_bytes
 from aipq.planner.stages import Stage, StageDag
 
 # Strategies that pass information from filtered scans; HIP is the paper's baseline and keeps to job outputs.

@@ -12,8 +12,9 @@ import re
 from sqlglot import exp
 
 from aipq.errors import BadInputError
+from aipq.files import path_bytes
 from aipq.planner.logical import Join, Node, Scan
-from aipq.planner.physical import at_most_one_row, path_bytes
+from aipq.planner.physical import at_most_one_row
 from aipq.planner.resolve import find_word
 
 _CROSS_JOIN = re.compile(r"\bcross\s+join\b", re.IGNORECASE)

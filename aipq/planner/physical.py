@@ -8,10 +8,9 @@ the IP planner and the benefit estimator — knows each stage's physical join.
 
 from __future__ import annotations
 
-import os
 from dataclasses import replace
-from functools import lru_cache
 
+from aipq.files import path_bytes
 from aipq.planner.logical import (
     Aggregate,
     Filter,
@@ -36,31 +35,6 @@ _BROADCASTABLE = {
     "right": ("left",),
     "full": (),
 }
-
-
-def path_bytes(path: str) -> int | None:
-    """Total size of a local file or directory; None when not on the local file system. Cached per the path's
-    inode and modification time, so that a table a workflow statement replaced is measured again."""
-    if "://" in path and not path.startswith("file://"):
-        return None
-    local = path.removeprefix("file://")
-    try:
-        status = os.stat(local)
-    except OSError:
-        return None
-    return _measured_bytes(local, status.st_ino, status.st_mtime_ns)
-
-
-@lru_cache(maxsize=256)
-def _measured_bytes(local: str, _inode: int, _modified: int) -> int | None:
-    if os.path.isfile(local):
-        return os.path.getsize(local)
-    if not os.path.isdir(local):
-        return None
-    total = 0
-    for folder, _, files in os.walk(local):
-        total += sum(os.path.getsize(os.path.join(folder, f)) for f in files if not f.startswith((".", "_")))
-    return total
 
 
 def pipeline_bytes(node: Node) -> int | None:

@@ -18,8 +18,8 @@ import math
 from collections.abc import Callable
 
 from aipq.config import Settings
+from aipq.files import path_bytes
 from aipq.planner.logical import Scan
-from aipq.planner.physical import path_bytes
 from aipq.planner.stages import Stage, StageRead
 
 

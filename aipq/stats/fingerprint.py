@@ -7,6 +7,8 @@ import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 
+from aipq.files import data_file_paths
+
 
 @dataclass(frozen=True)
 class DataFiles:
@@ -35,13 +37,6 @@ class DataFiles:
         return partitions + (1 if current > 0 else 0)
 
 
-def _data_files(root: Path) -> list[Path]:
-    if root.is_file():
-        return [root]
-    return sorted(p for p in root.rglob("*") if p.is_file()
-                  and not any(part.startswith((".", "_")) for part in p.relative_to(root).parts))
-
-
 def data_files(path: str) -> DataFiles:
     """Fingerprint of the data at a local path (a file or a folder of files; hidden and _-prefixed files, such
     as _SUCCESS and .crc, are not data)."""
@@ -50,7 +45,7 @@ def data_files(path: str) -> DataFiles:
         return DataFiles(path, "", 0, 0, ())
     digest = hashlib.sha256()
     sizes, paths = [], []
-    for file in _data_files(root):
+    for file in data_file_paths(root):
         stat = file.stat()
         relative = file.name if root.is_file() else str(file.relative_to(root))
         digest.update(f"{relative}\0{stat.st_size}\0{stat.st_mtime_ns}\n".encode())
