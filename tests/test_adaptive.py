@@ -82,6 +82,7 @@ def test_calibrate_stores_unit_costs_that_explain_then_uses(tmp_path, spark):
     assert "unit costs: calibrated on" in tree.output
 
 
+@pytest.mark.slow
 def test_bench_decisions_reports_accuracy(aipq, tmp_path):
     out = tmp_path / "decisions"
     result = aipq("bench", "decisions", "--sf", "0.01", "--queries", "3", "--repeat", "1",

@@ -5,9 +5,11 @@ from __future__ import annotations
 import csv
 import json
 
+import pytest
 from conftest import SF
 
 
+@pytest.mark.slow
 def test_bench_tpch_smoke_writes_every_field(aipq, tmp_path):
     out = tmp_path / "bench"
     result = aipq("bench", "tpch", "--sf", str(SF), "--queries", "3", "--repeat", "1", "--out", str(out))
@@ -84,6 +86,7 @@ def test_bench_off_again_runs_offs_plan_as_a_control_series(aipq, tmp_path):
     assert "off-again vs off (repartition joins): slowest on Q3" in (out / "report.md").read_text()
 
 
+@pytest.mark.slow
 def test_bench_warms_up_each_query_and_join_setting_before_its_timed_rounds(home, tpch):
     """Every series runs WARMUP_ROUNDS untimed rounds, then ``repeat`` timed ones, per query and join setting."""
     from aipq.bench.strategies import WARMUP_ROUNDS, compare_strategies, tpch_workload
@@ -97,6 +100,7 @@ def test_bench_warms_up_each_query_and_join_setting_before_its_timed_rounds(home
     assert [len(r.runs) for r in results] == [1, 1, 1, 1]
 
 
+@pytest.mark.slow
 def test_a_short_query_runs_back_to_back_within_each_timed_run(home, tpch):
     """--min-run-seconds: every strategy of a query gets the same number of executions per timed run, from the
     warm-up's median; seconds are per execution and the other figures the first execution's."""
@@ -121,6 +125,7 @@ def test_bench_rejects_an_unknown_strategy(aipq):
     assert result.exit_code == 2 and "unknown strategy 'magic'" in result.output
 
 
+@pytest.mark.slow
 def test_bench_synthetic_prunes_by_reference_ratio_and_splices_the_doc(aipq, tmp_path):
     """Query1's summary prunes TableC down to the matching keys (child-to-parent); Query2's prunes the B ⋈ C
     sibling's inputs; hip, which passes child-to-parent only, still prunes Query2's last join."""
@@ -151,6 +156,7 @@ def test_bench_synthetic_prunes_by_reference_ratio_and_splices_the_doc(aipq, tmp
     assert "](../tpch/time.png)" in text and "](../synthetic/final_stage.png)" in text
 
 
+@pytest.mark.slow
 def test_bench_all_reruns_only_the_parts_asked_for_and_keeps_the_other_reports(aipq, tmp_path):
     out, doc = tmp_path / "bench", tmp_path / "benchmarks.md"
     bad = aipq("bench", "all", "--only", "tpch,nope", "--out", str(out), "--doc", str(doc))

@@ -67,7 +67,7 @@ def test_a_second_builder_waits_for_the_first_but_not_for_a_dead_one(cache):
 def test_a_builder_that_makes_no_archive_stops_later_ones_for_that_key(cache, monkeypatch):
     final = class_archive.archive_path("4g")
     cache.mkdir()
-    monkeypatch.setattr(class_archive, "build", lambda path: False)
+    monkeypatch.setattr(class_archive_builder, "build", lambda path: False)
     assert class_archive_builder.main(final) == 1
     assert final.with_suffix(".failed").exists()
     started = []

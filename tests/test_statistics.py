@@ -173,6 +173,7 @@ def test_sketch_union_and_intersection_from_spark(spark):
     assert sketches.intersection_estimate(bytes(rows), bytes(other)) == pytest.approx(20000, abs=3 * rse * 220000)
 
 
+@pytest.mark.slow
 def test_two_concurrent_runs_share_one_repository(fresh, tmp_path):
     """Two real aipq processes (two JVMs) recollect statistics into the same repository at once."""
     aipq = shutil.which("aipq", path=str(Path(sys.executable).parent)) or "aipq"

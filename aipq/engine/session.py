@@ -63,7 +63,8 @@ def get_session(settings: Settings, home: Path):
 
     from aipq.engine.jvm import COLLECTOR_JAR, SKETCH_BATCHES_EXTENSION, disable_nagle, load_sketch_memory_quietly
 
-    active = SparkSession.getActiveSession()
+    # the session is per thread in PySpark, and commands run on a thread of their own: the process's one
+    active = SparkSession.getActiveSession() or SparkSession._instantiatedSession
     if active is not None:
         disable_nagle(active)  # this thread's connection may be new
         _check_fixed_settings(active, settings)
