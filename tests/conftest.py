@@ -79,6 +79,39 @@ def aipq(home, tpch) -> Aipq:
     return Aipq(home)
 
 
+ALL_QUERIES = tuple(range(1, 23))
+
+
+def run_to_rows(aipq, tmp_path, *args: str) -> list[tuple]:
+    """The rows of ``aipq run ARGS`` (written as parquet and read back with DuckDB)."""
+    out = tmp_path / "result.parquet"
+    result = aipq("run", *args, "--output", str(out), "--force", "--quiet")
+    assert result.exit_code == 0, result.output
+    return duckdb.connect().execute(f"SELECT * FROM read_parquet('{out}')").fetchall()
+
+
+# Hand-made tables where a wrong rewrite of NULL semantics changes the answer (registered by ``small_tables``).
+NULL_TABLES = {
+    # k has a NULL; g groups rows for correlated subqueries
+    "nulls_a": "SELECT * FROM (VALUES (1, 'a', 10), (2, 'b', 10), (NULL, 'c', 20), (3, 'd', 20), (4, 'e', 30))"
+               " t(k, v, g)",
+    # holds a NULL key, and matches only some keys of nulls_a
+    "nulls_b": "SELECT * FROM (VALUES (1, 10), (NULL, 20), (3, 10), (3, 10), (5, 30)) t(k, g)",
+    "empty_c": "SELECT * FROM (VALUES (1, 10)) t(k, g) WHERE k < 0",
+}
+
+
+@pytest.fixture(scope="session")
+def small_tables(home, tpch, duck, tmp_path_factory):
+    folder = tmp_path_factory.mktemp("small-tables")
+    for name, query in NULL_TABLES.items():
+        path = folder / f"{name}.parquet"
+        duck.execute(f"COPY ({query}) TO '{path}' (FORMAT parquet)")
+        app.add_table(home, Settings(), name, str(path), "parquet")
+        duck.execute(f"CREATE OR REPLACE VIEW {name} AS SELECT * FROM read_parquet('{path}')")
+    return duck
+
+
 def oracle_rows(duck, sql: str, dialect: str = "hive") -> list[tuple]:
     duck_sql = sqlglot.transpile(sql, read=dialect, write="duckdb")[0]
     return duck.execute(duck_sql).fetchall()

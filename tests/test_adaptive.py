@@ -58,7 +58,7 @@ def test_explain_estimates_every_candidate_edge_before_the_run(aipq):
 
 def test_adaptive_with_every_edge_allowed_gives_the_same_rows(aipq, duck, tmp_path):
     """β far below zero lets the estimator's whole path run on every edge (sizes, sketches, Δ) on Q9."""
-    from test_tpch_results import run_to_rows
+    from conftest import run_to_rows
 
     from aipq.tpch.queries import query_text
 

@@ -7,8 +7,7 @@ UNION ALL, DISTINCT, HAVING, ORDER BY / SORT BY / LIMIT, multi-column join keys 
 from __future__ import annotations
 
 import pytest
-from conftest import assert_same_rows, oracle_rows
-from test_tpch_results import run_to_rows
+from conftest import assert_same_rows, oracle_rows, run_to_rows
 
 
 def hive(sql: str, duckdb_sql: str | None = None, *, id: str):

@@ -6,8 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import assert_same_rows, oracle_rows
-from test_tpch_results import ALL_QUERIES, run_to_rows
+from conftest import ALL_QUERIES, assert_same_rows, oracle_rows, run_to_rows
 
 from aipq.tpch.queries import query_text
 

@@ -4,9 +4,7 @@ change the answer, every strategy gives DuckDB's rows, and the planner offers no
 from __future__ import annotations
 
 import pytest
-from conftest import assert_same_rows, oracle_rows
-from test_null_semantics import small_tables  # noqa: F401  (fixture)
-from test_tpch_results import run_to_rows
+from conftest import assert_same_rows, oracle_rows, run_to_rows
 
 from aipq.catalog import Catalog
 from aipq.config import Settings
@@ -55,7 +53,7 @@ UNSAFE_PLACES = {
 @pytest.mark.parametrize("plan", ["linear", "bushy"])
 @pytest.mark.parametrize("strategy", ["hip", "always", "oracle", "adaptive"])
 @pytest.mark.parametrize("case", sorted(UNSAFE_PLACES))
-def test_no_strategy_prunes_where_it_would_change_the_answer(aipq, small_tables, tmp_path,  # noqa: F811
+def test_no_strategy_prunes_where_it_would_change_the_answer(aipq, small_tables, tmp_path,
                                                              case, strategy, plan, broadcast):
     sql = UNSAFE_PLACES[case]
     every_edge = ["--beta", "-1000"] if strategy == "adaptive" else []  # the estimator path on every edge
@@ -66,12 +64,12 @@ def test_no_strategy_prunes_where_it_would_change_the_answer(aipq, small_tables,
 
 @pytest.mark.parametrize("plan", ["linear", "bushy"])
 @pytest.mark.parametrize("case", sorted(UNSAFE_PLACES))
-def test_the_planner_offers_no_edge_into_nulls_a(home, small_tables, case, plan):  # noqa: F811
+def test_the_planner_offers_no_edge_into_nulls_a(home, small_tables, case, plan):
     dag = plan_query(UNSAFE_PLACES[case], Catalog(home), Settings(plan=plan, broadcast_threshold=0)).dag
     assert [c.describe() for c in find_candidates(dag) if c.target.label.startswith("nulls_a")] == []
 
 
-def test_the_safe_side_of_the_same_joins_is_still_pruned(home, small_tables):  # noqa: F811
+def test_the_safe_side_of_the_same_joins_is_still_pruned(home, small_tables):
     # The null-supplying side of a left join may be pruned by the preserved side's keys.
     sql = """with s as (select k, count(*) as c from nulls_b group by k)
              select a.k, s.c from (select k from nulls_a group by k) a join s on a.k = s.k"""

@@ -6,32 +6,7 @@ Each query runs through `aipq run` and is compared with DuckDB on the same parqu
 from __future__ import annotations
 
 import pytest
-from conftest import assert_same_rows, oracle_rows
-from test_tpch_results import run_to_rows
-
-from aipq import app
-from aipq.config import Settings
-
-TABLES = {
-    # k has a NULL; g groups rows for correlated subqueries
-    "nulls_a": "SELECT * FROM (VALUES (1, 'a', 10), (2, 'b', 10), (NULL, 'c', 20), (3, 'd', 20), (4, 'e', 30))"
-               " t(k, v, g)",
-    # holds a NULL key, and matches only some keys of nulls_a
-    "nulls_b": "SELECT * FROM (VALUES (1, 10), (NULL, 20), (3, 10), (3, 10), (5, 30)) t(k, g)",
-    "empty_c": "SELECT * FROM (VALUES (1, 10)) t(k, g) WHERE k < 0",
-}
-
-
-@pytest.fixture(scope="module")
-def small_tables(home, tpch, duck, tmp_path_factory):
-    folder = tmp_path_factory.mktemp("small-tables")
-    for name, query in TABLES.items():
-        path = folder / f"{name}.parquet"
-        duck.execute(f"COPY ({query}) TO '{path}' (FORMAT parquet)")
-        app.add_table(home, Settings(), name, str(path), "parquet")
-        duck.execute(f"CREATE OR REPLACE VIEW {name} AS SELECT * FROM read_parquet('{path}')")
-    return duck
-
+from conftest import assert_same_rows, oracle_rows, run_to_rows
 
 QUERIES = [
     # NOT IN: a NULL in the subquery makes every comparison unknown, so nothing survives

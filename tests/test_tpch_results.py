@@ -2,20 +2,10 @@
 
 from __future__ import annotations
 
-import duckdb
 import pytest
-from conftest import assert_same_rows, oracle_rows
+from conftest import ALL_QUERIES, assert_same_rows, oracle_rows, run_to_rows
 
 from aipq.tpch.queries import query_text
-
-ALL_QUERIES = tuple(range(1, 23))
-
-
-def run_to_rows(aipq, tmp_path, *args: str) -> list[tuple]:
-    out = tmp_path / "result.parquet"
-    result = aipq("run", *args, "--output", str(out), "--force", "--quiet")
-    assert result.exit_code == 0, result.output
-    return duckdb.connect().execute(f"SELECT * FROM read_parquet('{out}')").fetchall()
 
 
 @pytest.mark.parametrize("plan", ["linear", "bushy"])

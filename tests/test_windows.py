@@ -4,8 +4,7 @@ strategy gives DuckDB's rows, and a summary prunes below a window only by a key 
 from __future__ import annotations
 
 import pytest
-from conftest import assert_same_rows, oracle_rows
-from test_tpch_results import run_to_rows
+from conftest import assert_same_rows, oracle_rows, run_to_rows
 
 from aipq.catalog import Catalog
 from aipq.config import Settings

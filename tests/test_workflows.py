@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import duckdb
-from test_tpch_results import run_to_rows
+from conftest import run_to_rows
 
 from aipq.catalog import Catalog
 
