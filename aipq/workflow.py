@@ -51,8 +51,13 @@ class PlannedStep:
 
 @dataclass
 class Workflow:
+    """A planned workflow with what it was planned against, so that running it needs nothing more."""
+
     source: SqlSource
     steps: list[PlannedStep]
+    home: Path
+    settings: Settings
+    allow_overwrite: bool = False
 
     @property
     def queries(self) -> list[PlannedStep]:
@@ -224,19 +229,19 @@ def plan_workflow(source: SqlSource, home: Path, settings: Settings, allow_overw
     statements = parse_statements(source.text, settings.dialect, source.name)
     planner = _Planner(source, home, settings, allow_overwrite)
     steps = [planner.plan(to_step(i, s, source.text, source.name)) for i, s in enumerate(statements, start=1)]
-    return Workflow(source, steps)
+    return Workflow(source, steps, home, settings, allow_overwrite)
 
 
-def run_workflow(workflow: Workflow, home: Path, settings: Settings, allow_overwrite: bool = False,
-                 listener: StageListener | None = None,
+def run_workflow(workflow: Workflow, listener: StageListener | None = None,
                  on_step: Callable[[StepOutcome], None] | None = None, analyze: bool = False) -> WorkflowRun:
     """Run the steps in order; the last SELECT's rows are the result."""
+    home, settings = workflow.home, workflow.settings
     if workflow.is_single_query:
         planned = workflow.steps[0].planned
         assert planned is not None
         return WorkflowRun(execute(planned, home, settings, listener, analyze))
     run = WorkflowRun(None)
-    planner = _Planner(workflow.source, home, settings, allow_overwrite)
+    planner = _Planner(workflow.source, home, settings, workflow.allow_overwrite)
     try:
         for checked in workflow.steps:
             step = checked.step

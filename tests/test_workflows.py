@@ -169,7 +169,7 @@ def test_a_table_replaced_by_an_earlier_statement_is_measured_again(aipq, home, 
     """)
     source = SqlSource(script.read_text(), str(script))
     planned = workflow.plan_workflow(source, home, Settings())
-    ran = workflow.run_workflow(planned, home, Settings())
+    ran = workflow.run_workflow(planned)
     try:
         joins = [n for n in ran.result.planned.dag.plan.root.walk() if isinstance(n, Join)]
         assert joins and all(j.physical != "broadcast" for j in joins), "the grown table was broadcast"

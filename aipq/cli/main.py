@@ -177,9 +177,9 @@ def run(ctx, source, inline, settings: Settings, fmt, output, force, show_rows, 
 
     if err.is_terminal and not quiet:
         with RichStageProgress(get_session(settings, home), err) as listener:
-            ran = workflow.run_workflow(planned, home, settings, allow_overwrite, listener, report, analyze)
+            ran = workflow.run_workflow(planned, listener, report, analyze)
     else:
-        ran = workflow.run_workflow(planned, home, settings, allow_overwrite, None, report, analyze)
+        ran = workflow.run_workflow(planned, None, report, analyze)
     result = ran.result
     if result is None:
         if output is not None:

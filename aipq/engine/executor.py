@@ -206,8 +206,8 @@ def run_dag(spark, dag: StageDag, settings: Settings, home: Path,
     started = time.perf_counter()
     conf = {**stage_sql_conf(settings), **user_runtime_conf(spark, settings)}
     try:
-        _run_stages(spark, dag, settings, compiler, store, ip, record, paths, written, conf, listener, analyze,
-                    statistics)
+        _run_stages(_DagRun(spark, dag, settings, compiler, store, ip, record, paths, written, conf, listener,
+                            analyze, statistics))
         if statistics is not None:
             statistics.settle()
     except BaseException:
@@ -224,10 +224,30 @@ def run_dag(spark, dag: StageDag, settings: Settings, home: Path,
     return record
 
 
-def _run_stages(spark, dag: StageDag, settings: Settings, compiler: StageCompiler, store: SummaryStore,
-                ip: IpPlanner, record: RunRecord, paths: dict[int, str], written: dict[int, int],
-                conf: dict[str, str], listener: StageListener, analyze: bool,
-                statistics: StatisticsCollector | None) -> None:
+@dataclass
+class _DagRun:
+    """What running one DAG's stages needs, built once by ``run_dag``."""
+
+    spark: object
+    dag: StageDag
+    settings: Settings
+    compiler: StageCompiler
+    store: SummaryStore
+    ip: IpPlanner
+    record: RunRecord
+    paths: dict[int, str]
+    written: dict[int, int]  # stage id → rows it wrote, as the run goes (the estimator reads it)
+    conf: dict[str, str]
+    listener: StageListener
+    analyze: bool
+    statistics: StatisticsCollector | None
+
+
+def _run_stages(run_state: _DagRun) -> None:
+    spark, dag, settings, compiler, store, ip = (run_state.spark, run_state.dag, run_state.settings,
+                                                 run_state.compiler, run_state.store, run_state.ip)
+    record, paths, written, conf = run_state.record, run_state.paths, run_state.written, run_state.conf
+    listener, analyze, statistics = run_state.listener, run_state.analyze, run_state.statistics
     run_id = record.run_id
     fixed_tasks = settings.shuffle_partitions
     cores = spark.sparkContext.defaultParallelism if settings.reducer_bytes > 0 else fixed_tasks
