@@ -218,19 +218,7 @@ class Builder:
         relations, node = self.build_from(select, ctes)
         scope = {rel.alias.lower(): rel for rel in relations}
         inner_columns = {c for rel in relations for c in rel.node.output}
-        where = select.args.get("where")
-        local, correlated, with_subqueries = [], [], []
-        for part in conjuncts(where.this) if where is not None else []:
-            self.refuse_aggregate(part, "WHERE", hint="filter on aggregates with HAVING")
-            if is_subquery_predicate(part):
-                with_subqueries.append(part)
-            elif outer is not None and self.reads_outer(part, scope):
-                correlated.append(self.translate(part, {**outer.scope, **scope}))
-            else:
-                local.append(self.translate(part, scope))
-        node = self.attach_where(node, local)
-        for part in with_subqueries:
-            node = self.subqueries.apply_conjunct(node, part, scope, ctes)
+        node, correlated = self.build_where(select, node, scope, ctes, outer)
 
         select_exprs = list(select.expressions)
         group = select.args.get("group")
@@ -241,14 +229,7 @@ class Builder:
                             for e in select_exprs]
         aliases = {name: expr for name, expr in translated_items}
 
-        order_items: list[tuple[exp.Expression, bool, bool | None]] = []
-        for ordered in order.expressions if order is not None else []:
-            target = ordered.this
-            if isinstance(target, exp.Column) and not target.table and target.name in aliases:
-                translated = aliases[target.name]
-            else:  # an expression over output columns (ORDER BY upper(name)) reads the SELECT list's values
-                translated = self.translate(target, scope, output_aliases=aliases)
-            order_items.append((translated, bool(ordered.args.get("desc")), ordered.args.get("nulls_first")))
+        order_items = self.order_items(order, aliases, scope)
 
         having_scalars: list[ScalarJoin] = []
         having_expr = self.translate(having.this, scope, having_scalars, ctes) if having is not None else None
@@ -313,12 +294,54 @@ class Builder:
         if outer is not None and outer.mode == "group":
             correlated = [exp.EQ(this=col(o), expression=col(n)) for (o, _), n in zip(keys, extra_names)]
 
-        hidden: list[tuple[str, exp.Expression]] = []
-        sort_keys: list[SortKey] = []
-        by_text = {e.sql(): n for n, e in items}
         limit = select.args.get("limit")
         if outer is not None and limit is None:
             order_items = []  # the order of a subquery's rows means nothing without a LIMIT
+        node = self.project_sort_limit(select, node, items, order_items, order, limit)
+        one_row = is_aggregate and group is None and having is None
+        return Block(node, visible, tuple(correlated), one_row_per_group=one_row, empty_value=empty_value)
+
+    def build_where(self, select: exp.Select, node: Node, scope: dict[str, Relation], ctes: dict[str, Block],
+                    outer: Outer | None) -> tuple[Node, list[exp.Expression]]:
+        """WHERE: local conjuncts filter ``node``, IN/EXISTS conjuncts become semi/anti joins, and conjuncts that
+        read an enclosing query's columns are returned (the correlation the enclosing query joins on)."""
+        where = select.args.get("where")
+        local, correlated, with_subqueries = [], [], []
+        for part in conjuncts(where.this) if where is not None else []:
+            self.refuse_aggregate(part, "WHERE", hint="filter on aggregates with HAVING")
+            if is_subquery_predicate(part):
+                with_subqueries.append(part)
+            elif outer is not None and self.reads_outer(part, scope):
+                correlated.append(self.translate(part, {**outer.scope, **scope}))
+            else:
+                local.append(self.translate(part, scope))
+        node = self.attach_where(node, local)
+        for part in with_subqueries:
+            node = self.subqueries.apply_conjunct(node, part, scope, ctes)
+        return node, correlated
+
+    def order_items(self, order: exp.Expression | None, aliases: dict[str, exp.Expression],
+                    scope: dict[str, Relation]) -> list[tuple[exp.Expression, bool, bool | None]]:
+        """ORDER BY (SORT BY, CLUSTER BY): (expression, descending, nulls first) per key; a name of an output
+        column stands for its expression, also inside an expression (ORDER BY upper(name))."""
+        items: list[tuple[exp.Expression, bool, bool | None]] = []
+        for ordered in order.expressions if order is not None else []:
+            target = ordered.this
+            if isinstance(target, exp.Column) and not target.table and target.name in aliases:
+                translated = aliases[target.name]
+            else:
+                translated = self.translate(target, scope, output_aliases=aliases)
+            items.append((translated, bool(ordered.args.get("desc")), ordered.args.get("nulls_first")))
+        return items
+
+    def project_sort_limit(self, select: exp.Select, node: Node, items: list[tuple[str, exp.Expression]],
+                           order_items: list[tuple[exp.Expression, bool, bool | None]],
+                           order: exp.Expression | None, limit: exp.Expression | None) -> Node:
+        """The SELECT list (with DISTINCT), then ORDER BY and LIMIT; a sort key not in the SELECT list is
+        computed as a hidden column and projected away after the sort."""
+        hidden: list[tuple[str, exp.Expression]] = []
+        sort_keys: list[SortKey] = []
+        by_text = {e.sql(): n for n, e in items}
         for expr, desc, nulls_first in order_items:
             name = by_text.get(expr.sql())
             if name is None:
@@ -326,7 +349,6 @@ class Builder:
                 hidden.append((name, expr))
                 by_text[expr.sql()] = name
             sort_keys.append(SortKey(name, descending=desc, nulls_first=nulls_first))
-
         node = Project(node, tuple(items + hidden))
         if select.args.get("distinct") is not None:
             if hidden:
@@ -338,8 +360,7 @@ class Builder:
             node = Limit(node, self.limit_count(limit))
         if hidden:
             node = Project(node, tuple((n, col(n)) for n, _ in items))
-        one_row = is_aggregate and group is None and having is None
-        return Block(node, visible, tuple(correlated), one_row_per_group=one_row, empty_value=empty_value)
+        return node
 
     def check_windows(self, select: exp.Select, windows: list[exp.Window], outer: Outer | None) -> None:
         """Window functions as Hive runs them: in the SELECT list (ORDER BY may name them by alias), over the
