@@ -175,15 +175,15 @@ def add_table(home: Path, settings: Settings, name: str, path: str, fmt: str) ->
     return entry, replaced
 
 
-def generate_tpch(home: Path, settings: Settings, scale_factor: float, database: str,
+def generate_tpch(home: Path, scale_factor: float, database: str,
                   parts: int = 1) -> list[TableEntry]:
+    """TPC-H through tpchgen-cli, registered with its known schema (no Spark session needed)."""
     folder = tpch_generate.generate(home, scale_factor, parts)
-    spark = get_session(settings, home)
     catalog = Catalog(home)
     entries = []
     for table in tpch_generate.TABLES:
         location = str(tpch_generate.table_path(folder, table))
-        entry = TableEntry(database, table, location, "parquet", read_schema(spark, location, "parquet"))
+        entry = TableEntry(database, table, location, "parquet", tpch_generate.COLUMNS[table])
         catalog.register(entry)
         entries.append(entry)
     return entries

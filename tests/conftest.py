@@ -49,8 +49,10 @@ def spark(home):
 
 
 @pytest.fixture(scope="session")
-def tpch(home, spark) -> Catalog:
-    app.generate_tpch(home, Settings(), SF, "default")
+def tpch(home) -> Catalog:
+    """TPC-H at SF, registered without Spark: tests that only plan (explain, the planner, IP candidates, the
+    estimator) start no JVM."""
+    app.generate_tpch(home, SF, "default")
     return Catalog(home)
 
 

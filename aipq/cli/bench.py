@@ -178,7 +178,7 @@ def run_tpch_bench(home: Path, scale_factor: float, queries: str, strategies: st
         raise BadInputError(f"there is no TPC-H query {bad[0]}", hint="query numbers run from 1 to 22")
     chosen = _strategies(strategies)
     with Console(stderr=True).status(f"preparing TPC-H SF {scale_factor:g}…"):
-        app.generate_tpch(home, settings, scale_factor, "default")
+        app.generate_tpch(home, scale_factor, "default")
     thresholds = _thresholds(joins, settings)
     results = _run_strategies(home, tpch_workload(numbers), chosen, thresholds, repeat, settings, "bench tpch",
                               min_run_seconds)
@@ -263,7 +263,7 @@ def run_stats_bench(home: Path, scale_factor: float, queries: str, lg_ks: str, r
         raise BadInputError(f"lg_k {bad[0]} is outside 4–21", hint="for example --lg-k 8,10,12,14")
     err = Console(stderr=True)
     with err.status(f"preparing TPC-H SF {scale_factor:g}…"):
-        app.generate_tpch(home, settings, scale_factor, "default")
+        app.generate_tpch(home, scale_factor, "default")
     workload = [(f"Q{n}", query_text(n)) for n in numbers]
     with progress_bar("bench stats", len(numbers) * (len(precisions) + 1) * (repeat + 1)) as step:
         overheads, errors = measure_collection(home, workload, precisions, repeat, settings, step)
@@ -307,7 +307,7 @@ def run_decision_bench(home: Path, scale_factor: float, queries: str, repeat: in
     numbers = _numbers(queries, "--queries")
     err = Console(stderr=True)
     with err.status(f"preparing TPC-H SF {scale_factor:g}…"):
-        app.generate_tpch(home, settings, scale_factor, "default")
+        app.generate_tpch(home, scale_factor, "default")
     workload = [(f"Q{n}", query_text(n)) for n in numbers]
     thresholds = _thresholds(joins, settings)
     with progress_bar("bench decisions", len(workload) * (repeat + 1) * len(thresholds)) as step:
@@ -431,7 +431,7 @@ def bench_staging(ctx, scale_factor, queries, repeat, json_path, settings: Setti
     numbers = _numbers(queries, "--queries")
     err = Console(stderr=True)
     with err.status(f"preparing TPC-H SF {scale_factor:g}…"):
-        app.generate_tpch(home, settings, scale_factor, "default")
+        app.generate_tpch(home, scale_factor, "default")
     thresholds = [0, settings.broadcast_threshold or 10 * MB]
     total = len(numbers) * len(thresholds) * repeat
     done = [0]

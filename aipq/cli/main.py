@@ -308,7 +308,7 @@ def tpch_gen(ctx, scale_factor, home, database, parts, settings: Settings):
     home = home_dir(ctx, home)
     err = Console(stderr=True)
     with err.status(f"generating TPC-H at SF {scale_factor:g}…"):
-        entries = app.generate_tpch(home, settings, scale_factor, database, parts)
+        entries = app.generate_tpch(home, scale_factor, database, parts)
     err.print(f"registered {len(entries)} tables in database {database!r} from {Path(entries[0].path).parent}")
 
 

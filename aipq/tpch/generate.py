@@ -11,6 +11,31 @@ from aipq.errors import BadInputError, EnvironmentProblem
 
 TABLES = ("customer", "lineitem", "nation", "orders", "part", "partsupp", "region", "supplier")
 
+_MONEY = "decimal(15,2)"
+# The columns and Spark SQL types of tpchgen-cli's parquet output, so that registering the tables needs no Spark
+# (the tests read the same files with DuckDB and would show a version that writes other types).
+COLUMNS: dict[str, tuple[tuple[str, str], ...]] = {
+    "customer": (("c_custkey", "bigint"), ("c_name", "string"), ("c_address", "string"), ("c_nationkey", "bigint"),
+                 ("c_phone", "string"), ("c_acctbal", _MONEY), ("c_mktsegment", "string"), ("c_comment", "string")),
+    "lineitem": (("l_orderkey", "bigint"), ("l_partkey", "bigint"), ("l_suppkey", "bigint"),
+                 ("l_linenumber", "int"), ("l_quantity", _MONEY), ("l_extendedprice", _MONEY),
+                 ("l_discount", _MONEY), ("l_tax", _MONEY), ("l_returnflag", "string"), ("l_linestatus", "string"),
+                 ("l_shipdate", "date"), ("l_commitdate", "date"), ("l_receiptdate", "date"),
+                 ("l_shipinstruct", "string"), ("l_shipmode", "string"), ("l_comment", "string")),
+    "nation": (("n_nationkey", "bigint"), ("n_name", "string"), ("n_regionkey", "bigint"), ("n_comment", "string")),
+    "orders": (("o_orderkey", "bigint"), ("o_custkey", "bigint"), ("o_orderstatus", "string"),
+               ("o_totalprice", _MONEY), ("o_orderdate", "date"), ("o_orderpriority", "string"),
+               ("o_clerk", "string"), ("o_shippriority", "int"), ("o_comment", "string")),
+    "part": (("p_partkey", "bigint"), ("p_name", "string"), ("p_mfgr", "string"), ("p_brand", "string"),
+             ("p_type", "string"), ("p_size", "int"), ("p_container", "string"), ("p_retailprice", _MONEY),
+             ("p_comment", "string")),
+    "partsupp": (("ps_partkey", "bigint"), ("ps_suppkey", "bigint"), ("ps_availqty", "int"),
+                 ("ps_supplycost", _MONEY), ("ps_comment", "string")),
+    "region": (("r_regionkey", "bigint"), ("r_name", "string"), ("r_comment", "string")),
+    "supplier": (("s_suppkey", "bigint"), ("s_name", "string"), ("s_address", "string"), ("s_nationkey", "bigint"),
+                 ("s_phone", "string"), ("s_acctbal", _MONEY), ("s_comment", "string")),
+}
+
 
 def tpchgen_executable() -> str:
     beside_python = Path(sys.executable).parent / "tpchgen-cli"
