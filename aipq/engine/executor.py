@@ -28,11 +28,11 @@ from aipq.errors import AipqError, BadInputError, ExecutionError
 from aipq.estimator.edge_inputs import EdgeEstimator, RunState, SessionFacts
 from aipq.estimator.parameters import load_calibration
 from aipq.files import path_bytes
-from aipq.ip.candidates import leaf_sources
+from aipq.ip.candidates import distinct_bound
 from aipq.ip.planner import IpPlanner, StageDecisions, Strategy, SummaryUse
 from aipq.planner import reducers
-from aipq.planner.logical import Scan, Sort
-from aipq.planner.stages import Stage, StageDag, StageRead
+from aipq.planner.logical import Sort
+from aipq.planner.stages import Stage, StageDag
 
 
 @dataclass
@@ -149,8 +149,9 @@ def remove_stale_work_dirs(root: Path) -> None:
 
 
 class _RowCounts:
-    """Upper bounds on a summarized column's distinct values, to size Bloom filters: the rows of the inputs its
-    values come from (earlier stages' outputs as written; base tables from parquet metadata)."""
+    """Upper bounds on a summarized column's distinct values, to size Bloom filters (``distinct_bound``): the
+    rows of the inputs its values come from (earlier stages' outputs as written; base tables from parquet
+    metadata)."""
 
     def __init__(self, spark, dag: StageDag, written: dict[int, int]):
         self.spark = spark
@@ -158,16 +159,9 @@ class _RowCounts:
         self.written = written
 
     def __call__(self, stage_id: int, column: str) -> int | None:
-        bounds = []
-        for leaf in leaf_sources(self.dag, stage_id, column):
-            if isinstance(leaf, StageRead) and leaf.stage_id in self.written:
-                bounds.append(self.written[leaf.stage_id])
-            elif isinstance(leaf, Scan):
-                bounds.append(self.table_rows(leaf))
-        return min(bounds) if bounds else None
-
-    def table_rows(self, scan: Scan) -> int:
-        return table_rows(self.spark, scan.table)
+        found = distinct_bound(self.dag, stage_id, column, self.written.get,
+                               lambda scan: (table_rows(self.spark, scan.table), "files"))
+        return int(found[0]) if found is not None else None
 
 
 def adaptive_estimator(spark, dag: StageDag, settings: Settings, home: Path, written: dict[int, int],

@@ -30,7 +30,7 @@ from aipq.config import Settings
 from aipq.estimator.benefit import EdgeEstimate, EdgeInputs, best_estimate
 from aipq.estimator.cardinality import Cardinality, StatsLookup, kept_distinct
 from aipq.estimator.parameters import PAGE_BYTES, Calibration, parse_memory, sort_buffer_pages
-from aipq.ip.candidates import Candidate, Target, leaf_sources
+from aipq.ip.candidates import Candidate, Target, distinct_bound
 from aipq.ip.planner import NO_PRUNING, BuiltInfo, Pruning
 from aipq.planner.logical import Join, Scan, path_to
 from aipq.planner.reducers import reduce_tasks, stage_input_bytes
@@ -200,15 +200,8 @@ class EdgeEstimator:
 
     def _distinct_bound(self, stage_id: int, column: str) -> tuple[float, str]:
         """At most as many distinct keys as any input the column's values come from has rows."""
-        bounds = []
-        for leaf in leaf_sources(self.dag, stage_id, column):
-            if isinstance(leaf, StageRead) and leaf.stage_id in self.state.rows_written:
-                bounds.append((float(self.state.rows_written[leaf.stage_id]), "measured: rows of its input stage"))
-            elif isinstance(leaf, Scan):
-                rows, source = self._table_rows(leaf)
-                if rows is not None:
-                    bounds.append((rows, f"{source}: rows of its input table"))
-        return min(bounds, default=(1e6, "default"))
+        found = distinct_bound(self.dag, stage_id, column, self.state.rows_written.get, self._table_rows)
+        return found if found is not None else (1e6, "default")
 
     def _stage_stats(self, stage_id: int):
         """What an earlier run of the stage's subplan wrote, looked up once per estimator."""

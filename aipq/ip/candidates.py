@@ -22,6 +22,7 @@ change what the other reader sees, so such places are not targets.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -254,3 +255,21 @@ def leaf_sources(dag: StageDag, stage_id: int, column: str) -> list[Node]:
     finder.trace(stage_id, stage.plan, column, out, set())
     leaves = {id(n): n for n in _all_nodes(stage.plan) if not n.children}
     return [leaves[t.node_id] for t in out.targets if t.node_id in leaves]
+
+
+def distinct_bound(dag: StageDag, stage_id: int, column: str, stage_rows: Callable[[int], float | None],
+                   table_rows: Callable[[Scan], tuple[float | None, str]]) -> tuple[float, str] | None:
+    """An upper bound on the distinct values of ``stage_id.column``, with where it came from: at most as many as
+    any input its values come from has rows (a stage's output as written, a base table's rows). The one rule
+    that Bloom filter sizing (engine) and the benefit estimator share; None when no input's size is known."""
+    bounds = []
+    for leaf in leaf_sources(dag, stage_id, column):
+        if isinstance(leaf, StageRead):
+            rows = stage_rows(leaf.stage_id)
+            if rows is not None:
+                bounds.append((float(rows), "measured: rows of its input stage"))
+        elif isinstance(leaf, Scan):
+            rows, source = table_rows(leaf)
+            if rows is not None:
+                bounds.append((float(rows), f"{source}: rows of its input table"))
+    return min(bounds, default=None)
