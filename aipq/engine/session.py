@@ -118,9 +118,10 @@ def _check_fixed_settings(spark, settings: Settings) -> None:
     running = dict(context.getConf().getAll())
     for key, value in fixed.items():
         if running.get(key) != value:
-            raise BadInputError(f"--conf {key}={value}: this process's Spark session started with "
-                                f"{key}={running.get(key, '(unset)')}, which cannot change while it runs",
-                                hint="run the command in a new process")
+            raise BadInputError(f"{key}={value}: Spark fixes this setting when its session starts, and this "
+                                f"process's session started with {running.get(key, 'it unset')}; it cannot "
+                                "change while it runs",
+                                hint="give it with --conf when the command starts (a workflow's SET comes too late)")
 
 
 @contextmanager
