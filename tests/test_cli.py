@@ -109,7 +109,7 @@ def test_work_directory_is_removed_after_a_failed_run(aipq, home):
     assert not any((home / "runs").iterdir())
 
 
-def test_settings_fixed_at_session_start_that_differ_are_an_error(aipq):
+def test_settings_fixed_at_session_start_that_differ_are_an_error(aipq, spark):
     """One process runs one Spark session: asking it for another master or driver memory fails clearly instead
     of being ignored."""
     master = aipq("run", "--master", "local[1]", "--sql", "SELECT r_name FROM region")
