@@ -14,6 +14,7 @@ from aipq.engine.statistics import collector_for
 from aipq.errors import BadInputError, ExecutionError
 from aipq.estimator.edge_inputs import EdgeEstimator, SessionFacts
 from aipq.estimator.parameters import load_calibration
+from aipq.files import local_path
 from aipq.pipeline import PlannedQuery
 from aipq.planner.resolve import find_word
 from aipq.planner.stages import StageDag
@@ -129,11 +130,8 @@ def check_table_data(dag: StageDag) -> None:
     for stage in dag.stages:
         for node in stage.plan.walk():
             table = getattr(node, "table", None)
-            path = getattr(table, "path", "")
-            if table is None or table.source != "aipq" or ("://" in path and not path.startswith("file:")):
-                continue
-            local = Path(path.removeprefix("file:"))
-            if not local.exists():
+            local = local_path(table.path) if table is not None and table.source == "aipq" else None
+            if local is not None and not local.exists():
                 raise ExecutionError(f"the data of table {table.qualified_name} is gone: no file or folder {local}",
                                      hint="restore it, or register the table again with `aipq table add`")
 

@@ -96,7 +96,7 @@ class Knob:
             size = size_bytes(text)
             if size is None:
                 raise ValueError(f"{text!r} is not a size (examples: 0, 512KB, 10MB, 1GB)")
-            if size < 0 and self.low is not None:
+            if self.low is not None and size < self.low:
                 raise ValueError(f"{text!r} is negative; give 0 or a size such as 64MB")
             return size
         if self.kind == "columns":

@@ -64,7 +64,7 @@ def plan_statement(statement: exp.Expression, sql: str, catalog, settings: Setti
     plan = build_plan(qualified, tables, sql, source_name, display_names(statement))
     plan = optimize_plan(plan, settings)
     if settings.cartesian == "refuse":
-        check_cartesian(plan.root, statement, sql, source_name)
+        check_cartesian(plan.root, sql, source_name)
     if table is not None:
         plan = shape_for_table(plan, table, sql, source_name)
     dag = add_scan_summaries(cut_stages(plan), settings)

@@ -272,7 +272,7 @@ def table_lock(home: Path, target: str) -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-def _mode_now(write: WriteStep, existing: TableEntry | None, planner: _Planner) -> WriteStep:
+def _mode_now(write: WriteStep, existing: TableEntry | None) -> WriteStep:
     """The write's mode against the catalog as it is now, under the table's lock: another process may have
     created the table since this statement was planned."""
     if write.mode != "create" or existing is None:
@@ -306,7 +306,7 @@ def _run_step(planner: _Planner, step: Step, home: Path, listener, run: Workflow
             database, name = split_name(write.target)
             with table_lock(home, write.target):  # another aipq process may write the same table
                 existing = catalog.lookup(write.target)
-                write = _mode_now(write, existing, planner)
+                write = _mode_now(write, existing)
                 location = Path(existing.path) if existing is not None else managed_location(home, database, name)
                 publish(query_run.record.result_path, location, write.mode)
                 if write.mode == "create":

@@ -12,7 +12,7 @@ from aipq.catalog import TableEntry
 from aipq.config import Settings
 from aipq.engine import class_archive
 from aipq.errors import BadInputError, EnvironmentProblem
-from aipq.files import path_bytes
+from aipq.files import data_file_paths, local_path, path_bytes
 
 LOG_CONFIG = Path(__file__).with_name("log4j2.properties")
 # Spark's cache of compiled whole-stage classes: 100 by default, fewer than a benchmark or a long workflow
@@ -198,9 +198,8 @@ def read_schema(spark, path: str, fmt: str, options: dict[str, str] | None = Non
 
 def _disagreeing_files(spark, path: str) -> str:
     """Two files of ``path`` whose schemas differ, to name in the error."""
-    folder = Path(path)
-    files = sorted(p for p in folder.rglob("*.parquet") if not p.name.startswith((".", "_"))) if folder.is_dir() \
-        else []
+    folder = local_path(path)
+    files = data_file_paths(folder) if folder is not None and folder.is_dir() else []
     first = None
     for file in files:
         try:

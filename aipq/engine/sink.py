@@ -122,8 +122,10 @@ def _write_parts(spark, result_path: Path, names: tuple[str, ...], fmt: str, fol
     return sorted(p for p in folder.glob("part-*") if not p.name.endswith(".crc"))
 
 
-def _assemble(parts: list[Path], header: bytes, out: BinaryIO) -> None:
-    out.write(header)
+def _write_text(spark, result_path: Path, names: tuple[str, ...], fmt: str, folder: Path, out: BinaryIO) -> None:
+    """The result as CSV (with its header line) or JSON lines on ``out``, from Spark's files under ``folder``."""
+    parts = _write_parts(spark, result_path, names, fmt, folder)
+    out.write(_csv_header(unique_names(names)) if fmt == "csv" else b"")
     for part in parts:
         with part.open("rb") as data:
             shutil.copyfileobj(data, out)
@@ -135,15 +137,15 @@ def write_output(spark, result_path: Path, names: tuple[str, ...], target: Path,
     target = Path(target).absolute()
     staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
     try:
-        parts = _write_parts(spark, result_path, names, fmt, staging / "data")
         if fmt == "parquet":
+            parts = _write_parts(spark, result_path, names, fmt, staging / "data")
             if len(parts) != 1:
                 raise RuntimeError(f"expected one parquet file, found {len(parts)}")
             os.replace(parts[0], target)  # atomic within one file system
             return
         assembled = staging / "assembled"
         with assembled.open("wb") as out:
-            _assemble(parts, _csv_header(unique_names(names)) if fmt == "csv" else b"", out)
+            _write_text(spark, result_path, names, fmt, staging / "data", out)
         os.replace(assembled, target)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
@@ -153,8 +155,7 @@ def stream_output(spark, result_path: Path, names: tuple[str, ...], fmt: str, ou
     """The result as CSV or JSON lines on ``out`` (stdout), in the same form a file would hold."""
     staging = Path(tempfile.mkdtemp(prefix="aipq-output-"))
     try:
-        parts = _write_parts(spark, result_path, names, fmt, staging / "data")
-        _assemble(parts, _csv_header(unique_names(names)) if fmt == "csv" else b"", out)
+        _write_text(spark, result_path, names, fmt, staging / "data", out)
         out.flush()
     finally:
         shutil.rmtree(staging, ignore_errors=True)

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import re
 
-from sqlglot import exp
-
 from aipq.errors import BadInputError
 from aipq.files import path_bytes
 from aipq.planner.logical import Join, Node, Scan
@@ -34,7 +32,7 @@ def known_small(node: Node) -> bool:
     return total <= SMALL_INPUT_BYTES
 
 
-def check_cartesian(root: Node, statement: exp.Expression, sql: str, source_name: str | None) -> None:
+def check_cartesian(root: Node, sql: str, source_name: str | None) -> None:
     if _CROSS_JOIN.search(sql):
         return  # written as a Cartesian product on purpose (sqlglot parses a comma join as CROSS too)
     for node in root.walk():

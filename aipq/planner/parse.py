@@ -17,10 +17,8 @@ from aipq.errors import BadInputError, SourcePosition, SqlSyntaxError
 def parse_statements(sql: str, dialect: str, source_name: str | None = None) -> list[exp.Expression]:
     """Parse ``;``-separated statements; empty statements (e.g. a trailing ``;``) are dropped."""
     if "\x00" in sql:  # aipq hands SQL fragments to its JVM classes NUL-separated (engine/jvm.py)
-        at = sql.index("\x00")
-        line, column = sql.count("\n", 0, at) + 1, at - sql.rfind("\n", 0, at)
         raise SqlSyntaxError("the SQL text holds a NUL character (code 0)",
-                             position=SourcePosition(line=line, column=column, sql=sql), source_name=source_name,
+                             position=offset_position(sql, sql.index("\x00")), source_name=source_name,
                              hint="remove it; where a value needs that character, write chr(0)")
     check_clauses(sql, dialect, source_name)
     try:

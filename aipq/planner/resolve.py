@@ -19,7 +19,7 @@ from sqlglot.optimizer.qualify import qualify
 from aipq.catalog import Catalog, TableEntry, split_name
 from aipq.errors import BadInputError, SourcePosition, UnknownNameError, UnsupportedSqlError
 from aipq.planner.normalize import canonicalize, simplify
-from aipq.planner.parse import node_position
+from aipq.planner.parse import node_position, offset_position
 
 
 def referenced_tables(statement: exp.Expression) -> list[exp.Table]:
@@ -147,13 +147,8 @@ def _ambiguous_column(message: str, statement: exp.Expression, tables: dict[str,
                 candidates.append(candidate)
     if len(candidates) < 2:
         return None
-    found = _POSITION.search(message)
-    position = None
-    if found:
-        line, end = int(found.group(1)), int(found.group(2))
-        position = SourcePosition(line=line, column=max(end - len(column) + 1, 1), sql=sql, length=len(column))
     return BadInputError(f"ambiguous column {missing.group(1)!r}: it could be {' or '.join(candidates)}",
-                         position=position, source_name=source_name,
+                         position=_column_position(message, column, sql), source_name=source_name,
                          hint=f"qualify it, e.g. {candidates[0]}")
 
 
@@ -168,10 +163,16 @@ def find_word(sql: str, word: str, after: tuple[str, ...] = ()) -> SourcePositio
         match = re.search(rf"\.({re.escape(word)})(?!\w)", sql, flags=re.IGNORECASE)
     if match is None:
         return None
-    start = match.start(1)
-    line = sql.count("\n", 0, start) + 1
-    column = start - (sql.rfind("\n", 0, start) + 1) + 1
-    return SourcePosition(line=line, column=column, sql=sql, length=len(word))
+    return offset_position(sql, match.start(1), len(word))
+
+
+def _column_position(message: str, column: str, sql: str) -> SourcePosition | None:
+    """Where sqlglot's message says a column is (its ``Line: L, Col: C`` points at the column's last character)."""
+    found = _POSITION.search(message)
+    if found is None:
+        return None
+    line, end = int(found.group(1)), int(found.group(2))
+    return SourcePosition(line=line, column=max(end - len(column) + 1, 1), sql=sql, length=len(column))
 
 
 def _resolution_error(message: str, tables: dict[str, TableEntry], sql: str,
@@ -197,10 +198,7 @@ def _resolution_error(message: str, tables: dict[str, TableEntry], sql: str,
         column, table = missing.group(1), missing.group(2)
         candidates = sorted({c for entry in tables.values() for c, _ in entry.columns})
         close = difflib.get_close_matches(column.lower(), candidates, n=3, cutoff=0.5)
-        if found_position:
-            line, end = int(found_position.group(1)), int(found_position.group(2))
-            position = SourcePosition(line=line, column=max(end - len(column) + 1, 1), sql=sql,
-                                      length=len(column))
+        position = _column_position(message, column, sql)
         where = f" in {table!r}" if table else ""
         hint = f"did you mean {', '.join(close)}?" if close else None
         return UnknownNameError(f"unknown column {column!r}{where}", hint=hint, position=position,
