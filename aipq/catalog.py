@@ -12,6 +12,7 @@ paths and formats.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import sqlite3
@@ -121,6 +122,18 @@ class Catalog:
             raise
         finally:
             con.close()
+
+    @contextmanager
+    def table_lock(self, name: str) -> Iterator[None]:
+        """An exclusive lock on one table's commit across aipq processes (a file lock under ``<home>/locks``)."""
+        folder = self.home / "locks"
+        folder.mkdir(exist_ok=True)
+        with (folder / f"{name}.lock").open("a") as handle:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(handle, fcntl.LOCK_UN)
 
     def with_fallbacks(self, *fallbacks: TableLookup) -> Catalog:
         return Catalog(self.home, self.fallbacks + tuple(fallbacks))

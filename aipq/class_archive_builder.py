@@ -23,7 +23,7 @@ from aipq.engine.class_archive import (
     _failed,
     _lock,
 )
-from aipq.engine.executor import remove_work_dir
+from aipq.engine.context import RunContext
 from aipq.pipeline import plan_query
 from aipq.tpch.queries import query_text
 
@@ -68,15 +68,17 @@ def _train(home: Path):
     """Run the training workload in a session that records its classes; returns the session."""
     settings = Settings()
     app.generate_tpch(home, 0.01, "default")
-    catalog = app.open_catalog(home, settings)
+    context = RunContext(home, settings)
     spark = None
     for number, strategy, broadcast in TRAINING_RUNS:
         run_settings = replace(settings, ip=strategy,
                                broadcast_threshold=settings.broadcast_threshold if broadcast else 0)
-        run = app.execute(plan_query(query_text(number), catalog, run_settings), home, run_settings)
+        run_context = context.with_settings(run_settings)
+        run = app.execute(plan_query(query_text(number), context.catalog, run_settings, context.storage),
+                          run_context)
         spark = run.spark
-        spark.read.parquet(str(run.record.result_path)).collect()
-        remove_work_dir(run.record)
+        spark.read.parquet(run.record.result_path).collect()
+        run.close()
     return spark
 
 

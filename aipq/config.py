@@ -63,7 +63,7 @@ class Knob:
     default: object
     doc: str
     flag: str | None = None
-    kind: str = "text"  # text | choice | int | float | size | size-or-auto | columns
+    kind: str = "text"  # text | uri | choice | int | float | size | size-or-auto | columns
     choices: tuple[str, ...] = ()
     low: float | None = None
     high: float | None = None
@@ -105,6 +105,8 @@ class Knob:
                 if not 1 <= len(column.split(".")) <= 3 or not all(p.strip() for p in column.split(".")):
                     raise ValueError(f"{column!r} is not COLUMN, TABLE.COLUMN or DB.TABLE.COLUMN")
             return columns
+        if self.kind == "uri":
+            return text.strip()  # empty: the default place under the home
         if not text.strip():
             raise ValueError("give a value")
         return text
@@ -183,6 +185,17 @@ KNOBS: tuple[Knob, ...] = (
          "(join keys and filter columns are always included).",
          "--stats-columns", "columns", shown="",
          help="More columns to collect statistics on: COLUMN, TABLE.COLUMN, comma-separated."),
+    Knob("work_dir", "", "Where runs write their stage outputs and summaries: any URI Spark reads (hdfs://, "
+         "s3a://, file:, a local path); on a cluster it must be storage every executor reaches. Default: "
+         "<home>/runs.", "--work-dir", "uri", shown="", help="Folder (any Hadoop URI) for runs' stage outputs."),
+    Knob("warehouse", "", "Where CREATE TABLE … AS SELECT puts a table's data (any URI Spark reads; Spark's "
+         "spark.sql.warehouse.dir sets it too). Default: <home>/warehouse.",
+         "--warehouse", "uri", shown="", help="Folder (any Hadoop URI) for the data of tables workflows create."),
+    Knob("commit", "auto", "How a table write is committed: 'rename' (the new data folder is renamed into place: "
+         "atomic on local file systems and HDFS), 'versioned' (the data goes to a new version folder and the "
+         "catalog entry switches to it: atomic where rename is a copy, as on object stores), 'auto' (versioned on "
+         "s3a/gs/wasb and other object stores, rename elsewhere).",
+         "--commit", "choice", ("auto", "rename", "versioned"), help="Table commit: rename, versioned, or auto."),
 )
 KNOB = {k.name: k for k in KNOBS}
 
@@ -211,6 +224,9 @@ class Settings:
     stats_lg_k: int = default_of("stats_lg_k")
     stats_columns: tuple[str, ...] = default_of("stats_columns")
     cartesian: str = default_of("cartesian")
+    work_dir: str = default_of("work_dir")
+    warehouse: str = default_of("warehouse")
+    commit: str = default_of("commit")
     spark_conf: dict[str, str] = field(default_factory=dict)
     master: str | None = None
 
@@ -226,7 +242,7 @@ def knob_table() -> str:
         if not knob.flag:
             continue
         values = "\\|".join(knob.choices) if knob.kind == "choice" else {
-            "size": "SIZE", "size-or-auto": "SIZE\\|auto", "int": "N", "float": "X", "columns": "COLS"}.get(knob.kind,
+            "size": "SIZE", "size-or-auto": "SIZE\\|auto", "int": "N", "float": "X", "columns": "COLS", "uri": "URI"}.get(knob.kind,
                                                                                                            "NAME")
         shown = knob.shown if knob.shown is not None else str(knob.default)
         rows.append(f"| `{knob.flag} {values}` | {shown} | {knob.doc} |")

@@ -1,43 +1,55 @@
-"""Local data files: which files of a path are data, and how many bytes they hold. The one owner of these
-figures, so that the planner (broadcast and Cartesian checks, reduce tasks), the executor (stage output sizes)
-and the statistics (fingerprints) count the same files."""
+"""What the layers before the engine know of data files: a file's path, size and modification time, and the
+one question they ask of storage (``FileSource``). The file operations themselves live in ``engine/storage.py``;
+planner, statistics and estimator get a ``FileSource`` injected, so that they run without Spark in tests."""
 
 from __future__ import annotations
 
-import os
-from functools import lru_cache
-from pathlib import Path
+from dataclasses import dataclass
+from typing import Protocol
 
 
-def local_path(path: str) -> Path | None:
-    """The local file-system path of a table or stage location; None for another scheme (hdfs://, s3a://)."""
-    if "://" in path and not path.startswith("file://"):
+@dataclass(frozen=True)
+class FileInfo:
+    path: str  # as the store names it (a local path, or a URI such as hdfs://nn/warehouse/t/part-0.parquet)
+    relative: str  # below the table's path ("part-0.parquet", "year=2024/part-0.parquet")
+    length: int
+    modified_ms: int
+
+
+class FileSource(Protocol):
+    """Lists the data files at a path: a file, or a folder's files except hidden and _-prefixed ones (_SUCCESS,
+    .crc, _temporary); None when nothing is there."""
+
+    def data_files(self, uri: str) -> list[FileInfo] | None: ...
+
+
+def total_bytes(files: FileSource, uri: str) -> int | None:
+    """Bytes of the data files at ``uri``; None when nothing is there."""
+    found = files.data_files(uri)
+    return None if found is None else sum(f.length for f in found)
+
+
+class NoFiles:
+    """A FileSource that knows no file (planning with sizes unknown: every table may be large)."""
+
+    def data_files(self, uri: str) -> list[FileInfo] | None:
         return None
-    return Path(path.removeprefix("file://").removeprefix("file:"))
 
 
-def data_file_paths(root: Path) -> list[Path]:
-    """The data files of a file or folder: hidden and _-prefixed files (_SUCCESS, .crc, a run's _owner) are not
-    data, nor is anything under a hidden or _-prefixed folder (_temporary)."""
-    if root.is_file():
-        return [root]
-    return sorted(p for p in root.rglob("*") if p.is_file()
-                  and not any(part.startswith((".", "_")) for part in p.relative_to(root).parts))
+def is_hidden(relative: str) -> bool:
+    """Hidden and _-prefixed files, and anything under such a folder, are not data (Spark's rule)."""
+    return any(part.startswith((".", "_")) for part in relative.split("/"))
 
 
-def path_bytes(path: str) -> int | None:
-    """Total size of the data files at a local path; None when it is not local or does not exist. Cached per the
-    path's inode and modification time, so that a table a workflow statement replaced is measured again."""
-    local = local_path(path)
-    if local is None:
-        return None
-    try:
-        status = os.stat(local)
-    except OSError:
-        return None
-    return _measured_bytes(str(local), status.st_ino, status.st_mtime_ns)
+class Sizes:
+    """Bytes of the data at a path, each path listed once per instance (one planning, one run): the planner's
+    broadcast and Cartesian checks and the executor's reduce-task rule ask for the same tables again."""
 
+    def __init__(self, files: FileSource):
+        self.files = files
+        self._known: dict[str, int | None] = {}
 
-@lru_cache(maxsize=256)
-def _measured_bytes(local: str, _inode: int, _modified: int) -> int:
-    return sum(p.stat().st_size for p in data_file_paths(Path(local)))
+    def __call__(self, uri: str) -> int | None:
+        if uri not in self._known:
+            self._known[uri] = total_bytes(self.files, uri)
+        return self._known[uri]

@@ -13,6 +13,7 @@ from sqlglot import exp
 from aipq.catalog import Catalog
 from aipq.config import Settings
 from aipq.errors import UnsupportedSqlError
+from aipq.files import FileSource, Sizes
 from aipq.ip.scan_summaries import add_scan_summaries
 from aipq.planner.build import build_plan
 from aipq.planner.cartesian import check_cartesian
@@ -48,33 +49,36 @@ def display_names(statement: exp.Expression) -> list[str] | None:
     return names
 
 
-def optimize_plan(plan: QueryPlan, settings: Settings) -> QueryPlan:
+def optimize_plan(plan: QueryPlan, settings: Settings, sizes: Sizes) -> QueryPlan:
     root = push_down_filters(plan.root)
     root = order_joins(root, settings.plan)
     root = prune_columns(root)
-    root = choose_physical_joins(root, settings.broadcast_threshold)
+    root = choose_physical_joins(root, settings.broadcast_threshold, sizes)
     return replace(plan, root=root)
 
 
-def plan_statement(statement: exp.Expression, sql: str, catalog, settings: Settings,
+def plan_statement(statement: exp.Expression, sql: str, catalog, settings: Settings, files: FileSource,
                    source_name: str | None = None, table: TableShape | None = None) -> PlannedQuery:
-    """Plan one query statement; with ``table`` its output is shaped (named and typed) for a table write."""
+    """Plan one query statement; with ``table`` its output is shaped (named and typed) for a table write. Table
+    sizes come from ``files`` (engine/storage.py, or a test's own)."""
+    sizes = Sizes(files)
     tables = lookup_tables(statement, catalog, sql, source_name)
     qualified = qualify_statement(statement, tables, sql, settings.dialect, source_name)
     plan = build_plan(qualified, tables, sql, source_name, display_names(statement))
-    plan = optimize_plan(plan, settings)
+    plan = optimize_plan(plan, settings, sizes)
     if settings.cartesian == "refuse":
-        check_cartesian(plan.root, sql, source_name)
+        check_cartesian(plan.root, sql, source_name, sizes)
     if table is not None:
         plan = shape_for_table(plan, table, sql, source_name)
-    dag = add_scan_summaries(cut_stages(plan), settings)
+    dag = add_scan_summaries(cut_stages(plan), settings, sizes)
     return PlannedQuery(sql=sql, statement=statement, qualified=qualified, dag=dag,
                         source_name=source_name)
 
 
-def plan_query(sql: str, catalog: Catalog, settings: Settings, source_name: str | None = None) -> PlannedQuery:
+def plan_query(sql: str, catalog: Catalog, settings: Settings, files: FileSource,
+               source_name: str | None = None) -> PlannedQuery:
     """Plan a text holding one query (``aipq explain`` of a single SELECT, benchmarks, tests)."""
     statements = parse_statements(sql, settings.dialect, source_name)
     if len(statements) > 1 or not isinstance(statements[0], (exp.Select, exp.SetOperation, exp.Subquery)):
         raise UnsupportedSqlError("expected a single query", source_name=source_name)
-    return plan_statement(statements[0], sql, catalog, settings, source_name)
+    return plan_statement(statements[0], sql, catalog, settings, files, source_name)

@@ -75,6 +75,10 @@ def _strict_cartesian(text: str, _current: object) -> str | None:
     return {"true": "refuse", "false": "allow"}.get(text.strip().lower())
 
 
+def _uri(text: str, _current: object) -> str | None:
+    return text.strip() or None
+
+
 def _hive_mapred_mode(text: str, _current: object) -> str | None:
     return {"strict": "refuse", "nonstrict": "allow"}.get(text.strip().lower())
 
@@ -94,6 +98,11 @@ ALIASES: dict[str, SettingAlias] = {
     "spark.sql.autobroadcastjointhreshold": SettingAlias(
         "broadcast_threshold", "a size such as 10MB, or -1 for no broadcast joins", _broadcast_threshold),
     "hive.auto.convert.join": SettingAlias("broadcast_threshold", "true or false", _hive_auto_convert_join),
+    "aipq.work.dir": SettingAlias("work_dir", "a folder URI", _uri),
+    "spark.sql.warehouse.dir": SettingAlias("warehouse", "a folder URI", _uri),
+    "aipq.commit": SettingAlias("commit", "auto, rename or versioned",
+                                lambda text, _: text.strip().lower() if text.strip().lower() in (
+                                    "auto", "rename", "versioned") else None),
 }
 
 

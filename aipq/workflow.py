@@ -7,21 +7,20 @@ is planned again just before it runs, when the tables earlier statements wrote e
 
 from __future__ import annotations
 
-import fcntl
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from sqlglot import exp
 
-from aipq.app import QueryRun, SqlSource, execute, open_catalog
+from aipq.app import QueryRun, SqlSource, execute
 from aipq.catalog import TableEntry, split_name
 from aipq.config import Settings
+from aipq.engine.context import RunContext
 from aipq.engine.executor import StageListener
-from aipq.engine.session import get_session, read_schema
-from aipq.engine.tables import managed_location, publish, remove_data
+from aipq.engine.session import read_schema
+from aipq.engine.tables import publish, remove_data
 from aipq.errors import BadInputError, ExecutionError, UnknownNameError
 from aipq.pipeline import PlannedQuery, plan_statement
 from aipq.planner.parse import node_position, parse_statements
@@ -55,8 +54,7 @@ class Workflow:
 
     source: SqlSource
     steps: list[PlannedStep]
-    home: Path
-    settings: Settings
+    context: RunContext
     allow_overwrite: bool = False
 
     @property
@@ -111,12 +109,12 @@ def output_types(qualified: exp.Expression) -> list[str]:
 class _Planner:
     """Walks the steps with the workflow's view of the catalog, checking each one."""
 
-    def __init__(self, source: SqlSource, home: Path, settings: Settings, allow_overwrite: bool):
+    def __init__(self, source: SqlSource, context: RunContext, allow_overwrite: bool):
         self.source = source
-        self.home = home
-        self.settings = settings
+        self.context = context
+        self.settings = context.settings
         self.allow_overwrite = allow_overwrite
-        self.view = WorkflowCatalog(open_catalog(home, settings))
+        self.view = WorkflowCatalog(context.catalog)
         self.creator = creator_id(source)
         self.created: set[str] = set()
 
@@ -141,7 +139,7 @@ class _Planner:
 
     def plan_query(self, query: exp.Expression, table: TableShape | None = None) -> PlannedQuery:
         return plan_statement(self.view.expand_views(query), self.source.text, self.view, self.settings,
-                              self.source.name, table)
+                              self.context.storage, self.source.name, table)
 
     def plan(self, step: Step) -> PlannedStep:
         planned = PlannedStep(step, self.settings)
@@ -182,7 +180,7 @@ class _Planner:
             types = output_types(planned.planned.qualified)
             columns = tuple(zip(planned.planned.dag.plan.output_names, types))
             self.view.changes[step.target] = TableEntry(
-                database, name, str(managed_location(self.home, database, name)), "parquet", columns)
+                database, name, self.context.managed_location(database, name), "parquet", columns)
             self.created.add(step.target)
             planned.step = replace(step, mode="create")
             return
@@ -225,28 +223,28 @@ def apply_setting(settings: Settings, step: SetStep) -> Settings:
     return settings
 
 
-def plan_workflow(source: SqlSource, home: Path, settings: Settings, allow_overwrite: bool = False) -> Workflow:
-    statements = parse_statements(source.text, settings.dialect, source.name)
-    planner = _Planner(source, home, settings, allow_overwrite)
+def plan_workflow(source: SqlSource, context: RunContext, allow_overwrite: bool = False) -> Workflow:
+    statements = parse_statements(source.text, context.settings.dialect, source.name)
+    planner = _Planner(source, context, allow_overwrite)
     steps = [planner.plan(to_step(i, s, source.text, source.name)) for i, s in enumerate(statements, start=1)]
-    return Workflow(source, steps, home, settings, allow_overwrite)
+    return Workflow(source, steps, context, allow_overwrite)
 
 
 def run_workflow(workflow: Workflow, listener: StageListener | None = None,
                  on_step: Callable[[StepOutcome], None] | None = None, analyze: bool = False) -> WorkflowRun:
     """Run the steps in order; the last SELECT's rows are the result."""
-    home, settings = workflow.home, workflow.settings
+    context = workflow.context
     if workflow.is_single_query:
         planned = workflow.steps[0].planned
         assert planned is not None
-        return WorkflowRun(execute(planned, home, settings, listener, analyze))
+        return WorkflowRun(execute(planned, context, listener, analyze))
     run = WorkflowRun(None)
-    planner = _Planner(workflow.source, home, settings, workflow.allow_overwrite)
+    planner = _Planner(workflow.source, context, workflow.allow_overwrite)
     try:
         for checked in workflow.steps:
             step = checked.step
             try:
-                outcome = _run_step(planner, step, home, listener, run)
+                outcome = _run_step(planner, step, listener, run)
             except ExecutionError as error:
                 error.message = f"statement {step.number} ({step.describe()}): {error.message}"
                 raise
@@ -257,19 +255,6 @@ def run_workflow(workflow: Workflow, listener: StageListener | None = None,
         run.close()
         raise
     return run
-
-
-@contextmanager
-def table_lock(home: Path, target: str) -> Iterator[None]:
-    """An exclusive lock on one table's commit across aipq processes (a file lock under ``<home>/locks``)."""
-    folder = Path(home) / "locks"
-    folder.mkdir(exist_ok=True)
-    with (folder / f"{target}.lock").open("a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def _mode_now(write: WriteStep, existing: TableEntry | None) -> WriteStep:
@@ -283,38 +268,44 @@ def _mode_now(write: WriteStep, existing: TableEntry | None) -> WriteStep:
                          hint="rerun the statement; CREATE OR REPLACE TABLE replaces it")
 
 
-def _run_step(planner: _Planner, step: Step, home: Path, listener, run: WorkflowRun) -> StepOutcome:
+def _run_step(planner: _Planner, step: Step, listener, run: WorkflowRun) -> StepOutcome:
     started = time.perf_counter()
     catalog = planner.view.base
     planned_step = planner.plan(step)  # again, now that earlier statements' tables exist
     if planned_step.skip_reason is not None:
         return StepOutcome(step, f"skipped: {planned_step.skip_reason}")
-    settings = planned_step.settings
+    context = planner.context.with_settings(planned_step.settings)
+    storage = context.storage
     if isinstance(step, QueryStep):
         assert planned_step.planned is not None
         if run.result is not None:
             run.result.close()
-        run.result = execute(planned_step.planned, home, settings, listener)
+        run.result = execute(planned_step.planned, context, listener)
         rows = run.result.record.result_rows
         return StepOutcome(step, f"{rows:,} row(s)", time.perf_counter() - started)
     if isinstance(step, WriteStep):
         assert planned_step.planned is not None
         write = planned_step.step
         assert isinstance(write, WriteStep)
-        query_run = execute(planned_step.planned, home, settings, listener)
+        query_run = execute(planned_step.planned, context, listener)
         try:
             database, name = split_name(write.target)
-            with table_lock(home, write.target):  # another aipq process may write the same table
+            with catalog.table_lock(write.target):  # another aipq process may write the same table
                 existing = catalog.lookup(write.target)
                 write = _mode_now(write, existing)
-                location = Path(existing.path) if existing is not None else managed_location(home, database, name)
-                publish(query_run.record.result_path, location, write.mode)
+                location = existing.path if existing is not None else context.managed_location(database, name)
+                commit = publish(storage, query_run.record.result_path, location, write.mode,
+                                 context.settings.commit)
                 if write.mode == "create":
-                    spark = get_session(settings, home)
                     options = ((CREATED_BY, planner.creator or "workflow"),)
-                    catalog.register(TableEntry(database, name, str(location), "parquet",
-                                                read_schema(spark, str(location), "parquet"), options))
+                    catalog.register(TableEntry(database, name, commit.path, "parquet",
+                                                read_schema(context.spark, storage, commit.path, "parquet"),
+                                                options))
                     planner.view.changes.pop(write.target, None)
+                elif commit.path != location:
+                    assert existing is not None
+                    catalog.register(replace(existing, path=commit.path))
+                commit.cleanup()
             rows = query_run.record.result_rows
         finally:
             query_run.close()
@@ -325,8 +316,8 @@ def _run_step(planner: _Planner, step: Step, home: Path, listener, run: Workflow
         if entry is not None:
             catalog.drop(step.target)
             planner.view.changes.pop(step.target, None)
-            if created_by(entry) is not None and Path(entry.path).is_relative_to(Path(home) / "warehouse"):
-                remove_data(Path(entry.path))
+            if created_by(entry) is not None and entry.path.startswith(planner.context.warehouse.rstrip("/") + "/"):
+                remove_data(planner.context.storage, entry.path)
                 return StepOutcome(step, f"dropped {step.target} and its data")
             return StepOutcome(step, f"dropped {step.target} (its files at {entry.path} are kept)")
     return StepOutcome(step, "done", time.perf_counter() - started)

@@ -17,7 +17,10 @@ from aipq import app
 from aipq.catalog import Catalog
 from aipq.cli.main import cli
 from aipq.config import Settings
+from aipq.engine.context import RunContext
 from aipq.engine.session import get_session
+from aipq.engine.storage import local_storage
+from aipq.files import total_bytes
 
 SF = float(os.environ.get("AIPQ_TEST_SF", "0.01"))
 # The test session's JVM would otherwise start a class archive builder as pytest exits (engine/class_archive.py);
@@ -82,6 +85,11 @@ def aipq(home, tpch) -> Aipq:
 
 
 ALL_QUERIES = tuple(range(1, 23))
+LOCAL_FILES = local_storage()  # table sizes for plan_query in tests (local paths: no JVM)
+
+
+def local_bytes(path: str) -> int | None:
+    return total_bytes(LOCAL_FILES, path)
 
 
 def run_to_rows(aipq, tmp_path, *args: str) -> list[tuple]:
@@ -109,7 +117,7 @@ def small_tables(home, tpch, duck, tmp_path_factory):
     for name, query in NULL_TABLES.items():
         path = folder / f"{name}.parquet"
         duck.execute(f"COPY ({query}) TO '{path}' (FORMAT parquet)")
-        app.add_table(home, Settings(), name, str(path), "parquet")
+        app.add_table(RunContext(home), name, str(path), "parquet")
         duck.execute(f"CREATE OR REPLACE VIEW {name} AS SELECT * FROM read_parquet('{path}')")
     return duck
 

@@ -7,11 +7,12 @@ import json
 from types import SimpleNamespace
 
 import pytest
-from conftest import assert_same_rows, oracle_rows
+from conftest import LOCAL_FILES, assert_same_rows, oracle_rows
 
 from aipq.bench import synthetic
 from aipq.bench.decisions import affected_stages
 from aipq.config import Settings
+from aipq.engine.context import RunContext
 
 ROWS = 100_000
 
@@ -19,7 +20,7 @@ ROWS = 100_000
 @pytest.fixture(scope="module")
 def ratios(home, spark):
     for ratio in (0.01, 0.99):
-        synthetic.generate(home, Settings(), ratio, ROWS)
+        synthetic.generate(RunContext(home), ratio, ROWS)
 
 
 def tablec_decisions(info: dict) -> list[tuple[str, dict]]:
@@ -134,10 +135,10 @@ def test_a_measured_edge_is_found_again_in_every_new_plan_of_the_query(tpch):
     from aipq.tpch.queries import query_text
 
     settings = Settings(broadcast_threshold=0)
-    first = find_candidates(plan_query(query_text(3), tpch, settings).dag)
+    first = find_candidates(plan_query(query_text(3), tpch, settings, LOCAL_FILES).dag)
     edge = next(c for c in first if c.target.label.startswith("lineitem"))
     measured = EdgeSet({(edge.producer, edge.column, edge.target.stable_key)}, {(edge.producer, edge.column): 4096})
-    again = plan_query(query_text(3), tpch, settings).dag
+    again = plan_query(query_text(3), tpch, settings, LOCAL_FILES).dag
     chosen = [c for c in find_candidates(again) if measured.usage(None, c, None) is not None]
     assert [(c.producer, c.column, c.target.stable_key) for c in chosen] == [
         (edge.producer, edge.column, edge.target.stable_key)]

@@ -8,6 +8,8 @@ import json
 import pytest
 from conftest import SF
 
+from aipq.engine.context import RunContext
+
 
 @pytest.mark.slow
 def test_bench_tpch_smoke_writes_every_field(aipq, tmp_path):
@@ -90,10 +92,9 @@ def test_bench_off_again_runs_offs_plan_as_a_control_series(aipq, tmp_path):
 def test_bench_warms_up_each_query_and_join_setting_before_its_timed_rounds(home, tpch):
     """Every series runs WARMUP_ROUNDS untimed rounds, then ``repeat`` timed ones, per query and join setting."""
     from aipq.bench.strategies import WARMUP_ROUNDS, compare_strategies, tpch_workload
-    from aipq.config import Settings
 
     runs: list[int] = []
-    results = compare_strategies(home, tpch_workload([3, 11]), ["off", "adaptive"], [0], 1, Settings(),
+    results = compare_strategies(RunContext(home), tpch_workload([3, 11]), ["off", "adaptive"], [0], 1,
                                  lambda: runs.append(1))
     assert WARMUP_ROUNDS == 2
     assert len(runs) == 2 * 2 * (WARMUP_ROUNDS + 1)
@@ -105,12 +106,11 @@ def test_a_short_query_runs_back_to_back_within_each_timed_run(home, tpch):
     """--min-run-seconds: every strategy of a query gets the same number of executions per timed run, from the
     warm-up's median; seconds are per execution and the other figures the first execution's."""
     from aipq.bench.strategies import MAX_EXECUTIONS, compare_strategies, executions_for, tpch_workload
-    from aipq.config import Settings
 
     assert executions_for(0, 0.5) == 1 and executions_for(4, 3.5) == 1 and executions_for(4, 1.1) == 4
     assert executions_for(4, 0.01) == MAX_EXECUTIONS
-    once = compare_strategies(home, tpch_workload([11]), ["off", "spark"], [0], 1, Settings())
-    batched = compare_strategies(home, tpch_workload([11]), ["off", "spark"], [0], 1, Settings(),
+    once = compare_strategies(RunContext(home), tpch_workload([11]), ["off", "spark"], [0], 1)
+    batched = compare_strategies(RunContext(home), tpch_workload([11]), ["off", "spark"], [0], 1,
                                  min_run_seconds=6)
     counts = {r.strategy: r.runs[0].executions for r in batched}
     assert counts["off"] == counts["spark"] > 1, counts

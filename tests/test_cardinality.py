@@ -2,6 +2,7 @@
 
 import pytest
 import sqlglot
+from conftest import LOCAL_FILES, local_bytes
 
 from aipq.catalog import TableEntry
 from aipq.estimator.cardinality import DEFAULT_LIKE, DEFAULT_OTHER, DEFAULT_RANGE, Cardinality, StatsLookup
@@ -103,18 +104,17 @@ def test_the_estimator_prices_only_what_a_map_side_join_lets_through(tpch):
     from aipq.config import Settings
     from aipq.estimator.edge_inputs import EdgeEstimator
     from aipq.estimator.parameters import DEFAULT_UNIT_COSTS, Calibration
-    from aipq.files import path_bytes
     from aipq.ip.candidates import find_candidates
     from aipq.pipeline import plan_query
     from aipq.tpch.queries import query_text
 
     calibration = Calibration(DEFAULT_UNIT_COSTS, 7e-8, "defaults")
-    part = path_bytes(tpch.lookup("part").path)
-    assert part < path_bytes(tpch.lookup("orders").path)  # orders and lineitem stay repartitioned
+    part = local_bytes(tpch.lookup("part").path)
+    assert part < local_bytes(tpch.lookup("orders").path)  # orders and lineitem stay repartitioned
     shares = {}
     for threshold in (0, part):
         settings = Settings(ip="adaptive", broadcast_threshold=threshold)
-        dag = plan_query(query_text(8), tpch, settings).dag
+        dag = plan_query(query_text(8), tpch, settings, LOCAL_FILES).dag
         estimator = EdgeEstimator(dag, settings, None, calibration)
         probes = [estimator.probed_input(c) for c in find_candidates(dag)
                   if c.target.label == "lineitem" and c.target.place == "input"]
@@ -135,7 +135,7 @@ def test_a_stage_output_no_run_has_stored_is_priced_at_its_plans_cardinality(tpc
     from aipq.tpch.queries import query_text
 
     settings = Settings(ip="adaptive", broadcast_threshold=0)
-    dag = plan_query(query_text(8), tpch, settings).dag
+    dag = plan_query(query_text(8), tpch, settings, LOCAL_FILES).dag
     estimator = EdgeEstimator(dag, settings, None, Calibration(DEFAULT_UNIT_COSTS, 7e-8, "defaults"))
     first_join = next(s for s in dag.stages if s.operator == "JOIN" and set(s.tables) >= {"default.lineitem",
                                                                                           "default.part"})

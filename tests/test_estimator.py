@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 import pytest
+from conftest import LOCAL_FILES
 
 from aipq.estimator import cost_model as model
 from aipq.estimator.benefit import EdgeInputs, best_estimate, estimate
@@ -208,7 +209,7 @@ def test_pruning_chosen_below_a_stage_scales_what_its_subplan_wrote_before(tpch)
     from aipq.tpch.queries import query_text
 
     settings = Settings(ip="adaptive", broadcast_threshold=0)
-    dag = plan_query(query_text(7), tpch, settings).dag
+    dag = plan_query(query_text(7), tpch, settings, LOCAL_FILES).dag
     n1 = next(s for s in dag.stages if s.operator == "SCAN" and "n_nationkey" in s.output_columns)
 
     handed = []
@@ -243,7 +244,7 @@ def test_a_summary_pruning_for_its_own_join_leaves_the_joins_output_as_it_was(tp
     from aipq.tpch.queries import query_text
 
     settings = Settings(ip="always", broadcast_threshold=0)
-    dag = plan_query(query_text(18), tpch, settings).dag
+    dag = plan_query(query_text(18), tpch, settings, LOCAL_FILES).dag
 
     planner = IpPlanner(dag, settings, estimator=lambda candidate, built, pruning: _Figure(1e-4))
     second = dag.stage(2)
@@ -279,7 +280,7 @@ def test_a_second_summary_at_one_place_is_priced_on_what_the_first_lets_through(
     from aipq.tpch.queries import query_text
 
     settings = Settings(ip="adaptive", broadcast_threshold=0)
-    dag = plan_query(query_text(8), tpch, settings).dag
+    dag = plan_query(query_text(8), tpch, settings, LOCAL_FILES).dag
     producer = {column: next(s for s in dag.stages if s.operator == "SCAN" and column in s.output_columns)
                 for column in ("p_partkey", "o_orderkey")}
     worse = next(c for c in producer if c != better)
@@ -319,7 +320,7 @@ def test_only_stages_with_an_edge_to_decide_on_wait_for_the_estimators_statistic
     from aipq.tpch.queries import query_text
 
     settings = Settings(ip="adaptive", broadcast_threshold=0)
-    dag = plan_query(query_text(18), tpch, settings).dag
+    dag = plan_query(query_text(18), tpch, settings, LOCAL_FILES).dag
     planner = IpPlanner(dag, settings)
     with_edges = {s.id for s in dag.stages if planner.has_edges(s)}
     assert dag.stage(1).id in with_edges and dag.final.id not in with_edges

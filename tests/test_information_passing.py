@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import ALL_QUERIES, assert_same_rows, oracle_rows, run_to_rows
+from conftest import ALL_QUERIES, LOCAL_FILES, assert_same_rows, oracle_rows, run_to_rows
 
 from aipq.tpch.queries import query_text
 
@@ -116,7 +116,7 @@ def test_summaries_pass_into_decorrelated_subqueries_below_their_grouping(aipq, 
     from aipq.ip.candidates import find_candidates
     from aipq.pipeline import plan_query
 
-    dag = plan_query(query_text(20), tpch, Settings(broadcast_threshold=0)).dag
+    dag = plan_query(query_text(20), tpch, Settings(broadcast_threshold=0), LOCAL_FILES).dag
     grouped = {s.id for s in dag.stages if s.operator == "GROUP-BY"}
     into_subquery = [c for c in find_candidates(dag) if c.target.stage in grouped and c.target.label == "lineitem"]
     # Q20's correlated SUM over lineitem is grouped by (l_partkey, l_suppkey): partsupp's keys prune it.
@@ -134,7 +134,7 @@ def test_filters_sized_from_a_loose_bound_keep_the_hash_count_of_their_target_ra
     from aipq.pipeline import plan_query
 
     settings = Settings(ip="always", broadcast_threshold=0, alpha=64 * 1024, bloom_fpp=0.01)
-    dag = plan_query(query_text(5), tpch, settings).dag
+    dag = plan_query(query_text(5), tpch, settings, LOCAL_FILES).dag
     planner = IpPlanner(dag, settings, expected_items=lambda stage, column: 6_000_000)
     builds = [b for stage in dag.stages for b in planner.creations(stage)]
     assert builds

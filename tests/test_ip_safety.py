@@ -4,7 +4,7 @@ change the answer, every strategy gives DuckDB's rows, and the planner offers no
 from __future__ import annotations
 
 import pytest
-from conftest import assert_same_rows, oracle_rows, run_to_rows
+from conftest import LOCAL_FILES, assert_same_rows, oracle_rows, run_to_rows
 
 from aipq.catalog import Catalog
 from aipq.config import Settings
@@ -65,7 +65,7 @@ def test_no_strategy_prunes_where_it_would_change_the_answer(aipq, small_tables,
 @pytest.mark.parametrize("plan", ["linear", "bushy"])
 @pytest.mark.parametrize("case", sorted(UNSAFE_PLACES))
 def test_the_planner_offers_no_edge_into_nulls_a(home, small_tables, case, plan):
-    dag = plan_query(UNSAFE_PLACES[case], Catalog(home), Settings(plan=plan, broadcast_threshold=0)).dag
+    dag = plan_query(UNSAFE_PLACES[case], Catalog(home), Settings(plan=plan, broadcast_threshold=0), LOCAL_FILES).dag
     assert [c.describe() for c in find_candidates(dag) if c.target.label.startswith("nulls_a")] == []
 
 
@@ -73,5 +73,5 @@ def test_the_safe_side_of_the_same_joins_is_still_pruned(home, small_tables):
     # The null-supplying side of a left join may be pruned by the preserved side's keys.
     sql = """with s as (select k, count(*) as c from nulls_b group by k)
              select a.k, s.c from (select k from nulls_a group by k) a join s on a.k = s.k"""
-    dag = plan_query(sql, Catalog(home), Settings(broadcast_threshold=0)).dag
+    dag = plan_query(sql, Catalog(home), Settings(broadcast_threshold=0), LOCAL_FILES).dag
     assert find_candidates(dag), "an inner join between two stages is an admissible edge"

@@ -4,11 +4,13 @@ estimator prices the same r, and that no row changes."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
-from conftest import assert_same_rows, oracle_rows
+from conftest import LOCAL_FILES, assert_same_rows, local_bytes, oracle_rows
 
 from aipq.config import MB, Settings
+from aipq.engine.context import RunContext
 from aipq.engine.executor import remove_work_dir, run_dag
 from aipq.pipeline import plan_query
 from aipq.planner.reducers import reduce_tasks, stage_input_bytes
@@ -35,30 +37,31 @@ def test_the_fewest_is_never_above_the_most():
 
 
 def test_a_stages_input_is_its_tables_files_and_its_input_stages_outputs(tpch):
-    dag = plan_query(query_text(3), tpch, Settings(**REPARTITION)).dag
+    dag = plan_query(query_text(3), tpch, Settings(**REPARTITION), LOCAL_FILES).dag
     first, second = dag.stages[0], next(s for s in dag.stages if s.input_stages)
-    assert stage_input_bytes(first, lambda stage: None) > 0  # base tables only: known before anything ran
-    assert stage_input_bytes(second, lambda stage: None) is None  # its input stage has not run
-    with_tables = stage_input_bytes(second, lambda stage: 0)
-    assert stage_input_bytes(second, lambda stage: 1000) == with_tables + 1000 * len(second.input_stages)
+    assert stage_input_bytes(first, lambda stage: None, local_bytes) > 0  # base tables only: known before anything ran
+    assert stage_input_bytes(second, lambda stage: None, local_bytes) is None  # its input stage has not run
+    with_tables = stage_input_bytes(second, lambda stage: 0, local_bytes)
+    assert stage_input_bytes(second, lambda stage: 1000, local_bytes) == with_tables + 1000 * len(second.input_stages)
 
 
 @pytest.mark.parametrize(("per_reducer", "tasks"), [(1, 8), (1024 * MB, 2)])
 def test_spark_runs_the_chosen_reduce_tasks_and_the_rows_stay_the_same(spark, tpch, home, duck, per_reducer,
                                                                        tasks):
     settings = Settings(ip="adaptive", reducer_bytes=per_reducer, **REPARTITION)
-    record = run_dag(spark, plan_query(query_text(3), tpch, settings).dag, settings, home)
+    context = RunContext(home, settings)
+    record = run_dag(context, plan_query(query_text(3), tpch, settings, LOCAL_FILES).dag)
     try:
         assert [m.reduce_tasks for m in record.stages] == [tasks] * len(record.stages)
         join = next(m for m in record.stages if m.operator == "JOIN")
         # a reduce task writes one file when its partition has rows, and the first join's thousands of rows
         # reach every partition
-        files = list((record.work_dir / f"stage-{join.stage_id}").glob("part-*"))
+        files = list((Path(record.work_dir) / f"stage-{join.stage_id}").glob("part-*"))
         assert len(files) == tasks
         rows = [tuple(r) for r in spark.read.parquet(str(record.result_path)).collect()]
         assert_same_rows(rows, oracle_rows(duck, query_text(3)), ordered=True)
     finally:
-        remove_work_dir(record)
+        remove_work_dir(context.storage, record)
 
 
 def test_the_estimator_prices_the_reduce_tasks_the_stage_will_run(aipq):

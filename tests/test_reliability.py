@@ -8,6 +8,7 @@ import io
 import json
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
@@ -23,6 +24,7 @@ from sqlglot.optimizer.annotate_types import annotate_types
 
 from aipq.engine import jvm
 from aipq.engine.executor import OWNER_FILE, remove_stale_work_dirs
+from aipq.engine.storage import local_storage
 from aipq.planner.normalize import canonicalize, simplify
 
 AIPQ = str(Path(sys.executable).with_name("aipq"))
@@ -305,11 +307,12 @@ def test_work_directories_of_dead_runs_are_removed(tmp_path):
     root = tmp_path / "runs"
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
-    for name, owner in (("dead", f"{dead.pid} 1"), ("alive", f"{os.getpid()} "), ("kept", "1 1")):
+    host = socket.gethostname()
+    for name, owner in (("dead", f"{host} {dead.pid} 1"), ("alive", f"{host} {os.getpid()}"), ("kept", f"{host} 1 1")):
         (root / name / "stage-1" / "_temporary").mkdir(parents=True)
         (root / name / OWNER_FILE).write_text(owner)
     (root / "kept" / "_kept").touch()
     (root / "unmarked-old").mkdir()
     os.utime(root / "unmarked-old", (time.time() - 2 * 86400,) * 2)
-    remove_stale_work_dirs(root)
+    remove_stale_work_dirs(local_storage(), str(root))
     assert sorted(p.name for p in root.iterdir()) == ["alive", "kept"]

@@ -4,16 +4,17 @@ summary is built, and that their pruning never changes a row."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
-from conftest import assert_same_rows, oracle_rows
+from conftest import LOCAL_FILES, assert_same_rows, local_bytes, oracle_rows
 
 from aipq.config import Settings
+from aipq.engine.context import RunContext
 from aipq.engine.executor import remove_work_dir, run_dag
 from aipq.estimator.edge_inputs import feeds_shuffle
 from aipq.ip.candidates import find_candidates
 from aipq.pipeline import plan_query
-from aipq.planner.physical import path_bytes
 from aipq.planner.stages import StageRead
 from aipq.tpch.queries import query_text
 
@@ -25,7 +26,7 @@ def scan_stages(dag):
 
 
 def test_q9s_green_parts_summarize_their_keys_for_the_first_join(tpch):
-    dag = plan_query(query_text(9), tpch, Settings(ip="adaptive", **REPARTITION)).dag
+    dag = plan_query(query_text(9), tpch, Settings(ip="adaptive", **REPARTITION), LOCAL_FILES).dag
     [scan] = scan_stages(dag)
     assert dag.stages[0] is scan  # before every stage that could use it
     assert scan.tables == ("default.part",) and scan.output_columns == ("p_partkey",)
@@ -38,18 +39,18 @@ def test_q9s_green_parts_summarize_their_keys_for_the_first_join(tpch):
 def test_scan_summaries_belong_to_the_strategies_that_pass_them(tpch):
     for settings in (Settings(ip="off", **REPARTITION), Settings(ip="hip", **REPARTITION),
                      Settings(ip="always", scan_summaries=0, **REPARTITION)):
-        assert not scan_stages(plan_query(query_text(9), tpch, settings).dag)
+        assert not scan_stages(plan_query(query_text(9), tpch, settings, LOCAL_FILES).dag)
     # a table larger than the limit is not read twice
     tiny = Settings(ip="always", scan_summaries=1024, **REPARTITION)
-    assert not scan_stages(plan_query(query_text(9), tpch, tiny).dag)
+    assert not scan_stages(plan_query(query_text(9), tpch, tiny, LOCAL_FILES).dag)
 
 
 def test_a_broadcast_join_below_the_shuffle_prunes_by_itself(tpch):
     """With part joined map-side to lineitem, part's summary on lineitem would repeat that join's work; on
     partsupp, which meets them only at the stage's shuffle, it still prunes before it."""
-    part = path_bytes(tpch.lookup("part").path)
-    assert part < path_bytes(tpch.lookup("partsupp").path) < path_bytes(tpch.lookup("lineitem").path)
-    dag = plan_query(query_text(9), tpch, Settings(ip="adaptive", broadcast_threshold=part)).dag
+    part = local_bytes(tpch.lookup("part").path)
+    assert part < local_bytes(tpch.lookup("partsupp").path) < local_bytes(tpch.lookup("lineitem").path)
+    dag = plan_query(query_text(9), tpch, Settings(ip="adaptive", broadcast_threshold=part), LOCAL_FILES).dag
     [scan] = scan_stages(dag)
     targets = {c.target.label for c in find_candidates(dag) if c.producer == scan.id}
     assert "lineitem" not in targets and "partsupp" in targets
@@ -58,7 +59,7 @@ def test_a_broadcast_join_below_the_shuffle_prunes_by_itself(tpch):
 def test_a_stage_read_feeds_its_stages_shuffle(tpch):
     """The estimator prices a probe of an earlier stage's output by the shuffle it saves: the stage's reduce
     node must be the one in its plan (it once was the uncut node, and no stage input seemed shuffled)."""
-    dag = plan_query(query_text(18), tpch, Settings(**REPARTITION)).dag
+    dag = plan_query(query_text(18), tpch, Settings(**REPARTITION), LOCAL_FILES).dag
     reads = [(s, n) for s in dag.stages if s.operator == "JOIN" for n in s.plan.walk() if isinstance(n, StageRead)]
     assert reads
     for stage, read in reads:
@@ -86,16 +87,17 @@ def test_a_scan_summary_prunes_before_the_shuffle_and_keeps_every_row(aipq, duck
 def test_a_scan_stage_builds_its_summary_without_writing_its_rows(spark, tpch, home, duck):
     """No stage reads a pre-pass's rows: they go to Spark's noop sink, and its summary still prunes."""
     settings = Settings(ip="always", **REPARTITION)
-    record = run_dag(spark, plan_query(query_text(9), tpch, settings).dag, settings, home)
+    context = RunContext(home, settings)
+    record = run_dag(context, plan_query(query_text(9), tpch, settings, LOCAL_FILES).dag)
     try:
         [scan] = [m for m in record.stages if m.operator == "SCAN"]
         assert scan.rows_written > 0 and scan.bytes_written == 0
-        assert not (record.work_dir / f"stage-{scan.stage_id}").exists()
+        assert not (Path(record.work_dir) / f"stage-{scan.stage_id}").exists()
         assert [(s.column, s.items > 0) for s in scan.summaries] == [("p_partkey", True)]
         rows = [tuple(r) for r in spark.read.parquet(str(record.result_path)).collect()]
         assert_same_rows(rows, oracle_rows(duck, query_text(9)), ordered=True)
     finally:
-        remove_work_dir(record)
+        remove_work_dir(context.storage, record)
 
 
 def test_analyze_leaves_out_a_scan_stage_that_did_not_run(aipq):
@@ -129,7 +131,7 @@ def test_a_summary_pays_when_its_edges_pay_together_with_its_cost_counted_once(t
     from aipq.ip.planner import IpPlanner
 
     settings = Settings(ip="adaptive", **REPARTITION)
-    dag = plan_query(query_text(21), tpch, settings).dag
+    dag = plan_query(query_text(21), tpch, settings, LOCAL_FILES).dag
     orders = next(s for s in dag.stages if s.operator == "SCAN" and s.tables == ("default.orders",))
 
     def estimator(candidate, built, pruning):
@@ -150,7 +152,7 @@ def test_pruning_an_input_counts_what_it_saves_at_the_places_it_makes_redundant(
     from aipq.ip.planner import IpPlanner
 
     settings = Settings(ip="adaptive", **REPARTITION)
-    dag = plan_query(query_text(11), tpch, settings).dag
+    dag = plan_query(query_text(11), tpch, settings, LOCAL_FILES).dag
     candidates = [c for c in find_candidates(dag) if c.target.label in ("supplier", "S1 output")
                   and dag.stage(c.producer).operator == "SCAN" and c.target.stage == 1]
     supplier = next(c for c in candidates if c.target.label == "supplier")

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+from conftest import LOCAL_FILES
+
 from aipq.config import Settings
 from aipq.pipeline import plan_query
 from aipq.tpch.queries import query_text
@@ -12,7 +14,7 @@ REPARTITION = dict(broadcast_threshold=0)
 
 
 def dag_of(tpch, number: int, **settings):
-    return plan_query(query_text(number), tpch, Settings(**settings)).dag
+    return plan_query(query_text(number), tpch, Settings(**settings), LOCAL_FILES).dag
 
 
 def test_linear_q5_is_a_chain_of_join_stages(tpch):
@@ -53,7 +55,7 @@ def test_dependency_graph_is_the_reverse_of_the_dataflow_graph(tpch):
 def test_joins_on_one_key_share_a_stage(tpch):
     sql = ("select count(*) from lineitem l1 join lineitem l2 on l1.l_orderkey = l2.l_orderkey "
            "join orders on o_orderkey = l1.l_orderkey")
-    dag = plan_query(sql, tpch, Settings(**REPARTITION)).dag
+    dag = plan_query(sql, tpch, Settings(**REPARTITION), LOCAL_FILES).dag
     assert [s.operator for s in dag.stages] == ["JOIN", "GROUP-BY"]
     assert len(dag.stages[0].merged_joins()) == 2
 

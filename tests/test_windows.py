@@ -4,7 +4,7 @@ strategy gives DuckDB's rows, and a summary prunes below a window only by a key 
 from __future__ import annotations
 
 import pytest
-from conftest import assert_same_rows, oracle_rows, run_to_rows
+from conftest import LOCAL_FILES, assert_same_rows, oracle_rows, run_to_rows
 
 from aipq.catalog import Catalog
 from aipq.config import Settings
@@ -82,13 +82,13 @@ def test_window_queries_match_duckdb(aipq, duck, tmp_path, case, strategy, broad
 
 
 def test_a_window_is_a_stage_of_its_own(tpch):
-    dag = plan_query(TOP_ORDERS, tpch, Settings(broadcast_threshold=0)).dag
+    dag = plan_query(TOP_ORDERS, tpch, Settings(broadcast_threshold=0), LOCAL_FILES).dag
     assert [s.operator for s in dag.stages].count("WINDOW") == 1
 
 
 def _targets(home, sql: str) -> list[str]:
     """Where customer's filtered-scan summary may prune (``always`` plans the summary pre-pass)."""
-    dag = plan_query(sql, Catalog(home), Settings(ip="always", broadcast_threshold=0)).dag
+    dag = plan_query(sql, Catalog(home), Settings(ip="always", broadcast_threshold=0), LOCAL_FILES).dag
     return [c.target.label for c in find_candidates(dag)]
 
 

@@ -8,6 +8,7 @@ import duckdb
 from conftest import run_to_rows
 
 from aipq.catalog import Catalog
+from aipq.engine.context import RunContext
 
 WORKFLOW = """
 -- daily rollup, Hive style
@@ -155,7 +156,6 @@ def test_a_table_replaced_by_an_earlier_statement_is_measured_again(aipq, home, 
     must not outlive the statement that replaces the table (a stale size would choose the physical join)."""
     from aipq import workflow
     from aipq.app import SqlSource
-    from aipq.config import Settings
     from aipq.planner.logical import Join
 
     script = tmp_path / "grow.sql"
@@ -168,7 +168,7 @@ def test_a_table_replaced_by_an_earlier_statement_is_measured_again(aipq, home, 
         SELECT count(*) FROM wf_grow JOIN customer ON k = c_custkey;
     """)
     source = SqlSource(script.read_text(), str(script))
-    planned = workflow.plan_workflow(source, home, Settings())
+    planned = workflow.plan_workflow(source, RunContext(home))
     ran = workflow.run_workflow(planned)
     try:
         joins = [n for n in ran.result.planned.dag.plan.root.walk() if isinstance(n, Join)]

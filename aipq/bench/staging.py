@@ -6,19 +6,18 @@ runtime filters off), interleaved so that machine drift hits both alike, and bot
 
 from __future__ import annotations
 
-import shutil
 import statistics
-import tempfile
 import time
+import uuid
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 
 import sqlglot
 
-from aipq.catalog import Catalog
 from aipq.config import Settings
+from aipq.engine.context import RunContext
 from aipq.engine.executor import remove_work_dir, run_dag
-from aipq.engine.session import get_session, read_table, sql_conf, stage_sql_conf
+from aipq.engine.session import read_table, sql_conf, stage_sql_conf
+from aipq.engine.storage import join
 from aipq.pipeline import plan_query
 from aipq.tpch.queries import query_text
 
@@ -42,21 +41,21 @@ def plain_spark_conf(settings: Settings) -> dict[str, str]:
     return conf
 
 
-def _time_spark_sql(spark, sql: str, settings: Settings, scratch: Path) -> float:
-    target = scratch / f"spark-{time.monotonic_ns()}"
-    with sql_conf(spark, plain_spark_conf(settings)):
+def _time_spark_sql(context: RunContext, sql: str, scratch: str) -> float:
+    target = join(scratch, f"spark-{time.monotonic_ns()}")
+    with sql_conf(context.spark, plain_spark_conf(context.settings)):
         started = time.perf_counter()
-        spark.sql(sql).write.parquet(str(target))
+        context.spark.sql(sql).write.parquet(target)
         seconds = time.perf_counter() - started
-    shutil.rmtree(target, ignore_errors=True)
+    context.storage.delete(target)
     return seconds
 
 
-def _time_aipq(spark, dag, settings: Settings, home: Path) -> float:
+def _time_aipq(context: RunContext, dag) -> float:
     started = time.perf_counter()
-    record = run_dag(spark, dag, settings, home)
+    record = run_dag(context, dag)
     seconds = time.perf_counter() - started
-    remove_work_dir(record)
+    remove_work_dir(context.storage, record)
     return seconds
 
 
@@ -65,14 +64,14 @@ def view_name(database: str, name: str) -> str:
     return name if database in ("", "default") else f"{database}__{name}"
 
 
-def bench_session(home: Path, base: Settings):
-    """The session with every registered table visible to ``spark.sql`` (see ``spark_sql_text``), the catalog,
-    and a scratch folder (the caller removes it)."""
-    spark = get_session(base, home)
-    catalog = Catalog(home)
-    for entry in catalog.entries():
-        read_table(spark, entry).createOrReplaceTempView(view_name(entry.database, entry.name))
-    return spark, catalog, Path(tempfile.mkdtemp(prefix="aipq-bench-", dir=home))
+def bench_session(context: RunContext) -> str:
+    """Every registered table made visible to ``spark.sql`` (see ``spark_sql_text``); a scratch folder beside
+    the runs' work directories, where every executor writes (the caller removes it)."""
+    for entry in context.catalog.entries():
+        read_table(context.spark, entry).createOrReplaceTempView(view_name(entry.database, entry.name))
+    scratch = join(context.runs_dir, f"bench-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}")
+    context.storage.mkdirs(scratch)
+    return scratch
 
 
 def spark_sql_text(text: str, dialect: str) -> str:
@@ -85,26 +84,26 @@ def spark_sql_text(text: str, dialect: str) -> str:
     return tree.sql(dialect="spark")
 
 
-def compare_staging(home: Path, queries: list[int], thresholds: list[int], repeat: int,
-                    base: Settings, progress=None) -> list[StagingResult]:
-    spark, catalog, scratch = bench_session(home, base)
+def compare_staging(context: RunContext, queries: list[int], thresholds: list[int], repeat: int,
+                    progress=None) -> list[StagingResult]:
+    scratch = bench_session(context)
     results = []
     try:
         for number in queries:
             text = query_text(number)
-            spark_sql = spark_sql_text(text, base.dialect)
+            spark_sql = spark_sql_text(text, context.settings.dialect)
             for threshold in thresholds:
-                settings = replace(base, broadcast_threshold=threshold)
-                dag = plan_query(text, catalog, settings).dag
+                run = context.with_settings(replace(context.settings, broadcast_threshold=threshold))
+                dag = plan_query(text, run.catalog, run.settings, run.storage).dag
                 result = StagingResult(number, threshold, len(dag.stages))
-                _time_aipq(spark, dag, settings, home)  # warm-up
-                _time_spark_sql(spark, spark_sql, settings, scratch)
+                _time_aipq(run, dag)  # warm-up
+                _time_spark_sql(run, spark_sql, scratch)
                 for _ in range(repeat):
-                    result.aipq_seconds.append(_time_aipq(spark, dag, settings, home))
-                    result.spark_seconds.append(_time_spark_sql(spark, spark_sql, settings, scratch))
+                    result.aipq_seconds.append(_time_aipq(run, dag))
+                    result.spark_seconds.append(_time_spark_sql(run, spark_sql, scratch))
                     if progress:
                         progress()
                 results.append(result)
     finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+        context.storage.delete(scratch)
     return results

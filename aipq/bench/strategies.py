@@ -19,21 +19,20 @@ pruning)."""
 from __future__ import annotations
 
 import math
-import shutil
 import statistics
 import time
 from dataclasses import dataclass, field, replace
 from functools import partial
-from pathlib import Path
 
 from aipq.bench.staging import bench_session, spark_sql_text
 from aipq.bench.steal import steal_seconds, undisturbed_round
-from aipq.catalog import Catalog
 from aipq.config import Settings
+from aipq.engine.context import RunContext
 from aipq.engine.executor import RunRecord, remove_work_dir, run_dag
 from aipq.engine.report import run_dict
 from aipq.engine.session import sql_conf
 from aipq.engine.statistics import collector_for
+from aipq.engine.storage import join
 from aipq.errors import ExecutionError
 from aipq.ip.planner import Strategy
 from aipq.pipeline import plan_query
@@ -136,10 +135,10 @@ def _canonical(rows: list) -> list[tuple]:
 
 
 class QueryRunner:
-    def __init__(self, spark, home: Path, catalog: Catalog, scratch: Path):
-        self.spark = spark
-        self.home = home
-        self.catalog = catalog
+    def __init__(self, context: RunContext, scratch: str):
+        self.context = context
+        self.spark = context.spark
+        self.catalog = context.catalog
         self.scratch = scratch
         self.last_record: RunRecord | None = None
         self.last_dag: StageDag | None = None
@@ -149,23 +148,23 @@ class QueryRunner:
         """One timed run: the query planned once (planning is not timed) and executed ``executions`` times back
         to back; the figures but the time are the first execution's."""
         planning = time.perf_counter()
-        dag = plan_query(text, self.catalog, settings).dag
+        run = self.context.with_settings(settings)
+        dag = plan_query(text, self.catalog, settings, run.storage).dag
         self.last_dag = dag
         planning_seconds = time.perf_counter() - planning
         stolen = steal_seconds()
         started = time.perf_counter()
         records: list[RunRecord] = []
         for _ in range(executions):
-            collector = collector_for(self.spark, dag, self.home, settings, "aipq bench")
-            records.append(run_dag(self.spark, dag, settings, self.home, statistics=collector,
-                                   ip_strategy=strategy))
+            collector = collector_for(run, dag, "aipq bench")
+            records.append(run_dag(run, dag, statistics=collector, ip_strategy=strategy))
         seconds = (time.perf_counter() - started) / executions
         stolen = steal_seconds() - stolen
         record = records[0]
         self.last_record = record
-        rows = self.spark.read.parquet(str(record.result_path)).collect()
+        rows = self.spark.read.parquet(record.result_path).collect()
         for done in records:
-            remove_work_dir(done)
+            remove_work_dir(run.storage, done)
         measurement = Measurement(
             seconds, sum(m.shuffle.shuffle_write_bytes for m in record.stages),
             sum(m.shuffle.shuffle_write_records for m in record.stages), planning_seconds=planning_seconds,
@@ -178,7 +177,7 @@ class QueryRunner:
         from aipq.engine.jvm import job_group_figures
 
         sql = spark_sql_text(text, settings.dialect)
-        targets = [self.scratch / f"spark-{time.monotonic_ns()}-{n}" for n in range(executions)]
+        targets = [join(self.scratch, f"spark-{time.monotonic_ns()}-{n}") for n in range(executions)]
         conf = {"spark.sql.autoBroadcastJoinThreshold": str(settings.broadcast_threshold or -1),
                 "spark.sql.adaptive.enabled": "true",
                 "spark.sql.optimizer.runtime.bloomFilter.enabled": "true",
@@ -191,15 +190,15 @@ class QueryRunner:
                 stolen = steal_seconds()
                 started = time.perf_counter()
                 for target in targets:
-                    self.spark.sql(sql).write.parquet(str(target))
+                    self.spark.sql(sql).write.parquet(target)
                 seconds = (time.perf_counter() - started) / executions
                 stolen = steal_seconds() - stolen
         finally:
             sc.setLocalProperty("spark.jobGroup.id", None)
         figures = job_group_figures(self.spark, group)
-        rows = self.spark.read.parquet(str(targets[0])).collect()
+        rows = self.spark.read.parquet(targets[0]).collect()
         for target in targets:
-            shutil.rmtree(target, ignore_errors=True)
+            self.context.storage.delete(target)
         return Measurement(seconds, figures.shuffle_write_bytes // executions,
                            figures.shuffle_write_records // executions, steal_seconds=stolen,
                            executions=executions), rows
@@ -213,14 +212,15 @@ def executions_for(min_run_seconds: float, seconds: float) -> int:
     return max(1, min(MAX_EXECUTIONS, math.ceil(min_run_seconds / seconds - 0.25)))
 
 
-def compare_strategies(home: Path, workload: list[BenchQuery], strategies: list[str], thresholds: list[int],
-                       repeat: int, base: Settings, progress=None,
+def compare_strategies(context: RunContext, workload: list[BenchQuery], strategies: list[str],
+                       thresholds: list[int], repeat: int, progress=None,
                        min_run_seconds: float = 0.0) -> list[StrategyResult]:
     """Each query and join setting under every strategy (see the module's description). With
     ``min_run_seconds``, each timed run executes the query back to back as often as the last warm-up round's
     median says it takes to last that long, the same count for every strategy of the query and setting."""
-    spark, catalog, scratch = bench_session(home, base)
-    runner = QueryRunner(spark, home, catalog, scratch)
+    base, catalog = context.settings, context.catalog
+    scratch = bench_session(context)
+    runner = QueryRunner(context, scratch)
     results: list[StrategyResult] = []
     try:
         for query in workload:
@@ -229,7 +229,7 @@ def compare_strategies(home: Path, workload: list[BenchQuery], strategies: list[
                 by_strategy = {}
                 for strategy in strategies:
                     settings = replace(base, broadcast_threshold=threshold, ip=aipq_strategy(strategy))
-                    stages = len(plan_query(text, catalog, settings).dag.stages)
+                    stages = len(plan_query(text, catalog, settings, context.storage).dag.stages)
                     by_strategy[strategy] = (StrategyResult(query.label, strategy, threshold, stages, query.ratio),
                                              settings)
                 one_round = partial(_run_round, runner, query.label, text, list(by_strategy.values()), [], progress)
@@ -248,7 +248,7 @@ def compare_strategies(home: Path, workload: list[BenchQuery], strategies: list[
                             result.stages = len(ran)
                 results += [result for result, _ in by_strategy.values()]
     finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+        context.storage.delete(scratch)
     return results
 
 

@@ -18,12 +18,10 @@ ratio, then registered as ``synthetic_<ratio>.tablea`` etc.
 
 from __future__ import annotations
 
-import shutil
-from pathlib import Path
-
-from aipq.catalog import Catalog, TableEntry
-from aipq.config import Settings
-from aipq.engine.session import get_session, read_schema
+from aipq.catalog import TableEntry
+from aipq.engine.context import RunContext
+from aipq.engine.session import read_schema
+from aipq.engine.storage import join
 from aipq.errors import BadInputError
 
 TABLES = ("tablea", "tableb", "tablec")
@@ -70,36 +68,36 @@ def _key(expression: str) -> str:
     return f"lpad(cast({expression} AS STRING), {KEY_WIDTH}, 'k')"
 
 
-def generate(home: Path, settings: Settings, ratio: float, rows: int) -> list[TableEntry]:
+def generate(context: RunContext, ratio: float, rows: int) -> list[TableEntry]:
     """Write (once) and register the three tables for one reference ratio."""
     if not 0 < ratio <= 1:
         raise BadInputError(f"reference ratio {ratio:g} is outside (0, 1]", hint="use e.g. --ratios 0.001,0.01,0.1")
     if rows < 1:
         raise BadInputError(f"--rows must be positive, not {rows}")
     database = database_name(ratio)
-    folder = Path(home) / "warehouse" / "synthetic" / f"rows{rows}" / database
-    spark = get_session(settings, home)
-    if not all((folder / table / "_SUCCESS").exists() for table in TABLES):
-        staging = folder.with_name(folder.name + ".partial")
-        shutil.rmtree(staging, ignore_errors=True)
+    folder = join(context.warehouse, "synthetic", f"rows{rows}", database)
+    spark, storage = context.spark, context.storage
+    if not all(storage.exists(join(folder, table, "_SUCCESS")) for table in TABLES):
+        staging = folder + ".partial"
+        storage.delete(staging)
         ids = spark.range(0, rows, numPartitions=max(2, rows // 1_000_000))
         b = ids.selectExpr(f"{_key('id')} AS key", f"{_padded('id', COLUMN_A_WIDTH)} AS columna",
                            f"{_padded('id * 3', COLUMN_B_WIDTH)} AS columnb")
-        b.write.parquet(str(staging / "tableb"))
-        b.write.parquet(str(staging / "tablec"))
+        b.write.parquet(join(staging, "tableb"))
+        b.write.parquet(join(staging, "tablec"))
         # A matching share is chosen by a hash, not by id order, so matches are spread over every file
         matched = f"pmod(xxhash64(id), 1000000) < {round(ratio * 1_000_000)}"
         a = ids.selectExpr(f"{_key(f'IF({matched}, id, id + {rows})')} AS key",
                            f"{_padded('id * 5', COLUMN_A_WIDTH)} AS columna",
                            f"{_padded('id * 7', COLUMN_B_WIDTH)} AS columnb")
-        a.write.parquet(str(staging / "tablea"))
-        shutil.rmtree(folder, ignore_errors=True)
-        staging.rename(folder)
-    catalog = Catalog(home)
+        a.write.parquet(join(staging, "tablea"))
+        storage.delete(folder)
+        storage.rename(staging, folder)
+    catalog = context.catalog
     entries = []
     for table in TABLES:
-        location = str(folder / table)
-        entry = TableEntry(database, table, location, "parquet", read_schema(spark, location, "parquet"))
+        location = join(folder, table)
+        entry = TableEntry(database, table, location, "parquet", read_schema(spark, storage, location, "parquet"))
         catalog.register(entry)
         entries.append(entry)
     return entries

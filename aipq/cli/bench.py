@@ -17,6 +17,7 @@ from aipq import app
 from aipq.cli.bench_render import staging_table, strategy_table
 from aipq.cli.options import home_dir, planning_options
 from aipq.config import MB, STRATEGIES, Settings
+from aipq.engine.context import RunContext
 from aipq.errors import BadInputError, EnvironmentProblem
 
 TPCH_JOIN_HEAVY = "2,3,5,7,8,9,10,11,18,21"
@@ -103,7 +104,7 @@ def _run_strategies(home: Path, workload, strategies: list[str], thresholds: lis
 
     runs = len(workload) * len(thresholds) * len(strategies) * (repeat + _warmup_rounds())
     with progress_bar(label, runs) as step:
-        return compare_strategies(home, workload, strategies, thresholds, repeat, settings, step,
+        return compare_strategies(RunContext(home, settings), workload, strategies, thresholds, repeat, step,
                                   min_run_seconds=min_run_seconds)
 
 
@@ -116,9 +117,8 @@ def _warmup_rounds() -> int:
 
 def _context(title: str, command: str, settings: Settings, home: Path, **parameters):
     from aipq.bench.report import BenchContext, describe_machine, today
-    from aipq.engine.session import get_session
 
-    machine = describe_machine(get_session(settings, home))
+    machine = describe_machine(RunContext(home, settings).spark)
     return BenchContext(title, command, machine, today(), {**parameters, "settings": settings.knob_values()})
 
 
@@ -221,7 +221,7 @@ def run_synthetic_bench(home: Path, ratios: str, rows: int, queries: str, strate
     chosen = _strategies(strategies)
     with Console(stderr=True).status(f"preparing synthetic tables ({rows:,} rows, ratios {ratios})…"):
         for ratio in values:
-            synthetic.generate(home, settings, ratio, rows)
+            synthetic.generate(RunContext(home, settings), ratio, rows)
     workload = [BenchQuery(f"{name} @ {ratio:g}", synthetic.query_text(name, ratio), ratio)
                 for name in names for ratio in values]
     thresholds = _thresholds(joins, settings)
@@ -440,7 +440,7 @@ def bench_staging(ctx, scale_factor, queries, repeat, json_path, settings: Setti
         done[0] += 1
         err.print(f"[dim]{done[0]}/{total} timed pairs[/dim]")
 
-    results = compare_staging(home, numbers, thresholds, repeat, settings, tick)
+    results = compare_staging(RunContext(home, settings), numbers, thresholds, repeat, tick)
     Console().print(staging_table(results, scale_factor, repeat))
     if json_path:
         json_path.write_text(json.dumps([r.__dict__ for r in results], indent=2))

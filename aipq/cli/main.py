@@ -27,8 +27,8 @@ from aipq.cli.render import (
 )
 from aipq.cli.stats import stats
 from aipq.config import Settings, default_home
+from aipq.engine.context import RunContext
 from aipq.engine.report import run_dict
-from aipq.engine.session import get_session
 from aipq.engine.sink import (
     OUTPUT_FORMATS,
     check_output_target,
@@ -157,15 +157,15 @@ def run(ctx, source, inline, settings: Settings, fmt, output, force, show_rows, 
         quiet, analyze):
     """Run a query or a workflow of statements (FILE, '-' for stdin, or tpch:N) and show or write the rows of
     its last SELECT."""
-    home = home_dir(ctx)
+    context = RunContext(home_dir(ctx), settings)
     sql = app.load_sql(source, inline)
     if fmt == "parquet" and output is None:
         raise BadInputError("--format parquet needs --output PATH")
     if output is not None:
-        fmt = output_format(output, fmt)
-        output = check_output_target(output, force)
+        fmt = output_format(str(output), fmt)
+        output = check_output_target(context.storage, str(output), force)
     fmt = fmt or "table"
-    planned = workflow.plan_workflow(sql, home, settings, allow_overwrite)
+    planned = workflow.plan_workflow(sql, context, allow_overwrite)
     if output is not None and not any(isinstance(s.step, workflow.QueryStep) for s in planned.steps):
         raise BadInputError("--output was given but the workflow has no SELECT whose rows could be written")
     err = Console(stderr=True)
@@ -176,7 +176,7 @@ def run(ctx, source, inline, settings: Settings, fmt, output, force, show_rows, 
             err.print(f"[bold]{outcome.step.number}.[/bold] {outcome.step.describe()}: {outcome.message}{took}")
 
     if err.is_terminal and not quiet:
-        with RichStageProgress(get_session(settings, home), err) as listener:
+        with RichStageProgress(context.spark, err) as listener:
             ran = workflow.run_workflow(planned, listener, report, analyze)
     else:
         ran = workflow.run_workflow(planned, None, report, analyze)
@@ -186,7 +186,7 @@ def run(ctx, source, inline, settings: Settings, fmt, output, force, show_rows, 
     try:
         record = result.record
         if output is not None:
-            write_output(result.spark, record.result_path, record.output_names, output, fmt)
+            write_output(result.spark, context.storage, record.result_path, record.output_names, output, fmt)
             err.print(f"wrote {record.result_rows:,} row(s) to {output}")
         elif fmt == "table":
             rows = head_rows(result.spark, record.result_path, record.output_names, show_rows)
@@ -195,7 +195,8 @@ def run(ctx, source, inline, settings: Settings, fmt, output, force, show_rows, 
             out.print(result_caption(len(rows), record.result_rows), soft_wrap=True)
         else:
             sys.stdout.flush()
-            stream_output(result.spark, record.result_path, record.output_names, fmt, sys.stdout.buffer)
+            stream_output(result.spark, context.storage, record.result_path, record.output_names, fmt,
+                          sys.stdout.buffer)
         if not quiet:
             err.print(run_summary(record))
         if analyze:
@@ -220,23 +221,23 @@ def run(ctx, source, inline, settings: Settings, fmt, output, force, show_rows, 
 def explain(ctx, source, inline, settings: Settings, fmt, allow_overwrite, analyze):
     """Show the stage DAG a query compiles to (for a workflow: each statement's), with the information
     passing decisions of the chosen --ip strategy."""
-    home = home_dir(ctx)
-    planned = workflow.plan_workflow(app.load_sql(source, inline), home, settings, allow_overwrite)
+    context = RunContext(home_dir(ctx), settings)
+    planned = workflow.plan_workflow(app.load_sql(source, inline), context, allow_overwrite)
     if analyze and not planned.is_single_query:
         raise BadInputError("--analyze works on a single query", hint="explain each statement on its own")
     if planned.is_single_query:
         query = planned.steps[0].planned
         assert query is not None
-        needs = app.statistics_plan(query.dag, home, settings)
-        known = app.known_stage_sizes(query.dag, home, settings)
+        needs = app.statistics_plan(query.dag, context)
+        known = app.known_stage_sizes(query.dag, context)
         if analyze:
-            result = app.execute(query, home, settings, analyze=True)
+            result = app.execute(query, context, analyze=True)
             try:
                 info = analyzed_info(result, settings)
             finally:
                 result.close()
         else:
-            info = explain_dict(query.dag, settings, estimator=app.planning_estimator(query.dag, home, settings))
+            info = explain_dict(query.dag, settings, estimator=app.planning_estimator(query.dag, context))
         info["statistics"] = needs
         for stage in info["stages"]:
             stage["known_output"] = known.get(stage["id"])
@@ -295,7 +296,7 @@ def tpch():
 
 @tpch.command("gen")
 @click.option("--sf", "scale_factor", type=float, default=0.01, show_default=True, help="Scale factor.")
-@click.option("--warehouse", "--home", "home", type=click.Path(file_okay=False, path_type=Path), default=None,
+@click.option("--home", "home", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="aipq home to generate into (same as the global option).")
 @click.option("--database", default="default", show_default=True, help="Database to register the tables in.")
 @click.option("--parts", type=click.IntRange(1), default=1, show_default=True, help="Files per table.")
@@ -330,7 +331,7 @@ def table():
 @click.pass_context
 def table_add(ctx, name, path, fmt, settings: Settings):
     """Register data at PATH as table NAME (or DATABASE.NAME)."""
-    entry, replaced = app.add_table(home_dir(ctx), settings, name, path, fmt)
+    entry, replaced = app.add_table(RunContext(home_dir(ctx), settings), name, path, fmt)
     verb = "replaced" if replaced else "registered"
     Console(stderr=True).print(f"{verb} {entry.qualified_name} ({len(entry.columns)} columns, {fmt}) → {entry.path}")
 
@@ -386,7 +387,7 @@ def calibrate(ctx, megabytes, runs, settings: Settings):
     home = home_dir(ctx)
     err = Console(stderr=True)
     with err.status(f"measuring read, write, shuffle, byte, probe and build costs on {megabytes} MB…"):
-        costs, probe, build = measure(get_session(settings, home), megabytes, runs)
+        costs, probe, build = measure(RunContext(home, settings).spark, megabytes, runs)
     path = save_calibration(home, costs, probe, build)
     table = Table(title="unit costs (seconds)")
     for column in ("cost", "measured", "default"):

@@ -32,7 +32,7 @@ def _knob_option(knob: Knob):
     line, as for ``--conf`` and SET aliases)."""
     shown = knob.shown if knob.shown is not None else str(knob.default)
     metavar = {"choice": "[" + "|".join(knob.choices) + "]", "size": "SIZE", "size-or-auto": "SIZE|auto",
-               "columns": "COLUMNS", "int": "INTEGER", "float": "NUMBER"}.get(knob.kind, "TEXT")
+               "columns": "COLUMNS", "int": "INTEGER", "float": "NUMBER", "uri": "URI"}.get(knob.kind, "TEXT")
     return click.option(knob.flag, knob.name, default=shown, show_default=bool(shown), metavar=metavar,
                         help=knob.help)
 

@@ -13,6 +13,8 @@ from aipq.catalog import Catalog, TableEntry
 from aipq.cli.options import home_dir, planning_options
 from aipq.cli.render import format_size
 from aipq.config import Settings
+from aipq.engine.context import RunContext
+from aipq.engine.storage import Storage
 from aipq.errors import BadInputError
 from aipq.stats.fingerprint import data_files
 from aipq.stats.repository import StatsRepository, TableStats
@@ -35,9 +37,9 @@ def _when(stamp: float) -> str:
     return time.strftime("%Y-%m-%d %H:%M", time.localtime(stamp)) if stamp else ""
 
 
-def stats_dict(table: TableStats) -> dict:
+def stats_dict(table: TableStats, storage: Storage) -> dict:
     values = table.public()
-    values["current"] = data_files(table.path).fingerprint == table.fingerprint
+    values["current"] = data_files(storage, table.path).fingerprint == table.fingerprint
     for column in values["columns"].values():
         column["rse"] = round(relative_standard_error(column["lg_k"]), 5)
     return values
@@ -51,6 +53,7 @@ def stats_show(ctx, table, as_json):
     """Statistics per table (or one TABLE): rows, bytes, per column NDV, width, nulls, min/max, provenance."""
     home = home_dir(ctx)
     repository = StatsRepository(home)
+    storage = RunContext(home).storage
     if table:
         entry = _entry(home, table)
         found = repository.table(entry.path)
@@ -58,7 +61,7 @@ def stats_show(ctx, table, as_json):
     else:
         tables = repository.tables()
     if as_json:
-        payload = {"tables": [stats_dict(t) for t in tables]}
+        payload = {"tables": [stats_dict(t, storage) for t in tables]}
         if not table:
             payload["stages"] = [s.__dict__ for s in repository.stages()]
         click.echo(json.dumps(payload, indent=2, default=str))
@@ -68,7 +71,7 @@ def stats_show(ctx, table, as_json):
         console.print("no statistics yet: they are collected as queries run (or `aipq stats collect TABLE`)")
         return
     for t in tables:
-        current = data_files(t.path).fingerprint == t.fingerprint
+        current = data_files(storage, t.path).fingerprint == t.fingerprint
         title = (f"{t.name}: {t.rows:,} rows, {format_size(t.bytes)} in {t.files} file(s), {t.splits} split(s)"
                  + ("" if current else " — STALE: the data changed since; not used"))
         listing = Table(title=title, caption=f"path {t.path}")
@@ -88,7 +91,6 @@ def stats_show(ctx, table, as_json):
 @click.pass_context
 def stats_collect(ctx, table, columns, settings: Settings):
     """Collect statistics on TABLE now, in one pass over it (like ANALYZE TABLE)."""
-    from aipq.engine.session import get_session
     from aipq.engine.statistics import collect_table
 
     home = home_dir(ctx)
@@ -102,8 +104,7 @@ def stats_collect(ctx, table, columns, settings: Settings):
     err = Console(stderr=True)
     with err.status(f"collecting statistics on {entry.qualified_name}…"):
         started = time.perf_counter()
-        found = collect_table(get_session(settings, home), entry, wanted or None, StatsRepository(home),
-                              settings.stats_lg_k, "aipq stats collect")
+        found = collect_table(RunContext(home, settings), entry, wanted or None, "aipq stats collect")
     if found is None:
         raise BadInputError(f"the data of {entry.qualified_name} changed while it was read", hint="run it again")
     err.print(f"collected {entry.qualified_name}: {found.rows:,} rows, {len(found.columns)} column(s) "

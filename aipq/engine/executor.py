@@ -7,27 +7,26 @@ import contextlib
 import functools
 import os
 import re
-import shutil
-import tempfile
+import socket
 import time
 import uuid
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from pyspark.sql import Observation
 from pyspark.sql import functions as F
 
-from aipq.config import Settings, home_writable
+from aipq.config import Settings
 from aipq.engine import jvm
 from aipq.engine.compile import StageCompiler
+from aipq.engine.context import RunContext
 from aipq.engine.jvm import ShuffleFigures, job_group_figures
 from aipq.engine.session import java_message, sql_conf, stage_sql_conf, table_rows, user_runtime_conf
 from aipq.engine.statistics import StatisticsCollector
+from aipq.engine.storage import Storage, join
 from aipq.engine.summaries import BuiltSummary, ProbeRecord, SummaryStore
 from aipq.errors import AipqError, BadInputError, ExecutionError
 from aipq.estimator.edge_inputs import EdgeEstimator, RunState, SessionFacts
-from aipq.estimator.parameters import load_calibration
-from aipq.files import path_bytes
+from aipq.files import FileSource, Sizes, total_bytes
 from aipq.ip.candidates import distinct_bound
 from aipq.ip.planner import IpPlanner, StageDecisions, Strategy, SummaryUse
 from aipq.planner import reducers
@@ -53,8 +52,8 @@ class StageMetrics:
 @dataclass
 class RunRecord:
     run_id: str
-    work_dir: Path
-    result_path: Path
+    work_dir: str
+    result_path: str
     output_names: tuple[str, ...]
     result_rows: int
     stages: list[StageMetrics] = field(default_factory=list)
@@ -76,76 +75,62 @@ def _final_needs_order(stage: Stage) -> bool:
     return any(isinstance(n, Sort) for n in stage.plan.walk())
 
 
-def runs_dir(home: Path) -> Path:
-    """Where runs keep their stage outputs: ``<home>/runs``, or a folder under the system's temporary one when
-    the home is read-only."""
-    if home_writable(Path(home)):
-        return Path(home) / "runs"
-    return Path(tempfile.gettempdir()) / f"aipq-runs-{os.getuid()}"
-
-
-def new_work_dir(home: Path) -> tuple[str, Path]:
-    """A new run's work directory, marked with this process's id so that a later run can tell that a killed
-    run left it behind (``remove_stale_work_dirs``)."""
-    run_id = time.strftime("%Y%m%d-%H%M%S") + "-" + uuid.uuid4().hex[:6]
-    root = runs_dir(home)
-    remove_stale_work_dirs(root)
-    work_dir = root / run_id
-    work_dir.mkdir(parents=True)
-    (work_dir / OWNER_FILE).write_text(f"{os.getpid()} {_process_start(os.getpid())}\n")
-    return run_id, work_dir
-
-
 OWNER_FILE = "_owner"
+KEPT_FILE = "_kept"
+
+
+def new_work_dir(storage: Storage, root: str) -> tuple[str, str]:
+    """A new run's work directory under ``root``, marked with this process's id so that a later run can tell
+    that a killed run left it behind (``remove_stale_work_dirs``)."""
+    run_id = time.strftime("%Y%m%d-%H%M%S") + "-" + uuid.uuid4().hex[:6]
+    remove_stale_work_dirs(storage, root)
+    work_dir = join(root, run_id)
+    storage.mkdirs(work_dir)
+    storage.write_text(join(work_dir, OWNER_FILE), f"{socket.gethostname()} {os.getpid()} "
+                                                   f"{_process_start(os.getpid())}\n")
+    return run_id, work_dir
 
 
 def _process_start(pid: int) -> str:
     """When process ``pid`` started (field 22 of /proc/PID/stat), so that a reused pid is not taken for the
     owner; empty where /proc does not exist."""
     try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[-1].split()[19]
     except OSError:
         return ""
-    return stat.rsplit(")", 1)[-1].split()[19]
 
 
-KEPT_FILE = "_kept"
-
-
-def keep_work_dir(record: RunRecord) -> None:
+def keep_work_dir(storage: Storage, record: RunRecord) -> None:
     """Mark a run's work directory as kept (``--keep-work``): stale-directory cleaning leaves it alone."""
-    (record.work_dir / KEPT_FILE).touch()
+    storage.write_text(join(record.work_dir, KEPT_FILE), "")
 
 
-def _owner_alive(work_dir: Path) -> bool:
-    if (work_dir / KEPT_FILE).exists():
+def _owner_alive(storage: Storage, work_dir: str, modified_ms: int) -> bool:
+    if storage.exists(join(work_dir, KEPT_FILE)):
         return True
     try:
-        pid_text, _, started = (work_dir / OWNER_FILE).read_text().strip().partition(" ")
+        host, pid_text, *started = storage.read_text(join(work_dir, OWNER_FILE)).split()
         pid = int(pid_text)
-    except (OSError, ValueError):
+    except Exception:  # noqa: BLE001 — missing or unreadable on any store
         # no owner mark: a run of an older aipq, or one that just started; removed once it is a day old
-        try:
-            return time.time() - work_dir.stat().st_mtime < 86400
-        except OSError:
-            return False
+        return time.time() - modified_ms / 1000 < 86400
+    if host != socket.gethostname():
+        return time.time() - modified_ms / 1000 < 86400  # another machine's run: only its age tells
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
         return True
-    return not started or _process_start(pid) == started
+    return not started or _process_start(pid) == started[0]
 
 
-def remove_stale_work_dirs(root: Path) -> None:
+def remove_stale_work_dirs(storage: Storage, root: str) -> None:
     """Remove the work directories of runs whose process is gone (killed runs leave theirs behind)."""
-    if not root.is_dir():
-        return
-    for work_dir in root.iterdir():
-        if work_dir.is_dir() and not _owner_alive(work_dir):
-            shutil.rmtree(work_dir, ignore_errors=True)
-
+    for work_dir, is_dir, modified_ms in storage.children(root):
+        if is_dir and not _owner_alive(storage, work_dir, modified_ms):
+            storage.delete(work_dir)
 
 
 class _RowCounts:
@@ -153,59 +138,61 @@ class _RowCounts:
     rows of the inputs its values come from (earlier stages' outputs as written; base tables from parquet
     metadata)."""
 
-    def __init__(self, spark, dag: StageDag, written: dict[int, int]):
+    def __init__(self, spark, files: FileSource, dag: StageDag, written: dict[int, int]):
         self.spark = spark
+        self.files = files
         self.dag = dag
         self.written = written
 
     def __call__(self, stage_id: int, column: str) -> int | None:
         found = distinct_bound(self.dag, stage_id, column, self.written.get,
-                               lambda scan: (table_rows(self.spark, scan.table), "files"))
+                               lambda scan: (table_rows(self.spark, self.files, scan.table), "files"))
         return int(found[0]) if found is not None else None
 
 
-def adaptive_estimator(spark, dag: StageDag, settings: Settings, home: Path, written: dict[int, int],
-                       paths: dict[int, str], statistics: StatisticsCollector | None) -> EdgeEstimator | None:
+def adaptive_estimator(context: RunContext, dag: StageDag, written: dict[int, int], paths: dict[int, str],
+                       statistics: StatisticsCollector | None) -> EdgeEstimator | None:
     """The benefit estimator of strategy ``adaptive``, reading this run's state as it grows."""
-    if settings.ip != "adaptive":
+    if context.settings.ip != "adaptive":
         return None
     repository = statistics.repository if statistics is not None else None
     state = RunState(written, paths, statistics.output_sketches if statistics is not None else {})
-    return EdgeEstimator(dag, settings, repository, load_calibration(home), state, session_facts(spark, settings))
+    return EdgeEstimator(dag, context.settings, repository, context.calibration, state,
+                         session_facts(context.spark, context.storage))
 
 
-def session_facts(spark, settings: Settings) -> SessionFacts:
-    """What the estimator reads from the running session (two conf lookups, not sparkContext.getConf(), which
-    copies the whole conf over py4j: 20 ms on every run)."""
-    get = spark.conf.get
-    return SessionFacts(table_rows=lambda entry: table_rows(spark, entry),
-                        parallelism=spark.sparkContext.defaultParallelism,
-                        driver_memory=get("spark.driver.memory", settings.spark_conf.get("spark.driver.memory", "1g")),
-                        memory_fraction=float(get("spark.memory.fraction", "0.6")))
+def session_facts(spark, files: FileSource) -> SessionFacts:
+    """What the estimator reads from the running session: the cluster's executors, task slots and memory (conf
+    lookups, not sparkContext.getConf(), which copies the whole conf over py4j: 20 ms on every run)."""
+    shape = jvm.cluster_shape(spark)
+    return SessionFacts(table_rows=lambda entry: table_rows(spark, files, entry), files=files,
+                        parallelism=shape.task_slots, executors=shape.executors, executor_cores=shape.executor_cores,
+                        executor_memory=shape.executor_memory,
+                        memory_fraction=float(spark.conf.get("spark.memory.fraction", "0.6")))
 
 
-def run_dag(spark, dag: StageDag, settings: Settings, home: Path,
-            listener: StageListener | None = None, analyze: bool = False,
+def run_dag(context: RunContext, dag: StageDag, listener: StageListener | None = None, analyze: bool = False,
             statistics: StatisticsCollector | None = None, ip_strategy: Strategy | None = None) -> RunRecord:
+    """Run ``dag``'s stages in order under ``context``'s settings; the record holds where its result is."""
+    spark, settings, storage = context.spark, context.settings, context.storage
     listener = listener or StageListener()
-    run_id, work_dir = new_work_dir(home)
-    paths = {s.id: str(work_dir / f"stage-{s.id}") for s in dag.stages}
+    run_id, work_dir = new_work_dir(storage, context.runs_dir)
+    paths = {s.id: join(work_dir, f"stage-{s.id}") for s in dag.stages}
     compiler = StageCompiler(spark, paths)
-    store = SummaryStore(spark, work_dir, paths)
+    store = SummaryStore(spark, storage, work_dir, paths)
     written: dict[int, int] = {}
-    ip = IpPlanner(dag, settings, _RowCounts(spark, dag, written),
-                   adaptive_estimator(spark, dag, settings, home, written, paths, statistics), ip_strategy)
-    record = RunRecord(run_id, work_dir, Path(paths[dag.final.id]), dag.plan.output_names, 0,
-                       strategy=settings.ip)
+    ip = IpPlanner(dag, settings, _RowCounts(spark, storage, dag, written),
+                   adaptive_estimator(context, dag, written, paths, statistics), ip_strategy)
+    record = RunRecord(run_id, work_dir, paths[dag.final.id], dag.plan.output_names, 0, strategy=settings.ip)
     started = time.perf_counter()
     conf = {**stage_sql_conf(settings), **user_runtime_conf(spark, settings)}
     try:
-        _run_stages(_DagRun(spark, dag, settings, compiler, store, ip, record, paths, written, conf, listener,
-                            analyze, statistics))
+        _run_stages(_DagRun(spark, storage, dag, settings, compiler, store, ip, record, paths, written, conf,
+                            listener, analyze, statistics))
         if statistics is not None:
             statistics.settle()
     except BaseException:
-        remove_work_dir(record)  # a failed run leaves no half-written stage outputs behind
+        remove_work_dir(storage, record)  # a failed run leaves no half-written stage outputs behind
         if statistics is not None:
             with contextlib.suppress(Exception):  # the run's own failure is the one to report
                 statistics.settle()
@@ -223,6 +210,7 @@ class _DagRun:
     """What running one DAG's stages needs, built once by ``run_dag``."""
 
     spark: object
+    storage: Storage
     dag: StageDag
     settings: Settings
     compiler: StageCompiler
@@ -242,6 +230,7 @@ def _run_stages(run_state: _DagRun) -> None:
                                                  run_state.compiler, run_state.store, run_state.ip)
     record, paths, written, conf = run_state.record, run_state.paths, run_state.written, run_state.conf
     listener, analyze, statistics = run_state.listener, run_state.analyze, run_state.statistics
+    storage, table_sizes = run_state.storage, Sizes(run_state.storage)
     run_id = record.run_id
     fixed_tasks = settings.shuffle_partitions
     cores = spark.sparkContext.defaultParallelism if settings.reducer_bytes > 0 else fixed_tasks
@@ -259,9 +248,10 @@ def _run_stages(run_state: _DagRun) -> None:
             if stage.operator == "SCAN" and not decisions.builds:
                 continue  # a summary pre-pass whose summary no edge wants: nothing reads its output
             listener.stage_started(stage, index, len(dag.stages), group)
-            tasks = reducers.reduce_tasks(settings, reducers.stage_input_bytes(stage, bytes_written.get), cores)
+            tasks = reducers.reduce_tasks(settings, reducers.stage_input_bytes(stage, bytes_written.get, table_sizes),
+                                          cores)
             with sql_conf(spark, {"spark.sql.shuffle.partitions": str(tasks)} if tasks != fixed_tasks else {}):
-                run = functools.partial(_run_stage, spark, compiler, store, stage, decisions, Path(paths[stage.id]),
+                run = functools.partial(_run_stage, spark, storage, compiler, store, stage, decisions, paths[stage.id],
                                         group, is_final=stage is dag.final,
                                         write=_output_is_read(stage, decisions, analyze))
                 try:
@@ -272,7 +262,7 @@ def _run_stages(run_state: _DagRun) -> None:
                     if statistics is None or not statistics.observes(stage):
                         raise
                     statistics.disable(error.message)  # statistics never fail a query: run the stage without
-                    shutil.rmtree(paths[stage.id], ignore_errors=True)
+                    storage.delete(paths[stage.id])
                     metrics = run(statistics=statistics)
             metrics.reduce_tasks = tasks
             bytes_written[stage.id] = metrics.bytes_written
@@ -294,8 +284,8 @@ def _output_is_read(stage: Stage, decisions: StageDecisions, analyze: bool) -> b
     return stage.operator != "SCAN" or analyze or any(build.kind == "exact" for build in decisions.builds)
 
 
-def _run_stage(spark, compiler: StageCompiler, store: SummaryStore, stage: Stage, decisions: StageDecisions,
-               path: Path, group: str, is_final: bool,
+def _run_stage(spark, storage: Storage, compiler: StageCompiler, store: SummaryStore, stage: Stage,
+               decisions: StageDecisions, path: str, group: str, is_final: bool,
                statistics: StatisticsCollector | None = None, write: bool = True) -> StageMetrics:
     sc = spark.sparkContext
     sc.setJobGroup(group, f"aipq {stage.name} {stage.operator}", interruptOnCancel=True)
@@ -325,11 +315,11 @@ def _run_stage(spark, compiler: StageCompiler, store: SummaryStore, stage: Stage
         df = df.observe(observation, F.count(F.lit(1)).alias("rows"),
                         *store.build_columns(df, decisions.builds, sketched))
         if write:
-            df.write.mode("errorifexists").parquet(str(path))
+            df.write.mode("errorifexists").parquet(path)
         else:
             df.write.format("noop").mode("overwrite").save()
         compiler.stage_schemas[stage.id] = df.schema
-        output_bytes = path_bytes(str(path)) or 0
+        output_bytes = total_bytes(storage, path) or 0
         values = jvm.observed_metrics(observation, keep_in_jvm=store.jvm_resident(decisions.builds))
         if statistics:
             values.update(statistics.output_values(stage))
@@ -387,5 +377,5 @@ ANALYSIS_HINTS = {
 }
 
 
-def remove_work_dir(record: RunRecord) -> None:
-    shutil.rmtree(record.work_dir, ignore_errors=True)
+def remove_work_dir(storage: Storage, record: RunRecord) -> None:
+    storage.delete(record.work_dir)

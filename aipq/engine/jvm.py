@@ -365,3 +365,85 @@ def job_group_figures(spark: SparkSession, job_group: str) -> ShuffleFigures:
 def codegen_compilations(spark: SparkSession) -> int:
     """Classes Spark's code generator has compiled in this JVM (a cache hit compiles nothing)."""
     return int(_jvm(spark).org.apache.spark.metrics.source.CodegenMetrics.METRIC_COMPILATION_TIME().getCount())
+
+
+class HadoopFiles:
+    """Hadoop FileSystem operations on any URI Spark reads (``aipq.spark.Storage``), one py4j call each; the
+    file primitives of ``engine/storage.py`` for every store that is not a plain local path."""
+
+    def __init__(self, spark: SparkSession):
+        self._storage = _aipq_class(spark, "Storage")
+        self._conf = spark.sparkContext._jsc.hadoopConfiguration()
+
+    def qualify(self, uri: str) -> str:
+        return self._storage.qualify(self._conf, uri)
+
+    def status(self, uri: str) -> tuple[bool, int, int] | None:
+        """(is a directory, length, modified ms), or None when nothing is there."""
+        text = self._storage.status(self._conf, uri)
+        if not text:
+            return None
+        kind, length, modified = text.split(_FIELD)
+        return kind == "d", int(length), int(modified)
+
+    def data_files(self, uri: str) -> list[tuple[str, str, int, int]] | None:
+        """(path, path relative to ``uri``, length, modified ms) of each data file; None when nothing is there."""
+        text = self._storage.dataFiles(self._conf, uri)
+        if text is None:
+            return None
+        files = []
+        for record in text.split(_RECORD):
+            if record:
+                path, relative, length, modified = record.split(_FIELD)
+                files.append((path, relative, int(length), int(modified)))
+        return files
+
+    def children(self, uri: str) -> list[tuple[str, bool, int]]:
+        """(path, is a directory, modified ms) of each entry directly under ``uri``."""
+        entries = []
+        for record in self._storage.children(self._conf, uri).split(_RECORD):
+            if record:
+                path, kind, modified = record.split(_FIELD)
+                entries.append((path, kind == "d", int(modified)))
+        return entries
+
+    def mkdirs(self, uri: str) -> bool:
+        return self._storage.mkdirs(self._conf, uri)
+
+    def rename(self, source: str, target: str) -> bool:
+        return self._storage.rename(self._conf, source, target)
+
+    def delete(self, uri: str, recursive: bool = True) -> bool:
+        return self._storage.delete(self._conf, uri, recursive)
+
+    def write_bytes(self, uri: str, data: bytes) -> None:
+        self._storage.writeBytes(self._conf, uri, bytearray(data))
+
+    def read_bytes(self, uri: str) -> bytes:
+        return bytes(self._storage.readBytes(self._conf, uri))
+
+    def append_to_local(self, uris: Sequence[str], local_file: str) -> int:
+        return self._storage.appendToLocal(self._conf, _RECORD.join(uris), local_file)
+
+
+@dataclass(frozen=True)
+class ClusterShape:
+    """What the benefit estimator reads of the cluster a session runs on."""
+
+    executors: int  # JVMs that run tasks (1 in local mode: the driver's)
+    task_slots: int  # tasks that run at once over all executors (Spark's default parallelism)
+    executor_cores: int  # tasks that share one executor's memory
+    executor_memory: str  # one executor's heap, as Spark writes it (the driver's in local mode)
+
+
+def cluster_shape(spark: SparkSession) -> ClusterShape:
+    """The executors registered with the session now (the block managers other than the driver's), their cores
+    and memory; local mode is one executor, the driver, with every task slot."""
+    context = spark.sparkContext
+    slots = context.defaultParallelism
+    conf = spark.conf.get
+    if context.master.startswith("local"):
+        return ClusterShape(1, slots, slots, conf("spark.driver.memory", "1g"))
+    executors = max(context._jsc.sc().getExecutorMemoryStatus().size() - 1, 1)
+    cores = int(conf("spark.executor.cores", "0") or 0) or max(slots // executors, 1)
+    return ClusterShape(executors, slots, cores, conf("spark.executor.memory", "1g"))

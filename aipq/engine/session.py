@@ -12,7 +12,7 @@ from aipq.catalog import TableEntry
 from aipq.config import Settings
 from aipq.engine import class_archive
 from aipq.errors import BadInputError, EnvironmentProblem
-from aipq.files import data_file_paths, local_path, path_bytes
+from aipq.files import FileSource, total_bytes
 
 LOG_CONFIG = Path(__file__).with_name("log4j2.properties")
 # Spark's cache of compiled whole-stage classes: 100 by default, fewer than a benchmark or a long workflow
@@ -77,7 +77,7 @@ def get_session(settings: Settings, home: Path):
         .master(settings.master or "local[2]")
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.driver.memory", driver_memory)
-        .config("spark.sql.warehouse.dir", str(Path(home) / "spark-warehouse"))
+        .config("spark.sql.warehouse.dir", settings.warehouse or str(Path(home) / "spark-warehouse"))
         .config("spark.log.level", "ERROR")
         .config("spark.sql.codegen.cache.maxEntries", str(CODEGEN_CACHE_ENTRIES))
         .config("spark.driver.extraJavaOptions",
@@ -167,18 +167,19 @@ def read_table(spark, entry: TableEntry):
     return reader.options(**options).load(entry.path)
 
 
-_TABLE_ROWS: dict[tuple[str, int | None], int] = {}  # (path, bytes on disk) → rows, for this process
+_TABLE_ROWS: dict[tuple[str, int | None], int] = {}  # (path, bytes stored) → rows, for this process
 
 
-def table_rows(spark, entry: TableEntry) -> int:
+def table_rows(spark, files: FileSource, entry: TableEntry) -> int:
     """A table's row count (parquet answers from file footers), cached per process by path and size."""
-    key = (entry.path, path_bytes(entry.path))
+    key = (entry.path, total_bytes(files, entry.path) if entry.source == "aipq" else None)
     if key not in _TABLE_ROWS:
         _TABLE_ROWS[key] = read_table(spark, entry).count()
     return _TABLE_ROWS[key]
 
 
-def read_schema(spark, path: str, fmt: str, options: dict[str, str] | None = None) -> tuple[tuple[str, str], ...]:
+def read_schema(spark, files: FileSource, path: str, fmt: str,
+                options: dict[str, str] | None = None) -> tuple[tuple[str, str], ...]:
     """Column names and Spark SQL types of data at ``path``. Parquet files of one folder may differ in their
     columns (a column added later): the schema is their union, and a file without a column reads it as NULL;
     files whose types for one column cannot be reconciled are refused, named."""
@@ -190,27 +191,25 @@ def read_schema(spark, path: str, fmt: str, options: dict[str, str] | None = Non
         text = java_message(error)
         if fmt == "parquet" and "merg" in text.lower():
             raise BadInputError(f"the parquet files at {path} disagree on a column's type: {text}",
-                                hint=_disagreeing_files(spark, path)) from error
+                                hint=_disagreeing_files(spark, files, path)) from error
         raise BadInputError(f"cannot read {fmt} data at {path}: {text}",
                             hint="check the path and --format; a damaged file must be replaced") from error
     return tuple((f.name.lower(), f.dataType.simpleString()) for f in schema.fields)
 
 
-def _disagreeing_files(spark, path: str) -> str:
+def _disagreeing_files(spark, files: FileSource, path: str) -> str:
     """Two files of ``path`` whose schemas differ, to name in the error."""
-    folder = local_path(path)
-    files = data_file_paths(folder) if folder is not None and folder.is_dir() else []
     first = None
-    for file in files:
+    for file in files.data_files(path) or []:
         try:
-            schema = spark.read.parquet(str(file)).schema.simpleString()
+            schema = spark.read.parquet(file.path).schema.simpleString()
         except Exception:  # noqa: BLE001 — a file that cannot be read is named as it is
-            return f"{file} cannot be read"
+            return f"{file.path} cannot be read"
         if first is None:
             first = (file, schema)
         elif schema != first[1]:
-            return f"{first[0].name} has {first[1]}, {file.name} has {schema}; rewrite one of them or register " \
-                   "them as separate tables"
+            return f"{first[0].relative} has {first[1]}, {file.relative} has {schema}; rewrite one of them or " \
+                   "register them as separate tables"
     return "rewrite the files with one schema, or register them as separate tables"
 
 

@@ -15,12 +15,10 @@ from __future__ import annotations
 
 import csv
 import io
-import os
-import shutil
-import tempfile
-from pathlib import Path
+from pathlib import PurePath
 from typing import BinaryIO
 
+from aipq.engine.storage import Storage, join, parent
 from aipq.errors import BadInputError
 
 OUTPUT_FORMATS = ("csv", "json", "parquet")
@@ -41,45 +39,29 @@ def unique_names(names: tuple[str, ...]) -> list[str]:
     return result
 
 
-def output_format(target: Path, given: str | None) -> str:
+def output_format(target: str, given: str | None) -> str:
     """The format of ``--output target``: ``--format`` when given, else the file's extension."""
     if given is not None and given != "table":
         return given
-    found = EXTENSION_FORMATS.get(target.suffix.lower())
+    found = EXTENSION_FORMATS.get(PurePath(target).suffix.lower())
     if found is None:
         raise BadInputError(f"cannot tell the format of --output {target} from its extension",
                             hint="name it .csv, .json (JSON lines) or .parquet, or give --format csv|json|parquet")
     return found
 
 
-def check_output_target(target: Path, force: bool) -> Path:
+def check_output_target(storage: Storage, target: str, force: bool) -> str:
     """Before the query runs: the output's folder exists and is writable, and an existing file is replaced only
-    with ``force``."""
-    target = Path(target).expanduser().absolute()
-    if target.is_dir():
-        raise BadInputError(f"--output {target} is a directory", hint="give a file path")
-    if not target.parent.is_dir():
-        raise BadInputError(f"the folder of --output ({target.parent}) does not exist")
-    if target.exists() or target.is_symlink():
-        if not force:
-            raise BadInputError(f"--output {target} exists", hint="add --force to replace it, or give a new name")
-        if not os.access(target, os.W_OK):
-            raise BadInputError(f"--output {target} is read-only", hint="make it writable, or give a new name")
-    try:
-        with tempfile.NamedTemporaryFile(prefix=f".{target.name}.", dir=target.parent):
-            pass
-    except OSError as error:
-        raise BadInputError(f"cannot write --output into {target.parent}: {error.strerror or error}",
-                            hint="choose a writable folder") from error
-    return target
+    with ``force`` (``Storage.check_local_target``)."""
+    return storage.check_local_target(target, force)
 
 
-def result_frame(spark, result_path: Path, names: tuple[str, ...]):
-    df = spark.read.parquet(str(result_path))
+def result_frame(spark, result_path: str, names: tuple[str, ...]):
+    df = spark.read.parquet(result_path)
     return df.toDF(*unique_names(names))
 
 
-def head_rows(spark, result_path: Path, names: tuple[str, ...], limit: int) -> list[tuple]:
+def head_rows(spark, result_path: str, names: tuple[str, ...], limit: int) -> list[tuple]:
     rows = result_frame(spark, result_path, names).take(limit)
     return [tuple(row) for row in rows]
 
@@ -108,54 +90,45 @@ def _csv_header(names: list[str]) -> bytes:
     return line.getvalue().encode("utf-8")
 
 
-def _write_parts(spark, result_path: Path, names: tuple[str, ...], fmt: str, folder: Path) -> list[Path]:
-    """The result as ``fmt`` in Spark's output folder ``folder``: its data files, in order."""
+def _write_parts(spark, storage: Storage, result_path: str, names: tuple[str, ...], fmt: str,
+                 folder: str) -> list[str]:
+    """The result as ``fmt`` in Spark's output folder ``folder`` (beside the run's stage outputs, where every
+    executor writes): its data files, in order."""
     frame = result_frame(spark, result_path, names).coalesce(1)
     if fmt == "csv":
         line = "concat_ws(',', " + ", ".join(
             _csv_field_sql(f.name, f.dataType.simpleString()) for f in frame.schema.fields) + ")"
-        frame.selectExpr(f"{line} AS value").write.option("lineSep", "\n").text(str(folder))
+        frame.selectExpr(f"{line} AS value").write.option("lineSep", "\n").text(folder)
     elif fmt == "json":
-        frame.write.option("ignoreNullFields", "false").json(str(folder))
+        frame.write.option("ignoreNullFields", "false").json(folder)
     else:
-        frame.write.parquet(str(folder))
-    return sorted(p for p in folder.glob("part-*") if not p.name.endswith(".crc"))
+        frame.write.parquet(folder)
+    return [f.path for f in storage.data_files(folder) or [] if f.relative.startswith("part-")]
 
 
-def _write_text(spark, result_path: Path, names: tuple[str, ...], fmt: str, folder: Path, out: BinaryIO) -> None:
-    """The result as CSV (with its header line) or JSON lines on ``out``, from Spark's files under ``folder``."""
-    parts = _write_parts(spark, result_path, names, fmt, folder)
-    out.write(_csv_header(unique_names(names)) if fmt == "csv" else b"")
-    for part in parts:
-        with part.open("rb") as data:
-            shutil.copyfileobj(data, out)
-
-
-def write_output(spark, result_path: Path, names: tuple[str, ...], target: Path, fmt: str) -> None:
+def write_output(spark, storage: Storage, result_path: str, names: tuple[str, ...], target: str, fmt: str) -> None:
+    """The result in the driver-local file ``target``, put in place only once complete."""
     if fmt not in OUTPUT_FORMATS:
         raise BadInputError(f"cannot write format {fmt!r}", hint=f"use one of {', '.join(OUTPUT_FORMATS)}")
-    target = Path(target).absolute()
-    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
+    folder = join(parent(result_path), f"output-{fmt}")
     try:
-        if fmt == "parquet":
-            parts = _write_parts(spark, result_path, names, fmt, staging / "data")
-            if len(parts) != 1:
-                raise RuntimeError(f"expected one parquet file, found {len(parts)}")
-            os.replace(parts[0], target)  # atomic within one file system
-            return
-        assembled = staging / "assembled"
-        with assembled.open("wb") as out:
-            _write_text(spark, result_path, names, fmt, staging / "data", out)
-        os.replace(assembled, target)
+        parts = _write_parts(spark, storage, result_path, names, fmt, folder)
+        if fmt == "parquet" and len(parts) != 1:
+            raise RuntimeError(f"expected one parquet file, found {len(parts)}")
+        header = _csv_header(unique_names(names)) if fmt == "csv" else b""
+        storage.assemble_local(parts, target, header)
     finally:
-        shutil.rmtree(staging, ignore_errors=True)
+        storage.delete(folder)
 
 
-def stream_output(spark, result_path: Path, names: tuple[str, ...], fmt: str, out: BinaryIO) -> None:
+def stream_output(spark, storage: Storage, result_path: str, names: tuple[str, ...], fmt: str,
+                  out: BinaryIO) -> None:
     """The result as CSV or JSON lines on ``out`` (stdout), in the same form a file would hold."""
-    staging = Path(tempfile.mkdtemp(prefix="aipq-output-"))
+    folder = join(parent(result_path), f"output-{fmt}")
     try:
-        _write_text(spark, result_path, names, fmt, staging / "data", out)
+        parts = _write_parts(spark, storage, result_path, names, fmt, folder)
+        out.write(_csv_header(unique_names(names)) if fmt == "csv" else b"")
+        storage.copy_to(parts, out)
         out.flush()
     finally:
-        shutil.rmtree(staging, ignore_errors=True)
+        storage.delete(folder)

@@ -21,15 +21,15 @@ import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from pyspark.sql import Column, DataFrame, Observation
 from pyspark.sql import functions as F
 
-from aipq.config import Settings, home_writable
 from aipq.engine import jvm
+from aipq.engine.context import RunContext
 from aipq.engine.session import read_table, table_rows
 from aipq.errors import AipqError, warn
+from aipq.files import FileSource
 from aipq.ip.planner import StageDecisions
 from aipq.planner.logical import Join, Limit
 from aipq.planner.stages import Stage, StageDag
@@ -118,6 +118,7 @@ class StatisticsCollector:
     dag: StageDag
     needs: list[TableNeed]
     repository: StatsRepository
+    files: FileSource
     lg_k: int = sketches.DEFAULT_LG_K
     collected_by: str = ""
     recollect: bool = False
@@ -268,7 +269,7 @@ class StatisticsCollector:
             self.seconds += time.perf_counter() - started
 
     def _store_stage(self, stage: Stage, rows: int, bytes_written: int) -> None:
-        inputs = {t.path: data_files(t.path).fingerprint for t in tables_under(self.dag, stage.id)}
+        inputs = {t.path: data_files(self.files, t.path).fingerprint for t in tables_under(self.dag, stage.id)}
         columns = {c: round(sketches.estimate(self.output_sketches[(stage.id, c)]), 1)
                    for c in stage.consumer_keys if (stage.id, c) in self.output_sketches}
         self.repository.save_stage(StageStats(
@@ -283,7 +284,7 @@ class StatisticsCollector:
         rows = sketched[0].rows
         if pending.may_stop_early and self.table_rows is not None and rows != self.table_rows(need):
             return  # the scan stopped early (LIMIT, empty broadcast side): not the table's statistics
-        files = data_files(need.entry.path)
+        files = data_files(self.files, need.entry.path)
         if files.fingerprint != need.files.fingerprint:
             return  # the data changed while the query ran
         now = time.time()
@@ -308,27 +309,29 @@ class StatisticsCollector:
         self.collected_tables.append(need.entry.qualified_name)
 
 
-def collector_for(spark, dag: StageDag, home: Path, settings: Settings,
-                  collected_by: str) -> StatisticsCollector | None:
+def collector_for(context: RunContext, dag: StageDag, collected_by: str) -> StatisticsCollector | None:
     """What this run collects in passing (None with statistics off)."""
+    settings = context.settings
     if settings.statistics == "off":
         return None
-    if not home_writable(home):
-        warn(f"{home} is read-only: this run neither collects nor stores statistics")
+    if context.repository is None:
+        warn(f"{context.home} is read-only: this run neither collects nor stores statistics")
         return None
-    repository = StatsRepository(home)
-    needs = plan_statistics(dag, repository, settings.stats_columns)
-    return StatisticsCollector(spark, dag, needs, repository, settings.stats_lg_k, collected_by,
+    spark = context.spark
+    needs = plan_statistics(dag, context.repository, context.storage, settings.stats_columns)
+    return StatisticsCollector(spark, dag, needs, context.repository, context.storage, settings.stats_lg_k,
+                               collected_by,
                                recollect=settings.statistics == "recollect",
                                table_rows=lambda need: table_rows(spark, need.entry))
 
 
-def collect_table(spark, entry, columns: list[str] | None, repository: StatsRepository, lg_k: int,
-                  collected_by: str) -> TableStats | None:
+def collect_table(context: RunContext, entry, columns: list[str] | None, collected_by: str) -> TableStats | None:
     """``aipq stats collect``: one explicit pass over a table (like ANALYZE), for the given or all columns."""
     names = columns or [name for name, _ in entry.columns]
-    need = TableNeed(entry, data_files(entry.path), tuple(names), tuple(names), False)
-    collector = StatisticsCollector(spark, None, [need], repository, lg_k, collected_by)  # type: ignore[arg-type]
+    spark, repository = context.spark, StatsRepository(context.home)
+    need = TableNeed(entry, data_files(context.storage, entry.path), tuple(names), tuple(names), False)
+    collector = StatisticsCollector(spark, None, [need], repository, context.storage,  # type: ignore[arg-type]
+                                    context.settings.stats_lg_k, collected_by)
     types = dict(entry.columns)
     df = collector._observe_table(read_table(spark, entry), need, [(c, types.get(c.lower(), "string")) for c in names],
                                   early=False)

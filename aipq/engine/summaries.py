@@ -12,13 +12,13 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass, field, fields
-from pathlib import Path
 
 from pyspark.sql import Column, DataFrame, Observation
 from pyspark.sql import functions as F
 from pyspark.sql.types import ByteType, DataType, IntegerType, LongType, ShortType
 
 from aipq.engine import jvm
+from aipq.engine.storage import Storage, join
 from aipq.ip.planner import AUTO_BLOOM_CAP_BYTES, BuiltInfo, SummaryBuild, SummaryUse
 from aipq.stats import sketches
 from aipq.stats.sketches import sketch_input_sql
@@ -113,9 +113,10 @@ class ProbeRecord:
 class SummaryStore:
     """The summaries of one run."""
 
-    def __init__(self, spark, work_dir: Path, stage_paths: dict[int, str]):
+    def __init__(self, spark, storage: Storage, work_dir: str, stage_paths: dict[int, str]):
         self.spark = spark
-        self.folder = Path(work_dir) / "summaries"
+        self.storage = storage
+        self.folder = join(work_dir, "summaries")
         self.stage_paths = stage_paths
         self.built: dict[tuple[int, str], BuiltSummary] = {}
         self._marks = 0  # probes so far: each probe's filter gets its own mark
@@ -153,7 +154,7 @@ class SummaryStore:
         """Store the summaries ``builds`` from the stage's observed ``values`` (``jvm.observed_metrics``)."""
         if not builds:
             return
-        self.folder.mkdir(parents=True, exist_ok=True)
+        self.storage.mkdirs(self.folder)
         for i, build in enumerate(builds):
             started = time.perf_counter()
             key_sketch = bytes(values[_sketch_metric(i, build, sketched)] or b"")
@@ -161,15 +162,15 @@ class SummaryStore:
             summary = BuiltSummary(build.stage, build.column, build.kind, key_family(df.schema[build.column].dataType),
                                    items=items, bits=build.bits, expected_items=build.expected_items,
                                    sketch=key_sketch or None)
-            base = self.folder / f"S{build.stage}-{build.column}"
+            base = join(self.folder, f"S{build.stage}-{build.column}")
             if build.kind == "bloom":
                 # Spark's aggregate gives NULL over no rows: an empty output, whose keys match nothing.
                 data = bytes(values[f"ip_{i}"] or b"")
                 summary.payload = data or None
                 summary.size_bytes = len(data)
                 summary.expected_fpp = jvm.bloom_filter_shape(data).expected_fpp if data else 0.0
-                base.with_suffix(".bloom").write_bytes(data)
-                summary.path = str(base.with_suffix(".bloom"))
+                summary.path = base + ".bloom"
+                self.storage.write_bytes(summary.path, data)
             elif build.kind == "hash-list":
                 seq = jvm.observed_value(observation, f"ip_{i}")
                 summary.payload = seq
@@ -179,7 +180,7 @@ class SummaryStore:
                 summary.payload = self.stage_paths[build.stage]  # the exact keys are the written output
                 summary.path = summary.payload
             summary.store_seconds = time.perf_counter() - started
-            base.with_suffix(".json").write_text(json.dumps(summary.metadata(), indent=2))
+            self.storage.write_text(base + ".json", json.dumps(summary.metadata(), indent=2))
             self.built[build.key] = summary
 
     # ---- probing (P_m) ------------------------------------------------------------------------------

@@ -1,82 +1,132 @@
-"""Put a finished stage output in place as a table's data, so a failed statement never damages a table.
+"""Put a finished stage output in place as a table's data, so a failed statement never damages a table and a
+reader sees the old data or the new, never a mix.
 
-The query has already been written completely (under the run's work directory) before anything here runs;
-what remains are renames:
-- create: the output directory is renamed to the table's location;
-- overwrite: the old data is renamed aside, the new data renamed into place, then the old data deleted; if the
-  second rename fails, the old data is renamed back;
-- append: the new files are renamed into the table's directory under names no other write uses.
-Renames are atomic within one file system; across file systems the data is first copied next to the target.
+The query has already been written completely (under the run's work directory) before anything here runs.
+Two ways to commit, by store (``Settings.commit``):
+- rename (local file systems, HDFS: a folder rename is one atomic step): create renames the output folder to
+  the table's location; overwrite renames the old data aside, the new data into place, then deletes the old (if
+  the second rename fails, the old data is renamed back); append renames the new files into the table's folder
+  under names no other write uses.
+- versioned (object stores, where a rename copies file by file): the output goes to a new version folder
+  ``<location>/v-<id>`` and the catalog entry, switched to it in one SQLite transaction, is the commit; the old
+  version is deleted after the switch. Append adds its files to the current version one by one (each file
+  appears whole, a reader may see some of them before the statement ends).
 """
 
 from __future__ import annotations
 
-import os
-import shutil
+import re
+import time
 import uuid
-from pathlib import Path
+from collections.abc import Callable
+from dataclasses import dataclass
 
+from aipq.engine.storage import Storage, join, name, parent
 from aipq.errors import BadInputError, ExecutionError
-from aipq.files import data_file_paths
+
+_VERSION = re.compile(r"v-\d{8}-\d{6}-[0-9a-f]{8}")
 
 
-def managed_location(home: Path, database: str, name: str) -> Path:
-    """Where CREATE TABLE … AS SELECT puts a table's data (Hive's warehouse layout)."""
-    return Path(home) / "warehouse" / f"{database}.db" / name
+@dataclass(frozen=True)
+class Commit:
+    """Where the table's data is after a write, and what to remove once the catalog points there."""
+
+    path: str
+    cleanup: Callable[[], None] = lambda: None
 
 
-def _next_to(target: Path, source: Path, tag: str) -> Path:
-    """``source`` on the target's file system, so the final rename is atomic."""
-    sibling = target.parent / f".{target.name}.aipq-{tag}-{uuid.uuid4().hex[:8]}"
-    try:
-        os.rename(source, sibling)
-    except OSError:  # another file system: copy, then the rename into place is still atomic
-        shutil.copytree(source, sibling)
-        shutil.rmtree(source, ignore_errors=True)
+def uses_versions(storage: Storage, location: str, commit: str) -> bool:
+    return commit == "versioned" or (commit == "auto" and not storage.renames_atomically(location))
+
+
+def table_base(path: str) -> str:
+    """The table's location: its data path, or the folder holding it when that is a version folder."""
+    return parent(path) if _VERSION.fullmatch(name(path)) else path
+
+
+def _new_version(base: str) -> str:
+    return join(base, f"v-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:8]}")
+
+
+def _sibling(storage: Storage, target: str, source: str, tag: str) -> str:
+    """``source`` moved next to ``target`` (same file system), so that the final rename is atomic."""
+    sibling = join(parent(target), f".{name(target)}.aipq-{tag}-{uuid.uuid4().hex[:8]}")
+    storage.rename(source, sibling)
     return sibling
 
 
-def publish(result: Path, location: Path, mode: str) -> None:
-    location = Path(location)
-    location.parent.mkdir(parents=True, exist_ok=True)
+def publish(storage: Storage, result: str, location: str, mode: str, commit: str = "auto") -> Commit:
+    """Commit the finished output ``result`` as the data of the table at ``location`` (its current data path,
+    or the managed location of a new table)."""
+    if mode not in ("create", "overwrite", "append"):
+        raise ValueError(f"unknown write mode {mode!r}")
+    if uses_versions(storage, location, commit):
+        return _publish_version(storage, result, location, mode)
+    storage.mkdirs(parent(location))
     if mode == "create":
-        if location.exists():
+        if storage.exists(location):
             raise BadInputError(f"{location} already holds data that no registered table owns",
                                 hint="move or delete it, or register it with aipq table add")
-        staged = _next_to(location, result, "new")
-        os.rename(staged, location)
+        storage.rename(_sibling(storage, location, result, "new"), location)
     elif mode == "overwrite":
-        staged = _next_to(location, result, "new")
-        old = location.parent / f".{location.name}.aipq-old-{uuid.uuid4().hex[:8]}"
-        had_old = location.exists()
+        staged = _sibling(storage, location, result, "new")
+        old = join(parent(location), f".{name(location)}.aipq-old-{uuid.uuid4().hex[:8]}")
+        had_old = storage.exists(location)
         if had_old:
-            os.rename(location, old)
+            storage.rename(location, old)
         try:
-            os.rename(staged, location)
-        except OSError as error:
+            storage.rename(staged, location)
+        except ExecutionError as error:
             if had_old:
-                os.rename(old, location)
-            shutil.rmtree(staged, ignore_errors=True)
-            raise ExecutionError(f"could not move the new data of {location} into place: {error}") from error
+                storage.rename(old, location)
+            storage.delete(staged)
+            raise ExecutionError(f"could not move the new data of {location} into place: {error.message}") from error
         if had_old:
-            shutil.rmtree(old, ignore_errors=True) if old.is_dir() else old.unlink(missing_ok=True)
-    elif mode == "append":
-        if location.exists() and not location.is_dir():
-            raise BadInputError(f"cannot append to {location}: the table is a single file",
-                                hint="INSERT OVERWRITE it once (it becomes a directory), or write a new table")
-        location.mkdir(parents=True, exist_ok=True)
-        staged = _next_to(location, result, "new")
-        tag = uuid.uuid4().hex[:8]
-        for path in data_file_paths(staged):
-            os.rename(path, location / f"part-aipq-{tag}-{path.name.removeprefix('part-')}")
-        shutil.rmtree(staged, ignore_errors=True)
+            storage.delete(old)
     else:
-        raise ValueError(f"unknown write mode {mode!r}")
+        _append_files(storage, result, location)
+    return Commit(location)
 
 
-def remove_data(location: Path) -> None:
-    location = Path(location)
-    if location.is_dir():
-        shutil.rmtree(location)
-    elif location.exists():
-        location.unlink()
+def _append_files(storage: Storage, result: str, location: str) -> None:
+    found = storage.status(location)
+    if found is not None and not found.is_dir:
+        raise BadInputError(f"cannot append to {location}: the table is a single file",
+                            hint="INSERT OVERWRITE it once (it becomes a directory), or write a new table")
+    storage.mkdirs(location)
+    staged = _sibling(storage, location, result, "new")
+    tag = uuid.uuid4().hex[:8]
+    for file in storage.data_files(staged) or []:
+        storage.rename(file.path, join(location, f"part-aipq-{tag}-{name(file.path).removeprefix('part-')}"))
+    storage.delete(staged)
+
+
+def _publish_version(storage: Storage, result: str, current: str, mode: str) -> Commit:
+    if mode == "append" and storage.exists(current):
+        _append_files(storage, result, current)
+        return Commit(current)
+    base = table_base(current)
+    if mode == "create" and storage.exists(base):
+        raise BadInputError(f"{base} already holds data that no registered table owns",
+                            hint="move or delete it, or register it with aipq table add")
+    storage.mkdirs(base)
+    version = _new_version(base)
+    storage.rename(result, version)
+    if mode == "create" or not storage.exists(current):
+        return Commit(version)
+    return Commit(version, lambda: _remove_old(storage, current, base, version))
+
+
+def _remove_old(storage: Storage, old: str, base: str, kept: str) -> None:
+    """The replaced data: the old version folder, or the data files a table kept directly in its folder."""
+    if old != base:
+        storage.delete(old)
+        return
+    for path, _, _ in storage.children(base):
+        if name(path) != name(kept) and not name(path).startswith((".", "_")):
+            storage.delete(path)
+
+
+def remove_data(storage: Storage, path: str) -> None:
+    """A dropped managed table's data (its version folders too)."""
+    storage.delete(table_base(path))

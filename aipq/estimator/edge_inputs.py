@@ -30,6 +30,7 @@ from aipq.config import Settings
 from aipq.estimator.benefit import EdgeEstimate, EdgeInputs, best_estimate
 from aipq.estimator.cardinality import Cardinality, StatsLookup, kept_distinct
 from aipq.estimator.parameters import PAGE_BYTES, Calibration, parse_memory, sort_buffer_pages
+from aipq.files import FileSource, NoFiles
 from aipq.ip.candidates import Candidate, Target, distinct_bound
 from aipq.ip.planner import NO_PRUNING, BuiltInfo, Pruning
 from aipq.planner.logical import Join, Scan, path_to
@@ -88,12 +89,17 @@ def feeds_shuffle(stage: Stage, leaf_id: int | None) -> bool:
 
 @dataclass(frozen=True)
 class SessionFacts:
-    """What the estimator reads from the running Spark session, injected so that it runs without one: a base
-    table's row count (parquet footers), the task slots, the driver memory and Spark's memory fraction."""
+    """What the estimator reads from the running Spark session and its storage, injected so that it runs
+    without one: a base table's row count (parquet footers), the data files at a path, and the cluster: task
+    slots (Spark's default parallelism), executors (N, 1 in local mode: the driver's JVM), the cores of one
+    executor (the tasks that share its memory) and its memory with Spark's memory fraction (B)."""
 
     table_rows: Callable[[TableEntry], int] | None = None
+    files: FileSource = field(default_factory=NoFiles)
     parallelism: int = 2
-    driver_memory: str | None = None
+    executors: int = 1
+    executor_cores: int | None = None  # None: all task slots share one JVM (local mode)
+    executor_memory: str | None = None  # the memory of the JVM that runs tasks (the driver's in local mode)
     memory_fraction: float | None = None
 
 
@@ -124,7 +130,7 @@ class EdgeEstimator:
         """A path's files, listed once per estimator: every candidate edge asks again, and tables (and stage
         outputs once written) do not change during a run."""
         if path not in self._listed:
-            self._listed[path] = data_files(path)
+            self._listed[path] = data_files(self.session.files, path)
         return self._listed[path]
 
     def __call__(self, candidate: Candidate, built: BuiltInfo | None,
@@ -149,7 +155,8 @@ class EdgeEstimator:
             probed_bytes=probed.bytes, probed_rows=probed.rows, probed_splits=probed.splits,
             probed_distinct=max(probed.keys.distinct, 1.0), summary_distinct=max(summary.distinct, 1.0),
             common_distinct=common, shuffle_partitions=self.reduce_tasks(self._shuffling_stage(candidate.target)),
-            sort_buffer_pages=self.sort_buffer, nodes=1, partials=self.reduce_tasks(candidate.producer),
+            sort_buffer_pages=self.sort_buffer, nodes=self.session.executors,
+            partials=self.reduce_tasks(candidate.producer),
             feeds_shuffle=probed.feeds_shuffle, shuffle_share=probed.shuffle_share, place=candidate.target.place,
             summary_is_bound=summary.bound,
             summary_rows=self.producer_rows(candidate.producer, candidate.column) if built is None else 0.0,
@@ -383,8 +390,12 @@ class EdgeEstimator:
         inputs that are written; the most (``shuffle_partitions``) while one is not."""
         if self.settings.reducer_bytes <= 0:
             return self.settings.shuffle_partitions
-        return reduce_tasks(self.settings, stage_input_bytes(self.dag.stage(stage_id), self._written_bytes),
-                            self._parallelism())
+        return reduce_tasks(self.settings, stage_input_bytes(self.dag.stage(stage_id), self._written_bytes,
+                                                             self._path_bytes), self._parallelism())
+
+    def _path_bytes(self, path: str) -> int | None:
+        files = self._files(path)
+        return files.bytes if files.fingerprint else None
 
     def _written_bytes(self, stage_id: int) -> int | None:
         if stage_id not in self.state.rows_written or stage_id not in self.state.stage_paths:
@@ -396,9 +407,9 @@ class EdgeEstimator:
 
     def _sort_buffer_pages(self) -> float:
         conf = dict(self.settings.spark_conf)
-        memory = self.session.driver_memory or conf.get("spark.driver.memory", "1g")
+        memory = self.session.executor_memory or conf.get("spark.driver.memory", "1g")
         fraction = self.session.memory_fraction or float(conf.get("spark.memory.fraction", 0.6))
-        return sort_buffer_pages(parse_memory(memory), fraction, self._parallelism())
+        return sort_buffer_pages(parse_memory(memory), fraction, self.session.executor_cores or self._parallelism())
 
 
 def _scaled(share: float) -> str:

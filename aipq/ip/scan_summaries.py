@@ -16,12 +16,12 @@ strategy builds is not run (``engine/executor.py``).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 
 from sqlglot import exp
 
 from aipq.config import Settings
-from aipq.files import path_bytes
 from aipq.ip.candidates import find_candidates
 from aipq.planner.logical import Join, Project, Scan
 from aipq.planner.stages import Stage, StageDag
@@ -30,7 +30,7 @@ from aipq.planner.stages import Stage, StageDag
 SCAN_STRATEGIES = ("always", "oracle", "adaptive")
 
 
-def filtered_scans(dag: StageDag, max_bytes: int) -> list[Scan]:
+def filtered_scans(dag: StageDag, max_bytes: int, sizes: Callable[[str], int | None]) -> list[Scan]:
     """Scans with map-side filters, of tables at most ``max_bytes``, in stages that join."""
     found: dict[int, Scan] = {}
     for stage in dag.stages:
@@ -38,17 +38,17 @@ def filtered_scans(dag: StageDag, max_bytes: int) -> list[Scan]:
             continue
         for node in stage.plan.walk():
             if isinstance(node, Scan) and node.filters:
-                size = path_bytes(node.table.path)
+                size = sizes(node.table.path)
                 if size is not None and size <= max_bytes:
                     found.setdefault(id(node), node)
     return list(found.values())
 
 
-def add_scan_summaries(dag: StageDag, settings: Settings) -> StageDag:
+def add_scan_summaries(dag: StageDag, settings: Settings, sizes: Callable[[str], int | None]) -> StageDag:
     """``dag`` with a SCAN stage, run before the others, for each filtered scan whose keys some stage may use."""
     if settings.ip not in SCAN_STRATEGIES or settings.scan_summaries <= 0:
         return dag
-    scans = filtered_scans(dag, settings.scan_summaries)
+    scans = filtered_scans(dag, settings.scan_summaries, sizes)
     if not scans:
         return dag
     first = max(s.id for s in dag.stages) + 1

@@ -8,9 +8,9 @@ only base tables whose files total at most ``SMALL_INPUT_BYTES`` (64 KB), and an
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 from aipq.errors import BadInputError
-from aipq.files import path_bytes
 from aipq.planner.logical import Join, Node, Scan
 from aipq.planner.physical import at_most_one_row
 from aipq.planner.resolve import find_word
@@ -19,25 +19,25 @@ _CROSS_JOIN = re.compile(r"\bcross\s+join\b", re.IGNORECASE)
 SMALL_INPUT_BYTES = 64 * 1024  # a few thousand rows of parquet: pairing them with any table stays cheap
 
 
-def known_small(node: Node) -> bool:
+def known_small(node: Node, sizes: Callable[[str], int | None]) -> bool:
     if at_most_one_row(node):
         return True
     total = 0
     for sub in node.walk():
         if isinstance(sub, Scan):
-            size = path_bytes(sub.table.path)
+            size = sizes(sub.table.path)
             if size is None:
                 return False
             total += size
     return total <= SMALL_INPUT_BYTES
 
 
-def check_cartesian(root: Node, sql: str, source_name: str | None) -> None:
+def check_cartesian(root: Node, sql: str, source_name: str | None, sizes: Callable[[str], int | None]) -> None:
     if _CROSS_JOIN.search(sql):
         return  # written as a Cartesian product on purpose (sqlglot parses a comma join as CROSS too)
     for node in root.walk():
-        if isinstance(node, Join) and node.kind == "cross" and not (known_small(node.left)
-                                                                    or known_small(node.right)):
+        if isinstance(node, Join) and node.kind == "cross" and not (known_small(node.left, sizes)
+                                                                    or known_small(node.right, sizes)):
             scans = [s for s in node.right.walk() if isinstance(s, Scan)]
             position = find_word(sql, scans[0].alias) if scans else None
             raise BadInputError(

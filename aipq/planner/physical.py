@@ -8,9 +8,9 @@ the IP planner and the benefit estimator — knows each stage's physical join.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 
-from aipq.files import path_bytes
 from aipq.planner.logical import (
     Aggregate,
     Filter,
@@ -37,7 +37,7 @@ _BROADCASTABLE = {
 }
 
 
-def pipeline_bytes(node: Node) -> int | None:
+def pipeline_bytes(node: Node, sizes: Callable[[str], int | None]) -> int | None:
     """Bytes read by a map-side base-table pipeline, or None if it is not one (or sizes are unknown)."""
     total = 0
     for sub in node.walk():
@@ -46,7 +46,7 @@ def pipeline_bytes(node: Node) -> int | None:
         if isinstance(sub, Join) and sub.physical != "broadcast":
             return None
         if isinstance(sub, Scan):
-            size = path_bytes(sub.table.path)
+            size = sizes(sub.table.path)
             if size is None:
                 return None
             total += size
@@ -62,7 +62,7 @@ def at_most_one_row(node: Node) -> bool:
     return isinstance(node, Aggregate) and not node.groups
 
 
-def choose_physical_joins(root: Node, broadcast_threshold: int) -> Node:
+def choose_physical_joins(root: Node, broadcast_threshold: int, sizes: Callable[[str], int | None]) -> Node:
     """Broadcast small base-table pipelines; always broadcast a one-row input (there is no key to
     repartition a scalar subquery's value on, and copying one row costs nothing)."""
     def choose(node: Node) -> Node:
@@ -73,9 +73,9 @@ def choose_physical_joins(root: Node, broadcast_threshold: int) -> Node:
                 return replace(node, physical="broadcast", broadcast_side=side)
         if broadcast_threshold <= 0:
             return node
-        sizes = {"left": pipeline_bytes(node.left), "right": pipeline_bytes(node.right)}
-        candidates = [(sizes[side], side) for side in _BROADCASTABLE[node.kind]
-                      if sizes[side] is not None and sizes[side] <= broadcast_threshold]
+        inputs = {"left": pipeline_bytes(node.left, sizes), "right": pipeline_bytes(node.right, sizes)}
+        candidates = [(inputs[side], side) for side in _BROADCASTABLE[node.kind]
+                      if inputs[side] is not None and inputs[side] <= broadcast_threshold]
         if not candidates:
             return node
         _, side = min(candidates)

@@ -18,18 +18,18 @@ import math
 from collections.abc import Callable
 
 from aipq.config import Settings
-from aipq.files import path_bytes
 from aipq.planner.logical import Scan
 from aipq.planner.stages import Stage, StageRead
 
 
-def stage_input_bytes(stage: Stage, stage_bytes: Callable[[int], int | None]) -> int | None:
-    """Bytes of the files ``stage`` reads: its base tables' and its input stages' outputs (``stage_bytes``,
-    None while one is not written yet); None when a size is unknown."""
+def stage_input_bytes(stage: Stage, stage_bytes: Callable[[int], int | None],
+                      sizes: Callable[[str], int | None]) -> int | None:
+    """Bytes of the files ``stage`` reads: its base tables' (``sizes`` of a path) and its input stages' outputs
+    (``stage_bytes``, None while one is not written yet); None when a size is unknown."""
     total = 0
     for node in stage.plan.walk():
         if isinstance(node, Scan):
-            size = path_bytes(node.table.path)
+            size = sizes(node.table.path)
         elif isinstance(node, StageRead):
             size = stage_bytes(node.stage_id)
         else:

@@ -5,9 +5,8 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
-from pathlib import Path
 
-from aipq.files import data_file_paths
+from aipq.files import FileSource
 
 
 @dataclass(frozen=True)
@@ -37,18 +36,14 @@ class DataFiles:
         return partitions + (1 if current > 0 else 0)
 
 
-def data_files(path: str) -> DataFiles:
-    """Fingerprint of the data at a local path (a file or a folder of files; hidden and _-prefixed files, such
-    as _SUCCESS and .crc, are not data)."""
-    root = Path(path.removeprefix("file:"))
-    if not root.exists():
+def data_files(files: FileSource, path: str) -> DataFiles:
+    """Fingerprint of the data at ``path`` (a file or a folder of files, on any store ``files`` reaches;
+    hidden and _-prefixed files, such as _SUCCESS and .crc, are not data)."""
+    found = files.data_files(path)
+    if found is None:
         return DataFiles(path, "", 0, 0, ())
     digest = hashlib.sha256()
-    sizes, paths = [], []
-    for file in data_file_paths(root):
-        stat = file.stat()
-        relative = file.name if root.is_file() else str(file.relative_to(root))
-        digest.update(f"{relative}\0{stat.st_size}\0{stat.st_mtime_ns}\n".encode())
-        sizes.append(stat.st_size)
-        paths.append(str(file))
-    return DataFiles(path, digest.hexdigest()[:32], len(sizes), sum(sizes), tuple(sizes), tuple(paths))
+    for file in found:
+        digest.update(f"{file.relative}\0{file.length}\0{file.modified_ms}\n".encode())
+    return DataFiles(path, digest.hexdigest()[:32], len(found), sum(f.length for f in found),
+                     tuple(f.length for f in found), tuple(f.path for f in found))

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from sqlglot import exp
 
 from aipq.catalog import TableEntry
+from aipq.files import FileSource
 from aipq.planner.logical import Aggregate, Filter, Join, Node, Project, Scan
 from aipq.planner.stages import StageDag
 from aipq.stats.fingerprint import DataFiles, data_files
@@ -71,7 +72,7 @@ def interesting_names(root: Node) -> set[str]:
     return names
 
 
-def plan_statistics(dag: StageDag, repository: StatsRepository | None,
+def plan_statistics(dag: StageDag, repository: StatsRepository | None, files: FileSource,
                     extra_columns: tuple[str, ...] = ()) -> list[TableNeed]:
     """Per input table of the query (by data path), the statistics wanted and the ones missing."""
     names = interesting_names(dag.plan.root)
@@ -88,7 +89,7 @@ def plan_statistics(dag: StageDag, repository: StatsRepository | None,
             if internal in names or qualified & extra:
                 columns.add(source)
         if entry.path not in needs:
-            needs[entry.path] = TableNeed(entry, data_files(entry.path), (), (), False)
+            needs[entry.path] = TableNeed(entry, data_files(files, entry.path), (), (), False)
         needs[entry.path].scans.append(id(node))
     for path, need in needs.items():
         need.columns = tuple(sorted(wanted[path]))

@@ -49,7 +49,8 @@ public final class FooterStatistics {
                 if (file.isEmpty()) {
                     continue;
                 }
-                HadoopInputFile input = HadoopInputFile.fromPath(new Path(new java.io.File(file).toURI()), conf);
+                HadoopInputFile input = HadoopInputFile.fromPath(file.contains(":") ? new Path(file)
+                        : new Path(new java.io.File(file).toURI()), conf);
                 try (ParquetFileReader reader = ParquetFileReader.open(input)) {
                     for (BlockMetaData block : reader.getFooter().getBlocks()) {
                         merge(block.getColumns(), wanted, merged, nulls, lacking);

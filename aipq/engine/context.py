@@ -1,0 +1,106 @@
+"""What one command runs with, built once: the home, the settings, and (made on first use) the Spark session,
+storage, catalog, statistics repository and calibration. A workflow's SET gives a statement other settings over
+the same session, storage and catalog (``with_settings``)."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from aipq.catalog import Catalog
+from aipq.config import Settings, home_writable
+from aipq.engine.session import SparkCatalogLookup, get_session
+from aipq.engine.storage import Storage, join
+from aipq.estimator.parameters import Calibration, load_calibration
+from aipq.stats.repository import StatsRepository
+
+
+@dataclass
+class _Shared:
+    """What every statement of a command shares, whatever its settings."""
+
+    spark: object | None = None
+    storage: Storage | None = None
+    catalog: Catalog | None = None
+    repository: StatsRepository | None = None
+    calibration: Calibration | None = None
+
+
+@dataclass(frozen=True)
+class RunContext:
+    home: Path
+    settings: Settings = field(default_factory=Settings)
+    _shared: _Shared = field(default_factory=_Shared, repr=False, compare=False)
+
+    def with_settings(self, settings: Settings) -> RunContext:
+        return replace(self, settings=settings)
+
+    @property
+    def spark(self):
+        """The Spark session, started on first use (planning alone needs none); a setting fixed at start that
+        these settings give differently is an error (``get_session``)."""
+        if self._shared.spark is None:
+            self._shared.spark = get_session(self.settings, self.home)
+        else:
+            get_session(self.settings, self.home)  # checks the fixed settings again
+        return self._shared.spark
+
+    @property
+    def started(self) -> bool:
+        return self._shared.spark is not None
+
+    @property
+    def storage(self) -> Storage:
+        if self._shared.storage is None:
+            self._shared.storage = Storage(lambda: self.spark)
+        return self._shared.storage
+
+    @property
+    def catalog(self) -> Catalog:
+        """aipq's catalog, falling back to Spark's own (a Hive metastore) when the settings ask for it."""
+        if self._shared.catalog is None:
+            catalog = Catalog(self.home)
+            if self.settings.spark_conf.get("spark.sql.catalogImplementation") == "hive":
+                catalog = catalog.with_fallbacks(SparkCatalogLookup(self.spark))
+            self._shared.catalog = catalog
+        return self._shared.catalog
+
+    @property
+    def uses_statistics(self) -> bool:
+        """Statistics are read and stored unless turned off or the home is read-only."""
+        return self.settings.statistics != "off" and home_writable(self.home)
+
+    @property
+    def repository(self) -> StatsRepository | None:
+        if not self.uses_statistics:
+            return None
+        if self._shared.repository is None:
+            self._shared.repository = StatsRepository(self.home)
+        return self._shared.repository
+
+    @property
+    def calibration(self) -> Calibration:
+        if self._shared.calibration is None:
+            self._shared.calibration = load_calibration(self.home)
+        return self._shared.calibration
+
+    @property
+    def warehouse(self) -> str:
+        """Where CREATE TABLE … AS SELECT puts tables' data: ``--warehouse`` or ``<home>/warehouse``."""
+        return self.settings.warehouse or str(Path(self.home) / "warehouse")
+
+    def managed_location(self, database: str, name: str) -> str:
+        """A managed table's data folder (Hive's warehouse layout)."""
+        return join(self.warehouse, f"{database}.db", name)
+
+    @property
+    def runs_dir(self) -> str:
+        """Where runs keep their stage outputs: ``--work-dir``, ``<home>/runs``, or a folder under the system's
+        temporary one when the home is read-only."""
+        if self.settings.work_dir:
+            return self.settings.work_dir
+        if home_writable(Path(self.home)):
+            return str(Path(self.home) / "runs")
+        return str(Path(tempfile.gettempdir()) / f"aipq-runs-{os.getuid()}")

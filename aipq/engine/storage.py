@@ -1,0 +1,325 @@
+"""Every file operation aipq does on tables, the warehouse, stage outputs, summaries and results.
+
+A plain path or a ``file:`` URI is handled here with Python's file functions (planning and ``tpch gen`` need no
+JVM); any other URI (``hdfs://``, ``s3a://``, ``abfs://``, ``gs://``, a scheme set up with
+``spark.hadoop.fs.<scheme>.impl``) goes through Hadoop's FileSystem in the driver's JVM
+(``jvm.HadoopFiles``), the same code Spark's readers and writers use. No other module opens, lists, renames or
+deletes a data path (``tests/test_storage.py`` checks the source).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import stat as stat_module
+import tempfile
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import BinaryIO
+
+from aipq.errors import BadInputError, ExecutionError
+from aipq.files import FileInfo, is_hidden
+
+# Stores whose rename is a copy (no atomic directory rename): table commits there switch the catalog's pointer
+# to a new version folder instead (engine/tables.py).
+OBJECT_STORE_SCHEMES = ("s3", "s3a", "s3n", "gs", "wasb", "wasbs", "oss", "cos", "cosn", "obs", "r2")
+
+
+def scheme_of(uri: str) -> str:
+    """``hdfs`` of ``hdfs://nn/x``; ``file`` for a plain path."""
+    head, sep, _ = uri.partition(":")
+    return head.lower() if sep and "/" not in head and len(head) > 1 else "file"
+
+
+def is_local(uri: str) -> bool:
+    return scheme_of(uri) == "file"
+
+
+def local_path(uri: str) -> str:
+    """The file-system path of a plain path or ``file:`` URI."""
+    if uri.startswith("file://"):
+        return uri[len("file://"):] or "/"
+    return uri.removeprefix("file:")
+
+
+def join(uri: str, *parts: str) -> str:
+    return "/".join([uri.rstrip("/"), *parts])
+
+
+def parent(uri: str) -> str:
+    return uri.rstrip("/").rsplit("/", 1)[0]
+
+
+def name(uri: str) -> str:
+    return uri.rstrip("/").rsplit("/", 1)[-1]
+
+
+@dataclass(frozen=True)
+class Status:
+    is_dir: bool
+    length: int
+    modified_ms: int
+
+
+class _LocalFiles:
+    """The primitives on the local file system (``file:`` URIs and plain paths)."""
+
+    def status(self, uri: str) -> Status | None:
+        try:
+            found = os.stat(local_path(uri))
+        except OSError:
+            return None
+        return Status(stat_module.S_ISDIR(found.st_mode), found.st_size, found.st_mtime_ns // 1_000_000)
+
+    def data_files(self, uri: str) -> list[FileInfo] | None:
+        root = local_path(uri)
+        if os.path.isfile(root):
+            found = os.stat(root)
+            return [FileInfo(root, os.path.basename(root), found.st_size, found.st_mtime_ns // 1_000_000)]
+        if not os.path.isdir(root):
+            return None
+        files = []
+        for folder, dirs, names in os.walk(root):
+            dirs[:] = [d for d in dirs if not d.startswith((".", "_"))]
+            for file_name in names:
+                path = os.path.join(folder, file_name)
+                relative = os.path.relpath(path, root)
+                if is_hidden(relative):
+                    continue
+                try:
+                    found = os.stat(path)
+                except OSError:  # removed while listing
+                    continue
+                files.append(FileInfo(path, relative, found.st_size, found.st_mtime_ns // 1_000_000))
+        return sorted(files, key=lambda f: f.relative)
+
+    def children(self, uri: str) -> list[tuple[str, bool, int]]:
+        root = local_path(uri)
+        try:
+            entries = sorted(os.scandir(root), key=lambda e: e.name)
+        except OSError:
+            return []
+        found = []
+        for entry in entries:
+            try:
+                found.append((entry.path, entry.is_dir(), entry.stat().st_mtime_ns // 1_000_000))
+            except OSError:
+                continue
+        return found
+
+    def mkdirs(self, uri: str) -> bool:
+        os.makedirs(local_path(uri), exist_ok=True)
+        return True
+
+    def rename(self, source: str, target: str) -> bool:
+        target_path = local_path(target)
+        if os.path.lexists(target_path):
+            return False
+        try:
+            os.rename(local_path(source), target_path)
+        except OSError as error:
+            if error.errno != 18:  # EXDEV: another file system
+                return False
+            shutil.move(local_path(source), target_path)
+        return True
+
+    def delete(self, uri: str, recursive: bool = True) -> bool:
+        path = local_path(uri)
+        if os.path.isdir(path) and not os.path.islink(path):
+            shutil.rmtree(path, ignore_errors=True)
+            return not os.path.exists(path)
+        try:
+            os.unlink(path)
+        except FileNotFoundError:
+            return False
+        return True
+
+    def write_bytes(self, uri: str, data: bytes) -> None:
+        path = local_path(uri)
+        os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+        with open(path, "wb") as out:
+            out.write(data)
+
+    def read_bytes(self, uri: str) -> bytes:
+        with open(local_path(uri), "rb") as data:
+            return data.read()
+
+    def append_to_local(self, uris: Sequence[str], local_file: str) -> int:
+        copied = 0
+        with open(local_file, "ab") as out:
+            for uri in uris:
+                with open(local_path(uri), "rb") as data:
+                    shutil.copyfileobj(data, out)
+                    copied += data.tell()
+        return copied
+
+
+class _HadoopFiles:
+    """The primitives through Hadoop's FileSystem in the JVM (started on first use)."""
+
+    def __init__(self, session: Callable[[], object] | None):
+        self._session = session
+        self._files = None
+
+    def _jvm_files(self):
+        if self._files is None:
+            if self._session is None:
+                raise ExecutionError("a path on a distributed store needs the Spark session, and none was given")
+            from aipq.engine.jvm import HadoopFiles
+
+            self._files = HadoopFiles(self._session())
+        return self._files
+
+    def status(self, uri: str) -> Status | None:
+        found = self._jvm_files().status(uri)
+        return None if found is None else Status(*found)
+
+    def data_files(self, uri: str) -> list[FileInfo] | None:
+        found = self._jvm_files().data_files(uri)
+        return None if found is None else [FileInfo(*f) for f in found]
+
+    def __getattr__(self, attribute: str):  # children, mkdirs, rename, delete, read/write bytes, append_to_local
+        return getattr(self._jvm_files(), attribute)
+
+
+class Storage:
+    """File operations on any URI, local ones in Python and the rest through Hadoop's FileSystem. Failures of
+    the operations that move data are ``ExecutionError``s naming the path."""
+
+    def __init__(self, session: Callable[[], object] | None = None):
+        self._local = _LocalFiles()
+        self._hadoop = _HadoopFiles(session)
+
+    def _on(self, uri: str):
+        return self._local if is_local(uri) else self._hadoop
+
+    def status(self, uri: str) -> Status | None:
+        return self._on(uri).status(uri)
+
+    def exists(self, uri: str) -> bool:
+        return self.status(uri) is not None
+
+    def is_dir(self, uri: str) -> bool:
+        found = self.status(uri)
+        return found is not None and found.is_dir
+
+    def data_files(self, uri: str) -> list[FileInfo] | None:
+        return self._on(uri).data_files(uri)
+
+    def children(self, uri: str) -> list[tuple[str, bool, int]]:
+        """(path, is a directory, modified ms) of each entry directly under ``uri``; none when it is missing."""
+        return self._on(uri).children(uri)
+
+    def mkdirs(self, uri: str) -> None:
+        try:
+            made = self._on(uri).mkdirs(uri)
+        except Exception as error:
+            raise ExecutionError(f"cannot create the folder {uri}: {_reason(error)}") from error
+        if not made and not self.is_dir(uri):
+            raise ExecutionError(f"cannot create the folder {uri}")
+
+    def rename(self, source: str, target: str) -> None:
+        """Move ``source`` to ``target``, which must not exist (atomic on local file systems and HDFS; a copy on
+        object stores)."""
+        try:
+            moved = self._on(source).rename(source, target)
+        except Exception as error:
+            raise ExecutionError(f"cannot move {source} to {target}: {_reason(error)}") from error
+        if not moved:
+            raise ExecutionError(f"cannot move {source} to {target}"
+                                 + (": the target exists" if self.exists(target) else ""))
+
+    def delete(self, uri: str) -> None:
+        """Remove a file or a folder with everything in it; nothing when it is missing. Never raises: what it
+        removes is left over from a run or replaced data."""
+        with contextlib.suppress(Exception):  # cleanup: a leftover is reported by whoever needs the path
+            self._on(uri).delete(uri, True)
+
+    def write_bytes(self, uri: str, data: bytes) -> None:
+        try:
+            self._on(uri).write_bytes(uri, data)
+        except Exception as error:
+            raise ExecutionError(f"cannot write {uri}: {_reason(error)}") from error
+
+    def read_bytes(self, uri: str) -> bytes:
+        return self._on(uri).read_bytes(uri)
+
+    def write_text(self, uri: str, text: str) -> None:
+        self.write_bytes(uri, text.encode())
+
+    def read_text(self, uri: str) -> str:
+        return self.read_bytes(uri).decode()
+
+    def append_to_local(self, uris: Sequence[str], local_file: str) -> int:
+        """Append the files ``uris`` in order to the driver-local file ``local_file`` (a result brought home)."""
+        if not uris:
+            return 0
+        return self._on(uris[0]).append_to_local(list(uris), local_file)
+
+    def copy_to(self, uris: Sequence[str], out: BinaryIO) -> None:
+        """Write the files ``uris`` in order to the stream ``out`` (a result on stdout)."""
+        with tempfile.TemporaryDirectory(prefix="aipq-output-") as folder:
+            assembled = os.path.join(folder, "assembled")
+            open(assembled, "wb").close()
+            self.append_to_local(uris, assembled)
+            with open(assembled, "rb") as data:
+                shutil.copyfileobj(data, out)
+
+    def assemble_local(self, uris: Sequence[str], target: str, header: bytes = b"") -> None:
+        """``header`` then the files ``uris`` in the driver-local file ``target``, assembled beside it and
+        moved into place only when complete (an interrupted run never leaves half a file)."""
+        target = os.path.abspath(target)
+        handle, assembled = tempfile.mkstemp(prefix=f".{os.path.basename(target)}.", dir=os.path.dirname(target))
+        try:
+            with os.fdopen(handle, "wb") as out:
+                out.write(header)
+            self.append_to_local(uris, assembled)
+            os.replace(assembled, target)  # atomic within one file system
+        finally:
+            if os.path.exists(assembled):
+                os.unlink(assembled)
+
+    @staticmethod
+    def check_local_target(target: str, force: bool) -> str:
+        """A driver-local output file can be written: its folder exists and is writable, and an existing file
+        is replaced only with ``force``. Its absolute path."""
+        target = os.path.abspath(os.path.expanduser(target))
+        folder = os.path.dirname(target)
+        if os.path.isdir(target):
+            raise BadInputError(f"--output {target} is a directory", hint="give a file path")
+        if not os.path.isdir(folder):
+            raise BadInputError(f"the folder of --output ({folder}) does not exist")
+        if os.path.lexists(target):
+            if not force:
+                raise BadInputError(f"--output {target} exists", hint="add --force to replace it, or give a new name")
+            if not os.access(target, os.W_OK):
+                raise BadInputError(f"--output {target} is read-only", hint="make it writable, or give a new name")
+        try:
+            with tempfile.NamedTemporaryFile(prefix=f".{os.path.basename(target)}.", dir=folder):
+                pass
+        except OSError as error:
+            raise BadInputError(f"cannot write --output into {folder}: {error.strerror or error}",
+                                hint="choose a writable folder") from error
+        return target
+
+    @staticmethod
+    def renames_atomically(uri: str) -> bool:
+        """Whether a folder rename on this store is one atomic step (local file systems, HDFS) or a copy of
+        each file (object stores)."""
+        return scheme_of(uri) not in OBJECT_STORE_SCHEMES
+
+
+def _reason(error: Exception) -> str:
+    """What went wrong, in one line: the Java exception's message for a Hadoop failure."""
+    java = getattr(error, "java_exception", None)
+    if java is not None:
+        with contextlib.suppress(Exception):  # the JVM side is gone
+            return str(java.getMessage() or java.toString()).splitlines()[0]
+    text = getattr(error, "strerror", None) or str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__
+
+
+def local_storage() -> Storage:
+    """A Storage for local paths only (planning, tests without Spark)."""
+    return Storage(None)
