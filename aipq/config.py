@@ -241,9 +241,9 @@ def knob_table() -> str:
     for knob in KNOBS:
         if not knob.flag:
             continue
-        values = "\\|".join(knob.choices) if knob.kind == "choice" else {
-            "size": "SIZE", "size-or-auto": "SIZE\\|auto", "int": "N", "float": "X", "columns": "COLS", "uri": "URI"}.get(knob.kind,
-                                                                                                           "NAME")
+        kinds = {"size": "SIZE", "size-or-auto": "SIZE\\|auto", "int": "N", "float": "X", "columns": "COLS",
+                 "uri": "URI"}
+        values = "\\|".join(knob.choices) if knob.kind == "choice" else kinds.get(knob.kind, "NAME")
         shown = knob.shown if knob.shown is not None else str(knob.default)
         rows.append(f"| `{knob.flag} {values}` | {shown} | {knob.doc} |")
     return "\n".join(rows)

@@ -102,7 +102,7 @@ def test_the_estimator_prices_only_what_a_map_side_join_lets_through(tpch):
     """TPC-H Q8 with broadcast joins: lineitem meets the parts of one type map-side, before its shuffle, so a
     summary probing lineitem there saves shuffling a small share of it; with repartition joins all of it."""
     from aipq.config import Settings
-    from aipq.estimator.edge_inputs import EdgeEstimator
+    from aipq.estimator.edge_inputs import EdgeEstimator, SessionFacts
     from aipq.estimator.parameters import DEFAULT_UNIT_COSTS, Calibration
     from aipq.ip.candidates import find_candidates
     from aipq.pipeline import plan_query
@@ -115,7 +115,7 @@ def test_the_estimator_prices_only_what_a_map_side_join_lets_through(tpch):
     for threshold in (0, part):
         settings = Settings(ip="adaptive", broadcast_threshold=threshold)
         dag = plan_query(query_text(8), tpch, settings, LOCAL_FILES).dag
-        estimator = EdgeEstimator(dag, settings, None, calibration)
+        estimator = EdgeEstimator(dag, settings, None, calibration, session=SessionFacts(files=LOCAL_FILES))
         probes = [estimator.probed_input(c) for c in find_candidates(dag)
                   if c.target.label == "lineitem" and c.target.place == "input"]
         shares[threshold] = min(p.shuffle_share for p in probes if p is not None and p.feeds_shuffle)
@@ -128,7 +128,7 @@ def test_a_stage_output_no_run_has_stored_is_priced_at_its_plans_cardinality(tpc
     be priced at the rows of its key's input table (Q8's lineitem ⋈ part at lineitem's 6 M rows at SF 1, against
     about 40 thousand), which credited edges with seconds of savings further on that do not exist."""
     from aipq.config import Settings
-    from aipq.estimator.edge_inputs import EdgeEstimator
+    from aipq.estimator.edge_inputs import EdgeEstimator, SessionFacts
     from aipq.estimator.parameters import DEFAULT_UNIT_COSTS, Calibration
     from aipq.pipeline import plan_query
     from aipq.planner.stages import StageRead
@@ -136,7 +136,8 @@ def test_a_stage_output_no_run_has_stored_is_priced_at_its_plans_cardinality(tpc
 
     settings = Settings(ip="adaptive", broadcast_threshold=0)
     dag = plan_query(query_text(8), tpch, settings, LOCAL_FILES).dag
-    estimator = EdgeEstimator(dag, settings, None, Calibration(DEFAULT_UNIT_COSTS, 7e-8, "defaults"))
+    estimator = EdgeEstimator(dag, settings, None, Calibration(DEFAULT_UNIT_COSTS, 7e-8, "defaults"),
+                              session=SessionFacts(files=LOCAL_FILES))
     first_join = next(s for s in dag.stages if s.operator == "JOIN" and set(s.tables) >= {"default.lineitem",
                                                                                           "default.part"})
     probed = estimator._stage_output(first_join, "l_orderkey", shuffled=True)

@@ -27,7 +27,6 @@ edges came out 3.6 s and 1.6 s "faster")."""
 
 from __future__ import annotations
 
-import shutil
 import statistics
 from dataclasses import dataclass, field, replace
 from functools import partial
@@ -37,6 +36,7 @@ from aipq.bench.staging import bench_session
 from aipq.bench.steal import StealTally, undisturbed_run
 from aipq.bench.strategies import QueryRunner, round_order
 from aipq.config import Settings
+from aipq.engine.context import RunContext
 from aipq.ip.planner import EdgeSet
 from aipq.planner.stages import StageDag
 
@@ -153,16 +153,17 @@ def measure_decisions(home: Path, workload: list[tuple[str, str]], repeat: int, 
     ``steal`` counts the timed runs run again for steal and the steal of those kept."""
     from aipq.bench.strategies import joins_label
 
-    spark, catalog, scratch = bench_session(home, base)
+    context = RunContext(home, base)
+    scratch = bench_session(context)
     try:
-        runner = QueryRunner(spark, home, catalog, scratch)
+        runner = QueryRunner(context, scratch)
         found = []
         for threshold in thresholds or [base.broadcast_threshold]:
             found += _measure(runner, workload, repeat, replace(base, broadcast_threshold=threshold),
                               joins_label(threshold), progress, steal if steal is not None else StealTally())
         return found
     finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+        context.storage.delete(scratch)
 
 
 def _measure(runner: QueryRunner, workload: list[tuple[str, str]], repeat: int, base: Settings, joins: str,

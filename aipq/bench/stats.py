@@ -11,7 +11,6 @@ distinct counts of the same columns.
 
 from __future__ import annotations
 
-import shutil
 import statistics
 from dataclasses import dataclass, field, replace
 from functools import partial
@@ -21,6 +20,7 @@ from aipq.bench.staging import bench_session
 from aipq.bench.steal import undisturbed_round
 from aipq.bench.strategies import Measurement, QueryRunner, round_order
 from aipq.config import Settings
+from aipq.engine.context import RunContext
 from aipq.engine.session import read_table
 from aipq.stats.repository import StatsRepository
 from aipq.stats.sketches import relative_standard_error
@@ -58,12 +58,13 @@ class NdvError:
 
 def measure_collection(home: Path, workload: list[tuple[str, str]], lg_ks: list[int], repeat: int,
                        base: Settings, progress=None) -> tuple[list[CollectionOverhead], list[NdvError]]:
-    spark, catalog, scratch = bench_session(home, base)
+    context = RunContext(home, base)
+    scratch = bench_session(context)
     try:
-        return _measure(spark, catalog, QueryRunner(spark, home, catalog, scratch), StatsRepository(home), workload,
-                        lg_ks, repeat, base, progress)
+        return _measure(context.spark, context.catalog, QueryRunner(context, scratch), StatsRepository(home),
+                        workload, lg_ks, repeat, base, progress)
     finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+        context.storage.delete(scratch)
 
 
 def _measure(spark, catalog, runner: QueryRunner, repository: StatsRepository, workload: list[tuple[str, str]],

@@ -387,8 +387,8 @@ def calibrate(ctx, megabytes, runs, settings: Settings):
     home = home_dir(ctx)
     err = Console(stderr=True)
     with err.status(f"measuring read, write, shuffle, byte, probe and build costs on {megabytes} MB…"):
-        costs, probe, build = measure(RunContext(home, settings).spark, megabytes, runs)
-    path = save_calibration(home, costs, probe, build)
+        costs, probe, build = measure(RunContext(home, settings), megabytes, runs)
+    path = save_calibration(home, settings.master, costs, probe, build)
     table = Table(title="unit costs (seconds)")
     for column in ("cost", "measured", "default"):
         table.add_column(column, justify="right" if column != "cost" else "left")

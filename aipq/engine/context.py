@@ -83,7 +83,7 @@ class RunContext:
     @property
     def calibration(self) -> Calibration:
         if self._shared.calibration is None:
-            self._shared.calibration = load_calibration(self.home)
+            self._shared.calibration = load_calibration(self.home, self.settings.master)
         return self._shared.calibration
 
     @property

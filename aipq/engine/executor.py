@@ -20,6 +20,7 @@ from aipq.engine import jvm
 from aipq.engine.compile import StageCompiler
 from aipq.engine.context import RunContext
 from aipq.engine.jvm import ShuffleFigures, job_group_figures
+from aipq.engine.processes import process_alive, process_start
 from aipq.engine.session import java_message, sql_conf, stage_sql_conf, table_rows, user_runtime_conf
 from aipq.engine.statistics import StatisticsCollector
 from aipq.engine.storage import Storage, join
@@ -87,18 +88,8 @@ def new_work_dir(storage: Storage, root: str) -> tuple[str, str]:
     work_dir = join(root, run_id)
     storage.mkdirs(work_dir)
     storage.write_text(join(work_dir, OWNER_FILE), f"{socket.gethostname()} {os.getpid()} "
-                                                   f"{_process_start(os.getpid())}\n")
+                                                   f"{process_start(os.getpid())}\n")
     return run_id, work_dir
-
-
-def _process_start(pid: int) -> str:
-    """When process ``pid`` started (field 22 of /proc/PID/stat), so that a reused pid is not taken for the
-    owner; empty where /proc does not exist."""
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().rsplit(")", 1)[-1].split()[19]
-    except OSError:
-        return ""
 
 
 def keep_work_dir(storage: Storage, record: RunRecord) -> None:
@@ -117,13 +108,7 @@ def _owner_alive(storage: Storage, work_dir: str, modified_ms: int) -> bool:
         return time.time() - modified_ms / 1000 < 86400
     if host != socket.gethostname():
         return time.time() - modified_ms / 1000 < 86400  # another machine's run: only its age tells
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return not started or _process_start(pid) == started[0]
+    return process_alive(pid, started[0] if started else "")
 
 
 def remove_stale_work_dirs(storage: Storage, root: str) -> None:

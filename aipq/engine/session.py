@@ -56,8 +56,20 @@ def _quiet_python_error_logs() -> None:
         PySparkLogger.getLogger(name).setLevel(logging.CRITICAL + 10)
 
 
+def check_classic(settings: Settings) -> None:
+    """aipq drives Spark's JVM directly (its Bloom filters, sketches and storage calls), which a Spark Connect
+    client has no access to: say so before PySpark fails deep in py4j."""
+    remote = (settings.spark_conf.get("spark.remote") or os.environ.get("SPARK_REMOTE")
+              or (settings.master if (settings.master or "").startswith("sc://") else None))
+    if remote:
+        raise BadInputError(f"aipq needs the classic Spark driver, not a Spark Connect session ({remote})",
+                            hint="give a cluster master with --master (spark://, yarn, k8s://) and unset "
+                                 "SPARK_REMOTE / spark.remote")
+
+
 def get_session(settings: Settings, home: Path):
     """The process's SparkSession (created on first use; later calls reuse it)."""
+    check_classic(settings)
     check_java()
     from pyspark.sql import SparkSession
 

@@ -322,7 +322,7 @@ def collector_for(context: RunContext, dag: StageDag, collected_by: str) -> Stat
     return StatisticsCollector(spark, dag, needs, context.repository, context.storage, settings.stats_lg_k,
                                collected_by,
                                recollect=settings.statistics == "recollect",
-                               table_rows=lambda need: table_rows(spark, need.entry))
+                               table_rows=lambda need: table_rows(spark, context.storage, need.entry))
 
 
 def collect_table(context: RunContext, entry, columns: list[str] | None, collected_by: str) -> TableStats | None:

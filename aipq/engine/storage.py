@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import BinaryIO
 
-from aipq.errors import BadInputError, ExecutionError
+from aipq.errors import AipqError, BadInputError, ExecutionError
 from aipq.files import FileInfo, is_hidden
 
 # Stores whose rename is a copy (no atomic directory rename): table commits there switch the catalog's pointer
@@ -195,7 +195,12 @@ class Storage:
         return self._local if is_local(uri) else self._hadoop
 
     def status(self, uri: str) -> Status | None:
-        return self._on(uri).status(uri)
+        try:
+            return self._on(uri).status(uri)
+        except AipqError:
+            raise
+        except Exception as error:
+            raise _failure(f"cannot read {uri}", error) from error
 
     def exists(self, uri: str) -> bool:
         return self.status(uri) is not None
@@ -205,7 +210,12 @@ class Storage:
         return found is not None and found.is_dir
 
     def data_files(self, uri: str) -> list[FileInfo] | None:
-        return self._on(uri).data_files(uri)
+        try:
+            return self._on(uri).data_files(uri)
+        except AipqError:
+            raise
+        except Exception as error:
+            raise _failure(f"cannot list {uri}", error) from error
 
     def children(self, uri: str) -> list[tuple[str, bool, int]]:
         """(path, is a directory, modified ms) of each entry directly under ``uri``; none when it is missing."""
@@ -215,7 +225,7 @@ class Storage:
         try:
             made = self._on(uri).mkdirs(uri)
         except Exception as error:
-            raise ExecutionError(f"cannot create the folder {uri}: {_reason(error)}") from error
+            raise _failure(f"cannot create the folder {uri}", error) from error
         if not made and not self.is_dir(uri):
             raise ExecutionError(f"cannot create the folder {uri}")
 
@@ -225,7 +235,7 @@ class Storage:
         try:
             moved = self._on(source).rename(source, target)
         except Exception as error:
-            raise ExecutionError(f"cannot move {source} to {target}: {_reason(error)}") from error
+            raise _failure(f"cannot move {source} to {target}", error) from error
         if not moved:
             raise ExecutionError(f"cannot move {source} to {target}"
                                  + (": the target exists" if self.exists(target) else ""))
@@ -240,7 +250,7 @@ class Storage:
         try:
             self._on(uri).write_bytes(uri, data)
         except Exception as error:
-            raise ExecutionError(f"cannot write {uri}: {_reason(error)}") from error
+            raise _failure(f"cannot write {uri}", error) from error
 
     def read_bytes(self, uri: str) -> bytes:
         return self._on(uri).read_bytes(uri)
@@ -308,6 +318,18 @@ class Storage:
         """Whether a folder rename on this store is one atomic step (local file systems, HDFS) or a copy of
         each file (object stores)."""
         return scheme_of(uri) not in OBJECT_STORE_SCHEMES
+
+
+def _failure(what: str, error: Exception) -> AipqError:
+    """A storage failure as an aipq error: a scheme Hadoop has no FileSystem for is the user's URI (exit 2),
+    anything else a runtime fault (exit 1)."""
+    reason = _reason(error)
+    if "No FileSystem for scheme" in reason:
+        scheme = reason.split("No FileSystem for scheme", 1)[1].strip(' :"')
+        return BadInputError(f"{what}: Hadoop has no file system for the scheme {scheme!r}",
+                             hint=f"add its connector jar (--conf spark.jars.packages=…) or set "
+                                  f"spark.hadoop.fs.{scheme}.impl; local paths need no scheme")
+    return ExecutionError(f"{what}: {reason}")
 
 
 def _reason(error: Exception) -> str:

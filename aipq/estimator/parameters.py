@@ -27,6 +27,7 @@ How the paper's MapReduce terms map onto an aipq stage:
 from __future__ import annotations
 
 import json
+import re
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -64,9 +65,17 @@ class Calibration:
                 "build_seconds_per_row": self.build_seconds_per_row, **asdict(self.costs)}
 
 
-def load_calibration(home: Path) -> Calibration:
-    """The unit costs ``aipq calibrate`` stored under the home, else the documented defaults."""
-    path = Path(home) / CALIBRATION_FILE
+def calibration_path(home: Path, master: str | None) -> Path:
+    """Where the unit costs measured on ``master`` are kept: one file for local mode, one per cluster master
+    (``calibration-spark-host-7077.json``), since a cluster's disks, network and cores price work differently."""
+    if master is None or master.startswith("local"):
+        return Path(home) / CALIBRATION_FILE
+    return Path(home) / f"calibration-{re.sub(r'[^A-Za-z0-9.]+', '-', master).strip('-')}.json"
+
+
+def load_calibration(home: Path, master: str | None = None) -> Calibration:
+    """The unit costs ``aipq calibrate`` stored under the home for this master, else the documented defaults."""
+    path = calibration_path(home, master)
     try:
         data = json.loads(path.read_text())
         costs = UnitCosts(**{k: float(data[k]) for k in UnitCosts.__dataclass_fields__ if k != "c_sort"},
@@ -78,9 +87,9 @@ def load_calibration(home: Path) -> Calibration:
         return Calibration(DEFAULT_UNIT_COSTS, DEFAULT_PROBE_SECONDS_PER_ROW, "defaults")
 
 
-def save_calibration(home: Path, costs: UnitCosts, probe_seconds_per_row: float,
+def save_calibration(home: Path, master: str | None, costs: UnitCosts, probe_seconds_per_row: float,
                      build_seconds_per_row: float = DEFAULT_BUILD_SECONDS_PER_ROW) -> Path:
-    path = Path(home) / CALIBRATION_FILE
+    path = calibration_path(home, master)
     partial = path.with_name(path.name + ".partial")
     partial.write_text(json.dumps({**asdict(costs), "probe_seconds_per_row": probe_seconds_per_row,
                                    "build_seconds_per_row": build_seconds_per_row,
