@@ -22,6 +22,7 @@ class _Shared:
     """What every statement of a command shares, whatever its settings."""
 
     spark: object | None = None
+    checked: Settings | None = None  # the settings last checked against the running session
     storage: Storage | None = None
     catalog: Catalog | None = None
     repository: StatsRepository | None = None
@@ -41,10 +42,9 @@ class RunContext:
     def spark(self):
         """The Spark session, started on first use (planning alone needs none); a setting fixed at start that
         these settings give differently is an error (``get_session``)."""
-        if self._shared.spark is None:
-            self._shared.spark = get_session(self.settings, self.home)
-        else:
-            get_session(self.settings, self.home)  # checks the fixed settings again
+        if self._shared.spark is None or self._shared.checked != self.settings:
+            self._shared.spark = get_session(self.settings, self.home)  # checks these settings' fixed ones
+            self._shared.checked = self.settings
         return self._shared.spark
 
     @property

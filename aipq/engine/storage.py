@@ -184,8 +184,8 @@ class _HadoopFiles:
 
 
 class Storage:
-    """File operations on any URI, local ones in Python and the rest through Hadoop's FileSystem. Failures of
-    the operations that move data are ``ExecutionError``s naming the path."""
+    """File operations on any URI, local ones in Python and the rest through Hadoop's FileSystem. A failure is
+    an aipq error naming the path: exit 2 for a scheme Hadoop does not know, else exit 1."""
 
     def __init__(self, session: Callable[[], object] | None = None):
         self._local = _LocalFiles()
@@ -194,13 +194,18 @@ class Storage:
     def _on(self, uri: str):
         return self._local if is_local(uri) else self._hadoop
 
-    def status(self, uri: str) -> Status | None:
+    @staticmethod
+    def _guarded(what: str, operation: Callable[[], object]):
+        """``operation()``, its failure an aipq error saying ``what`` failed (``_failure``)."""
         try:
-            return self._on(uri).status(uri)
+            return operation()
         except AipqError:
             raise
         except Exception as error:
-            raise _failure(f"cannot read {uri}", error) from error
+            raise _failure(what, error) from error
+
+    def status(self, uri: str) -> Status | None:
+        return self._guarded(f"cannot read {uri}", lambda: self._on(uri).status(uri))
 
     def exists(self, uri: str) -> bool:
         return self.status(uri) is not None
@@ -210,32 +215,21 @@ class Storage:
         return found is not None and found.is_dir
 
     def data_files(self, uri: str) -> list[FileInfo] | None:
-        try:
-            return self._on(uri).data_files(uri)
-        except AipqError:
-            raise
-        except Exception as error:
-            raise _failure(f"cannot list {uri}", error) from error
+        return self._guarded(f"cannot list {uri}", lambda: self._on(uri).data_files(uri))
 
     def children(self, uri: str) -> list[tuple[str, bool, int]]:
         """(path, is a directory, modified ms) of each entry directly under ``uri``; none when it is missing."""
-        return self._on(uri).children(uri)
+        return self._guarded(f"cannot list {uri}", lambda: self._on(uri).children(uri))
 
     def mkdirs(self, uri: str) -> None:
-        try:
-            made = self._on(uri).mkdirs(uri)
-        except Exception as error:
-            raise _failure(f"cannot create the folder {uri}", error) from error
+        made = self._guarded(f"cannot create the folder {uri}", lambda: self._on(uri).mkdirs(uri))
         if not made and not self.is_dir(uri):
             raise ExecutionError(f"cannot create the folder {uri}")
 
     def rename(self, source: str, target: str) -> None:
         """Move ``source`` to ``target``, which must not exist (atomic on local file systems and HDFS; a copy on
         object stores)."""
-        try:
-            moved = self._on(source).rename(source, target)
-        except Exception as error:
-            raise _failure(f"cannot move {source} to {target}", error) from error
+        moved = self._guarded(f"cannot move {source} to {target}", lambda: self._on(source).rename(source, target))
         if not moved:
             raise ExecutionError(f"cannot move {source} to {target}"
                                  + (": the target exists" if self.exists(target) else ""))
@@ -247,10 +241,7 @@ class Storage:
             self._on(uri).delete(uri, True)
 
     def write_bytes(self, uri: str, data: bytes) -> None:
-        try:
-            self._on(uri).write_bytes(uri, data)
-        except Exception as error:
-            raise _failure(f"cannot write {uri}", error) from error
+        self._guarded(f"cannot write {uri}", lambda: self._on(uri).write_bytes(uri, data))
 
     def read_bytes(self, uri: str) -> bytes:
         return self._on(uri).read_bytes(uri)
