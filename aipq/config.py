@@ -185,6 +185,12 @@ KNOBS: tuple[Knob, ...] = (
          "(join keys and filter columns are always included).",
          "--stats-columns", "columns", shown="",
          help="More columns to collect statistics on: COLUMN, TABLE.COLUMN, comma-separated."),
+    Knob("staging", "hive", "Which stage boundaries are materialized: 'hive' (every stage's output written as "
+         "parquet and read back, the paper's setting), 'adaptive' (only where a summary the estimator chose is built "
+         "in the stage's write, or several stages read it; other stages are fused into their consumer's Spark job), "
+         "'none' (the statement as one Spark plan; only filtered tables' summary pre-passes pass information).",
+         "--staging", "choice", ("hive", "adaptive", "none"),
+         help="Materialize every stage boundary (hive), only where a summary needs it (adaptive), or none."),
     Knob("work_dir", "", "Where runs write their stage outputs and summaries: any URI Spark reads (hdfs://, "
          "s3a://, file:, a local path); on a cluster it must be storage every executor reaches. Default: "
          "<home>/runs.", "--work-dir", "uri", shown="", help="Folder (any Hadoop URI) for runs' stage outputs."),
@@ -224,6 +230,7 @@ class Settings:
     stats_lg_k: int = default_of("stats_lg_k")
     stats_columns: tuple[str, ...] = default_of("stats_columns")
     cartesian: str = default_of("cartesian")
+    staging: str = default_of("staging")
     work_dir: str = default_of("work_dir")
     warehouse: str = default_of("warehouse")
     commit: str = default_of("commit")

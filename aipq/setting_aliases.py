@@ -100,6 +100,9 @@ ALIASES: dict[str, SettingAlias] = {
     "hive.auto.convert.join": SettingAlias("broadcast_threshold", "true or false", _hive_auto_convert_join),
     "aipq.work.dir": SettingAlias("work_dir", "a folder URI", _uri),
     "spark.sql.warehouse.dir": SettingAlias("warehouse", "a folder URI", _uri),
+    "aipq.staging": SettingAlias("staging", "hive, adaptive or none",
+                                 lambda text, _: text.strip().lower() if text.strip().lower() in (
+                                     "hive", "adaptive", "none") else None),
     "aipq.commit": SettingAlias("commit", "auto, rename or versioned",
                                 lambda text, _: text.strip().lower() if text.strip().lower() in (
                                     "auto", "rename", "versioned") else None),

@@ -31,7 +31,8 @@ os.environ.setdefault("AIPQ_CLASS_ARCHIVE", "off")
 # The README's test command runs one representative corner of the strategy × plan × join-setting matrix: left-deep
 # plans, repartition joins (where summaries act) and the strategies off, always and adaptive; .ci/run runs the rest
 # after it (``pytest -m matrix``).
-REPRESENTATIVE = {"plan": {"linear"}, "broadcast": {"0"}, "strategy": {"off", "always", "adaptive"}}
+REPRESENTATIVE = {"plan": {"linear"}, "broadcast": {"0"}, "strategy": {"off", "always", "adaptive"},
+                  "staging": {"adaptive"}}
 
 
 def pytest_collection_modifyitems(config, items):

@@ -43,6 +43,9 @@ def explain_tree(info: dict[str, Any]) -> Tree:
         title = f"[bold cyan]{stage['name']}[/bold cyan] [bold]{stage['operator']}[/bold]"
         if stage["operator"] == "SCAN":
             title += " [dim](summary pre-pass: runs first, only if its summary is built)[/dim]"
+        elif "staging" in stage:
+            written = "output written" if stage["staging"]["materialized"] else "not written"
+            title += f" [dim]({written}: {stage['staging']['why']})[/dim]"
         if stage_id in shown:
             parent.add(f"{title} [dim](shown above)[/dim]")
             return
@@ -147,11 +150,14 @@ def _add_estimate(node: Tree, estimate: dict[str, Any] | None) -> None:
 
 def _add_measures(node: Tree, measured: dict[str, Any]) -> None:
     shuffle = measured["shuffle"]
-    node.add(f"[cyan]measured[/cyan] {measured['seconds']:.2f} s · wrote {measured['rows_written']:,} rows "
-             f"({format_size(measured['bytes_written'])}) · shuffle write "
-             f"{format_size(shuffle['shuffle_write_bytes'])} "
-             f"({shuffle['shuffle_write_records']:,} rows), read {format_size(shuffle['shuffle_read_bytes'])}"
-             f" · {measured['reduce_tasks']} reduce tasks")
+    if not measured["materialized"]:
+        node.add(f"[cyan]measured[/cyan] {measured['staging']}: ran in that stage's job")
+    else:
+        node.add(f"[cyan]measured[/cyan] {measured['seconds']:.2f} s · wrote {measured['rows_written']:,} rows "
+                 f"({format_size(measured['bytes_written'])}) · shuffle write "
+                 f"{format_size(shuffle['shuffle_write_bytes'])} "
+                 f"({shuffle['shuffle_write_records']:,} rows), read {format_size(shuffle['shuffle_read_bytes'])}"
+                 f" · {measured['reduce_tasks']} reduce tasks")
     for probe in measured["probes"]:
         if probe["skipped"]:
             node.add(f"[cyan]probe[/cyan] S{probe['producer']}.{probe['column']} on {probe['target']}: "
@@ -220,6 +226,9 @@ def run_summary(record: RunRecord) -> Table:
     for m in record.stages:
         pruned = ", ".join(f"{p.target} {p.rows_in:,}→{p.rows_out:,}" for p in m.probes if p.rows_in is not None)
         built = ", ".join(f"builds {s.kind} {s.column}" for s in m.summaries)
+        if not m.materialized:
+            table.add_row(f"S{m.stage_id}", m.operator, "", m.staging, "", "", pruned)
+            continue
         table.add_row(f"S{m.stage_id}", m.operator, f"{m.seconds:.2f} s", f"{m.rows_written:,}",
                       format_size(m.bytes_written), format_size(m.shuffle.shuffle_write_bytes),
                       "; ".join(x for x in (pruned, built) if x))

@@ -38,6 +38,8 @@ class StageCompiler:
         self.scan_observers: dict[int, Callable[[DataFrame], DataFrame]] = {}
         # stage id → the schema its output was written with: read back without Spark inferring it from a footer
         self.stage_schemas: dict[int, StructType] = {}
+        # stage id → its rows computed in the reader's plan, for a stage fused into its consumer (``ip/staging``)
+        self.fused: dict[int, Callable[[], DataFrame]] = {}
 
     def table(self, entry: TableEntry) -> DataFrame:
         key = entry.qualified_name
@@ -62,6 +64,8 @@ class StageCompiler:
                 df = df.filter(" AND ".join(f"({render(condition)})" for condition in node.filters))
             return jvm.select_sql(df, [_quoted(name) for name, _ in node.columns]) if node.filter_only else df
         if isinstance(node, StageRead):
+            if node.stage_id in self.fused:
+                return jvm.select_sql(self.fused[node.stage_id](), [_quoted(c) for c in node.columns])
             reader = self.spark.read
             if node.stage_id in self.stage_schemas:
                 reader = reader.schema(self.stage_schemas[node.stage_id])

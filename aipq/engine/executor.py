@@ -28,6 +28,7 @@ from aipq.engine.summaries import BuiltSummary, ProbeRecord, SummaryStore
 from aipq.errors import AipqError, BadInputError, ExecutionError
 from aipq.estimator.edge_inputs import EdgeEstimator, RunState, SessionFacts
 from aipq.files import FileSource, Sizes, total_bytes
+from aipq.ip import staging
 from aipq.ip.candidates import distinct_bound
 from aipq.ip.planner import IpPlanner, StageDecisions, Strategy, SummaryUse
 from aipq.planner import reducers
@@ -48,6 +49,8 @@ class StageMetrics:
     decisions: StageDecisions | None = None
     decision_seconds: float = 0.0
     reduce_tasks: int = 0  # the stage's shuffle partitions
+    materialized: bool = True  # its output written; else fused into its consumer's job (``ip/staging.py``)
+    staging: str = ""  # why it was written or fused
 
 
 @dataclass
@@ -210,6 +213,16 @@ class _DagRun:
     statistics: StatisticsCollector | None
 
 
+@dataclass
+class _Fused:
+    """A stage fused into its consumer (``ip/staging.py``): compiled inside the consumer's plan and run in its
+    job, so its probes' row counts come from that job."""
+
+    stage: Stage
+    decisions: StageDecisions
+    probes: list[ProbeRecord]
+
+
 def _run_stages(run_state: _DagRun) -> None:
     spark, dag, settings, compiler, store, ip = (run_state.spark, run_state.dag, run_state.settings,
                                                  run_state.compiler, run_state.store, run_state.ip)
@@ -220,6 +233,7 @@ def _run_stages(run_state: _DagRun) -> None:
     fixed_tasks = settings.shuffle_partitions
     cores = spark.sparkContext.defaultParallelism if settings.reducer_bytes > 0 else fixed_tasks
     bytes_written: dict[int, int] = {}  # stage id → bytes of the output it wrote (what Hive's rule reads)
+    fused_into: dict[int, list[_Fused]] = {}  # consumer stage id → the stages fused into its job
     with sql_conf(spark, conf):
         for index, stage in enumerate(dag.stages, start=1):
             group = f"aipq-{run_id}-{stage.name}"
@@ -232,34 +246,62 @@ def _run_stages(run_state: _DagRun) -> None:
             decision_seconds = time.perf_counter() - deciding
             if stage.operator == "SCAN" and not decisions.builds:
                 continue  # a summary pre-pass whose summary no edge wants: nothing reads its output
+            inputs = [f for producer in dag.dependency.get(stage.id, []) for f in fused_into.pop(producer, [])]
+            written_out, why = staging.materialized(dag, stage, settings, bool(decisions.builds))
+            if not written_out:
+                fused = _Fused(stage, decisions, [])
+                compiler.fused[stage.id] = functools.partial(
+                    _stage_frame, compiler, store, stage, decisions, fused.probes, group, statistics, True)
+                consumer = next(iter(dag.dataflow.get(stage.id, [])))
+                fused_into.setdefault(consumer, []).extend([fused, *inputs])
+                record.stages.append(StageMetrics(stage.id, stage.operator, 0.0, 0, 0, probes=fused.probes,
+                                                  decisions=decisions, decision_seconds=decision_seconds,
+                                                  materialized=False, staging=why))
+                continue
+            fused_into[stage.id] = inputs
             listener.stage_started(stage, index, len(dag.stages), group)
             tasks = reducers.reduce_tasks(settings, reducers.stage_input_bytes(stage, bytes_written.get, table_sizes),
                                           cores)
-            with sql_conf(spark, {"spark.sql.shuffle.partitions": str(tasks)} if tasks != fixed_tasks else {}):
+            stage_conf = {"spark.sql.shuffle.partitions": str(tasks)} if tasks != fixed_tasks else {}
+            if inputs:  # a job computing fused stages too: Spark adapts inside it
+                stage_conf.update(fused_job_conf(settings))
+            with sql_conf(spark, stage_conf):
                 run = functools.partial(_run_stage, spark, storage, compiler, store, stage, decisions, paths[stage.id],
                                         group, is_final=stage is dag.final,
-                                        write=_output_is_read(stage, decisions, analyze))
+                                        write=_output_is_read(stage, decisions, analyze), fused=inputs)
                 try:
                     metrics = run(statistics=statistics)
                 except BadInputError:
                     raise
                 except AipqError as error:
-                    if statistics is None or not statistics.observes(stage):
+                    if statistics is None or not any(statistics.observes(s) for s in [stage, *(f.stage
+                                                                                              for f in inputs)]):
                         raise
                     statistics.disable(error.message)  # statistics never fail a query: run the stage without
                     storage.delete(paths[stage.id])
+                    for fused in inputs:
+                        fused.probes.clear()
                     metrics = run(statistics=statistics)
             metrics.reduce_tasks = tasks
+            metrics.staging = why
             bytes_written[stage.id] = metrics.bytes_written
+            probes = metrics.probes + [p for fused in inputs for p in fused.probes]
             if analyze:
-                for probe in metrics.probes:
+                for probe in probes:
                     store.measure_false_positives(probe)
-            for probe in metrics.probes:
+            for probe in probes:
                 probe.raw = None
             metrics.decision_seconds = decision_seconds
             written[stage.id] = metrics.rows_written
             record.stages.append(metrics)
             listener.stage_finished(metrics)
+
+
+def fused_job_conf(settings: Settings) -> dict[str, str]:
+    """Spark's adaptive execution inside a job that computes fused stages: partitions coalesced, skew split, and
+    a small intermediate result broadcast (within the broadcast threshold)."""
+    threshold = str(settings.broadcast_threshold) if settings.broadcast_threshold > 0 else "-1"
+    return {"spark.sql.adaptive.enabled": "true", "spark.sql.adaptive.autoBroadcastJoinThreshold": threshold}
 
 
 def _output_is_read(stage: Stage, decisions: StageDecisions, analyze: bool) -> bool:
@@ -269,27 +311,38 @@ def _output_is_read(stage: Stage, decisions: StageDecisions, analyze: bool) -> b
     return stage.operator != "SCAN" or analyze or any(build.kind == "exact" for build in decisions.builds)
 
 
+def _stage_frame(compiler: StageCompiler, store: SummaryStore, stage: Stage, decisions: StageDecisions,
+                 probes: list[ProbeRecord], group: str, statistics: StatisticsCollector | None,
+                 fused: bool = False):
+    """The stage's rows as a DataFrame: its plan compiled with its probes (P_m) on its inputs and, for a sibling's
+    summary, on its output, and the statistics' observers on its first scans. A fused stage is compiled inside its
+    consumer's plan; the hooks of both are kept, as their node ids differ."""
+    by_input: dict[int, list[SummaryUse]] = {}
+    for use in decisions.uses:
+        if use.target.place == "input" and use.target.node_id is not None:
+            by_input.setdefault(use.target.node_id, []).append(use)
+    compiler.input_hooks.update({
+        node_id: (lambda df, uses=uses, n=node_id: store.probe(df, uses, probes, f"{group}-in{n}"))
+        for node_id, uses in by_input.items()})
+    compiler.scan_observers.update(statistics.scan_observers(stage, fused) if statistics else {})
+    df = compiler.compile(stage.plan)
+    output_uses = [u for u in decisions.uses if u.target.place == "output"]
+    if output_uses:  # sibling-to-sibling: prune before writing
+        df = store.probe(df, output_uses, probes, f"{group}-out")
+    return df
+
+
 def _run_stage(spark, storage: Storage, compiler: StageCompiler, store: SummaryStore, stage: Stage,
                decisions: StageDecisions, path: str, group: str, is_final: bool,
-               statistics: StatisticsCollector | None = None, write: bool = True) -> StageMetrics:
+               statistics: StatisticsCollector | None = None, write: bool = True,
+               fused: list[_Fused] | None = None) -> StageMetrics:
     sc = spark.sparkContext
     sc.setJobGroup(group, f"aipq {stage.name} {stage.operator}", interruptOnCancel=True)
     started = time.perf_counter()
     probes: list[ProbeRecord] = []
     try:
-        by_input: dict[int, list[SummaryUse]] = {}
-        for use in decisions.uses:
-            if use.target.place == "input" and use.target.node_id is not None:
-                by_input.setdefault(use.target.node_id, []).append(use)
-        compiler.input_hooks = {
-            node_id: (lambda df, uses=uses, n=node_id: store.probe(df, uses, probes, f"{group}-in{n}"))
-            for node_id, uses in by_input.items()}
-        compiler.scan_observers = statistics.scan_observers(stage) if statistics else {}
-        df = compiler.compile(stage.plan)
+        df = _stage_frame(compiler, store, stage, decisions, probes, group, statistics)
         compiler.input_hooks, compiler.scan_observers = {}, {}
-        output_uses = [u for u in decisions.uses if u.target.place == "output"]
-        if output_uses:  # sibling-to-sibling: prune before writing
-            df = store.probe(df, output_uses, probes, f"{group}-out")
         if is_final and _final_needs_order(stage):
             df = df.coalesce(1)  # one ordered file: reading it back keeps ORDER BY's order
         observation = Observation(f"{group}-rows")
@@ -313,9 +366,10 @@ def _run_stage(spark, storage: Storage, compiler: StageCompiler, store: SummaryS
         store.collect(df, decisions.builds, observation, values, sketched)
         if statistics is not None:
             statistics.stage_finished(stage, decisions, values, rows, output_bytes)
-        marks = [p.mark for p in probes if p.mark is not None]
+        counted = probes + [p for f in fused or [] for p in f.probes]  # fused stages' probes ran in this job
+        marks = [p.mark for p in counted if p.mark is not None]
         filter_counts = jvm.filter_row_counts(spark, group, marks) if marks else {}
-        for probe in probes:
+        for probe in counted:
             probe.finish(filter_counts)
         figures = job_group_figures(spark, group)
     except AipqError:

@@ -16,6 +16,8 @@ def stage_measures(metrics: StageMetrics) -> dict[str, Any]:
         "rows_written": metrics.rows_written,
         "bytes_written": metrics.bytes_written,
         "reduce_tasks": metrics.reduce_tasks,
+        "materialized": metrics.materialized,
+        "staging": metrics.staging,
         "shuffle": asdict(metrics.shuffle),
         "input_rows_probed": sum(p.rows_in for p in probed if p is _first_on_input(probed, p)),
         "summaries": [s.metadata() for s in metrics.summaries],

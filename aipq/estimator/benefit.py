@@ -172,6 +172,13 @@ def prepass_cost(inputs: EdgeInputs, calibration: Calibration) -> float:
     return DEFAULT_PREPASS_SECONDS + inputs.prepass_pages * calibration.costs.c_read / max(inputs.cores, 1)
 
 
+def materialization_cost(pages: float, cores: int, calibration: Calibration) -> float:
+    """A stage boundary written and read back instead of fused into the consumer's job (not in the paper, whose
+    jobs always write): a job's fixed cost, and the output's pages written and read, spread over the cores."""
+    costs = calibration.costs
+    return DEFAULT_PREPASS_SECONDS + pages * (costs.c_write + costs.c_read) / max(cores, 1)
+
+
 def best_estimate(inputs: EdgeInputs, calibration: Calibration, alpha: int, fixed_bytes: int = 0) -> EdgeEstimate:
     """The filter size (within α) whose estimated benefit is largest, or the user's fixed size."""
     if fixed_bytes > 0:

@@ -27,7 +27,7 @@ from sqlglot import exp
 
 from aipq.catalog import TableEntry
 from aipq.config import Settings
-from aipq.estimator.benefit import EdgeEstimate, EdgeInputs, best_estimate
+from aipq.estimator.benefit import EdgeEstimate, EdgeInputs, best_estimate, materialization_cost
 from aipq.estimator.cardinality import Cardinality, StatsLookup, kept_distinct
 from aipq.estimator.parameters import PAGE_BYTES, Calibration, parse_memory, sort_buffer_pages
 from aipq.files import FileSource, NoFiles
@@ -196,6 +196,14 @@ class EdgeEstimator:
                     if name in stage.output_columns or name in filtered]
             pages += (rows or 0.0) * self._row_width(scan, read) / PAGE_BYTES
         return pages
+
+    def materialization_seconds(self, stage_id: int) -> float:
+        """Writing ``stage_id``'s output and reading it back (``benefit.materialization_cost``), from its
+        expected size."""
+        stage = self.dag.stage(stage_id)
+        output = self._stage_output(stage, stage.output_columns[0], shuffled=False)
+        pages = output.bytes / PAGE_BYTES if output is not None else 0.0
+        return materialization_cost(pages, self._parallelism(), self.calibration)
 
     def producer_rows(self, stage_id: int, column: str) -> float:
         """Rows the producer will write (each passes through the summary's aggregates): as its subplan wrote

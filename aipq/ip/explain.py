@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from aipq.config import KNOBS, Settings
+from aipq.ip import staging
 from aipq.ip.planner import EdgeEstimator, IpPlanner, StageDecisions, SummaryBuild, SummaryUse
 from aipq.planner.logical import Aggregate, Join, Limit, Node, Scan, Sort, Window, render
 from aipq.planner.stages import Stage, StageDag, StageRead
@@ -107,7 +108,10 @@ def explain_dict(dag: StageDag, settings: Settings, decisions: list[StageDecisio
     stages = []
     for stage in dag.stages:
         info = stage_info(dag, stage)
-        info["information_passing"] = decisions_info(by_stage.get(stage.id, StageDecisions(stage.id)))
+        decided = by_stage.get(stage.id, StageDecisions(stage.id))
+        info["information_passing"] = decisions_info(decided)
+        written, why = staging.materialized(dag, stage, settings, bool(decided.builds))
+        info["staging"] = {"materialized": written, "why": why}
         stages.append(info)
     return {
         "settings": {k.name: {"value": values[k.name], "default": k.default, "doc": k.doc} for k in KNOBS},

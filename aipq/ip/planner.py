@@ -29,6 +29,7 @@ from typing import Literal, Protocol
 
 from aipq.config import Settings
 from aipq.ip.candidates import Candidate, Target, find_candidates
+from aipq.ip.staging import builds_summaries, may_fuse
 from aipq.planner.stages import Stage, StageDag
 
 SummaryKind = Literal["bloom", "hash-list", "exact"]
@@ -165,6 +166,9 @@ NO_PRUNING = Pruning(after=lambda stage_id: 1.0, at=lambda target: 1.0)
 
 
 class EdgeEstimator(Protocol):
+    def materialization_seconds(self, stage_id: int) -> float:
+        """Writing the stage's output and reading it back, beyond computing it in its consumer's job."""
+
     def __call__(self, candidate: Candidate, built: BuiltInfo | None, pruning: Pruning) -> Estimate | None:
         """The benefit of ``candidate``: before its summary exists (``built`` None: the best case the known
         sizes allow) or once it does, given the pruning chosen so far."""
@@ -251,14 +255,21 @@ class Adaptive(Strategy):
     name = "adaptive"
 
     def creation(self, planner, stage):
-        chosen = []
+        chosen, benefit = [], 0.0
         for column in sorted({c.column for c in planner.candidates if c.producer == stage.id}):
             together = planner.creation_benefit(stage.id, column)
             best = planner.best_edge(stage.id, column)
             if together is not None and best is not None and together > planner.settings.beta:
+                benefit += together
                 chosen.append((column, f"may pay: its edges together B = {together:.3f} s > β = "
                                        f"{planner.settings.beta:g} s (best case; best edge with a "
                                        f"{best.filter_bytes:,} B filter)"))
+        cost = planner.materialization_cost(stage)
+        if chosen and cost > 0:  # adaptive staging fuses this stage unless its summaries pay for its write
+            if benefit - cost <= planner.settings.beta:
+                return []
+            chosen = [(column, f"{reason}; with its stage's write ({cost:.3f} s) B = {benefit - cost:.3f} s")
+                      for column, reason in chosen]
         return chosen
 
     def filter_bits(self, planner, stage, column):
@@ -449,8 +460,17 @@ class IpPlanner:
             return cap * 8, None
         return bloom_bits(expected, self.settings.bloom_fpp, cap), expected
 
+    def materialization_cost(self, stage: Stage) -> float:
+        """What writing ``stage``'s output costs beyond fusing it into its consumer: 0 where it is written anyway
+        (``ip/staging.py``)."""
+        if self.estimator is None or not may_fuse(self.dag, stage, self.settings):
+            return 0.0
+        return self.estimator.materialization_seconds(stage.id)
+
     def creations(self, stage: Stage) -> list[SummaryBuild]:
         """Algorithm 1: the summaries ``stage`` builds while it writes its output."""
+        if not builds_summaries(stage, self.settings):
+            return []
         builds = []
         for column, reason in self.strategy.creation(self, stage):
             if self.strategy.kind == "bloom":
