@@ -20,6 +20,7 @@ from aipq.bench.strategies import (
     CSV_COLUMNS,
     OFF_AGAIN,
     SPARK,
+    SPARK_BF,
     WITHOUT_SUMMARIES,
     StrategyResult,
     csv_rows,
@@ -30,7 +31,9 @@ from aipq.bench.strategies import (
 from aipq.stats.sketches import relative_standard_error
 
 STRATEGY_COLOURS = {"off": "#7f7f7f", "hip": "#1f77b4", "always": "#ff7f0e", "adaptive": "#2ca02c",
-                    "oracle": "#9467bd", SPARK: "#d62728", OFF_AGAIN: "#c7c7c7"}
+                    "oracle": "#9467bd", SPARK: "#d62728", SPARK_BF: "#e377c2", OFF_AGAIN: "#c7c7c7",
+                    "off@none": "#8c564b", "off@adaptive": "#bcbd22", "adaptive@adaptive": "#17becf",
+                    "adaptive@none": "#98df8a"}
 
 
 @dataclass

@@ -43,6 +43,11 @@ SPARK = "spark"
 # An A/A control: off's plan run again as a series of its own, interleaved with the others. How far it falls from
 # off in the same benchmark is the spread of running identical work, the floor under any strategy's difference.
 OFF_AGAIN = "off-again"
+# spark.sql with Spark's runtime Bloom filter made to fire at this scale: its size thresholds lowered (Spark's
+# defaults inject one only when the probed side scans 10 GB or more).
+SPARK_BF = "spark-bf"
+SPARK_ANCHORS = (SPARK, SPARK_BF)
+STAGINGS = ("hive", "adaptive", "none")
 
 
 # Untimed rounds before the timed ones. With one, the first timed round was the slowest on average in each of
@@ -54,12 +59,19 @@ WARMUP_ROUNDS = 2
 MAX_EXECUTIONS = 20
 
 # Series that build no summary: pruning efficiency says nothing of them.
-WITHOUT_SUMMARIES = ("off", SPARK, OFF_AGAIN)
+WITHOUT_SUMMARIES = ("off", SPARK, SPARK_BF, OFF_AGAIN)
 
 
 def aipq_strategy(name: str) -> str:
-    """The aipq strategy a benchmark series runs: ``spark`` and ``off-again`` run off's (plain) plan."""
-    return "off" if name in (SPARK, OFF_AGAIN) else name
+    """The aipq strategy a benchmark series runs: ``spark`` and ``off-again`` run off's (plain) plan;
+    ``adaptive@none`` is strategy adaptive with staging none."""
+    name = name.split("@", 1)[0]
+    return "off" if name in (*SPARK_ANCHORS, OFF_AGAIN) else name
+
+
+def series_staging(name: str, default: str) -> str:
+    """The staging a series runs: the part after ``@``, else the benchmark's own setting."""
+    return name.split("@", 1)[1] if "@" in name else default
 
 
 @dataclass(frozen=True)
@@ -173,7 +185,8 @@ class QueryRunner:
             executions=executions)
         return measurement, rows
 
-    def spark_sql(self, text: str, settings: Settings, executions: int = 1) -> tuple[Measurement, list]:
+    def spark_sql(self, text: str, settings: Settings, executions: int = 1,
+                  forced_bloom: bool = False) -> tuple[Measurement, list]:
         from aipq.engine.jvm import job_group_figures
 
         sql = spark_sql_text(text, settings.dialect)
@@ -182,6 +195,8 @@ class QueryRunner:
                 "spark.sql.adaptive.enabled": "true",
                 "spark.sql.optimizer.runtime.bloomFilter.enabled": "true",
                 "spark.sql.optimizer.dynamicPartitionPruning.enabled": "true"}
+        if forced_bloom:
+            conf["spark.sql.optimizer.runtime.bloomFilter.applicationSideScanSizeThreshold"] = "0"
         group = f"aipq-bench-spark-{time.monotonic_ns()}"
         sc = self.spark.sparkContext
         sc.setJobGroup(group, "spark.sql baseline")
@@ -228,7 +243,8 @@ def compare_strategies(context: RunContext, workload: list[BenchQuery], strategi
             for threshold in thresholds:
                 by_strategy = {}
                 for strategy in strategies:
-                    settings = replace(base, broadcast_threshold=threshold, ip=aipq_strategy(strategy))
+                    settings = replace(base, broadcast_threshold=threshold, ip=aipq_strategy(strategy),
+                                       staging=series_staging(strategy, base.staging))
                     stages = len(plan_query(text, catalog, settings, context.storage).dag.stages)
                     by_strategy[strategy] = (StrategyResult(query.label, strategy, threshold, stages, query.ratio),
                                              settings)
@@ -260,8 +276,8 @@ def _run_round(runner: QueryRunner, label: str, text: str, order: list[tuple[Str
     runs = []
     names = [result.strategy for result, _ in order]
     for result, settings in round_order(order, round_number, names.index("off") if "off" in names else 0):
-        if result.strategy == SPARK:
-            measurement, rows = runner.spark_sql(text, settings, executions)
+        if result.strategy in SPARK_ANCHORS:
+            measurement, rows = runner.spark_sql(text, settings, executions, result.strategy == SPARK_BF)
         else:
             measurement, rows = runner.aipq(text, settings, executions=executions)
         _check_rows(label, result.strategy, rows, expected)
@@ -315,7 +331,7 @@ def pruning_efficiency(results: list[StrategyResult]) -> dict[tuple[str, int, st
     efficiency: dict[tuple[str, int, str], float | None] = {}
     for (query, threshold, strategy), result in by.items():
         off, oracle = by.get((query, threshold, "off")), by.get((query, threshold, "oracle"))
-        if off is None or oracle is None or strategy == SPARK:
+        if off is None or oracle is None or strategy in SPARK_ANCHORS:
             continue
         prunable = off.shuffle_write_records - oracle.shuffle_write_records
         pruned = off.shuffle_write_records - result.shuffle_write_records
@@ -391,14 +407,14 @@ def headlines(results: list[StrategyResult]) -> list[Headline]:
         mine = [r for r in results if r.broadcast_threshold == threshold]
         for baseline in ("off", SPARK):
             for strategy in strategies:
-                if strategy == baseline or (strategy, baseline) == (SPARK, "off"):
+                if strategy == baseline or (strategy in SPARK_ANCHORS and baseline == "off"):
                     continue
                 ratios = [x for r in mine if r.strategy == strategy
                           for x in [speedup(results, r, baseline)] if x is not None]
                 if ratios:
                     lines.append(Headline(strategy, baseline, joins, "speedup", geometric_mean(ratios), len(ratios)))
         for strategy in strategies:
-            if strategy not in ("off", "oracle", SPARK):
+            if strategy not in ("off", "oracle", *SPARK_ANCHORS):
                 lines += _slowest(results, [r for r in mine if r.strategy == strategy], joins)
         efficiency = pruning_efficiency(mine)
         for strategy in strategies:

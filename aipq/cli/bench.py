@@ -55,13 +55,16 @@ def invocation(ctx: click.Context) -> str:
 
 
 def _strategies(text: str) -> list[str]:
-    from aipq.bench.strategies import OFF_AGAIN, SPARK
+    from aipq.bench.strategies import OFF_AGAIN, SPARK_ANCHORS, STAGINGS
 
     chosen = [s.strip() for s in text.split(",") if s.strip()]
-    known = (*STRATEGIES, SPARK, OFF_AGAIN)
-    unknown = [s for s in chosen if s not in known]
+    known = (*STRATEGIES, *SPARK_ANCHORS, OFF_AGAIN)
+    unknown = [s for s in chosen if s.split("@", 1)[0] not in known
+               or ("@" in s and (s.split("@", 1)[1] not in STAGINGS or s.split("@", 1)[0] in SPARK_ANCHORS))]
     if unknown:
-        raise BadInputError(f"unknown strategy {unknown[0]!r}", hint=f"use {', '.join(known)}")
+        raise BadInputError(f"unknown strategy {unknown[0]!r}",
+                            hint=f"use {', '.join(known)}; an aipq strategy may name its staging: "
+                                 f"adaptive@{'|'.join(STAGINGS)}")
     if not chosen:
         raise BadInputError("--strategies is empty", hint=f"use some of {', '.join(known)}")
     return chosen
@@ -133,9 +136,10 @@ def _finish(results, context, out_dir: Path | None, synthetic: bool) -> None:
 
 strategy_options = [
     click.option("--strategies", default=DEFAULT_STRATEGIES, show_default=True,
-                 help="Comma-separated: off, hip, always, adaptive, oracle (aipq strategies), spark (plain "
-                      "spark.sql) and off-again (off's plan as a series of its own: how far identical runs "
-                      "differ)."),
+                 help="Comma-separated: off, hip, always, adaptive, oracle (aipq strategies, with --staging; "
+                      "STRATEGY@hive|adaptive|none names the staging too, e.g. adaptive@adaptive), spark (plain "
+                      "spark.sql), spark-bf (spark.sql with its runtime Bloom filter forced to fire) and "
+                      "off-again (off's plan as a series of its own: how far identical runs differ)."),
     click.option("--repeat", type=click.IntRange(1), default=3, show_default=True,
                  help="Timed runs per strategy (after two warm-up runs)."),
     click.option("--min-run-seconds", type=click.FloatRange(0), default=0.0, show_default=True,
