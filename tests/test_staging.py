@@ -4,10 +4,16 @@ the staging mode says (``ip/staging.py``)."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
-from conftest import ALL_QUERIES, assert_same_rows, oracle_rows, run_to_rows
+from conftest import ALL_QUERIES, LOCAL_FILES, assert_same_rows, oracle_rows, run_to_rows
 
+from aipq.config import Settings
+from aipq.estimator.edge_inputs import EdgeEstimator, SessionFacts
+from aipq.estimator.parameters import DEFAULT_UNIT_COSTS, Calibration
+from aipq.ip.planner import IpPlanner
+from aipq.pipeline import plan_query
 from aipq.tpch.queries import query_text
 
 
@@ -73,3 +79,26 @@ def test_staging_is_set_by_its_spark_style_name_in_a_workflow(aipq, tmp_path):
     plan = json.loads(result.output)["statements"][1]["plan"]
     assert plan["settings"]["staging"]["value"] == "none"
     assert [s["staging"]["materialized"] for s in plan["stages"]].count(True) == 1
+
+
+def _decisions(tpch, staging: str, c_write: float):
+    """Q9's IP decisions under ``staging`` with unit costs that make shuffling dear (so summaries pay) and
+    writing a page cost ``c_write``."""
+    settings = Settings(ip="adaptive", staging=staging, broadcast_threshold=0, scan_summaries=0)
+    dag = plan_query(query_text(9), tpch, settings, LOCAL_FILES).dag
+    costs = replace(DEFAULT_UNIT_COSTS, c_transfer=500.0, c_write=c_write)
+    estimator = EdgeEstimator(dag, settings, None, Calibration(costs, 7e-8, "test"),
+                              session=SessionFacts(files=LOCAL_FILES))
+    return dag, IpPlanner(dag, settings, estimator=estimator).plan_all()
+
+
+def test_adaptive_staging_builds_a_summary_only_where_it_pays_for_the_stage_write(tpch):
+    dag, hive = _decisions(tpch, "hive", c_write=1000.0)
+    built_hive = {b.stage for d in hive for b in d.builds}
+    assert built_hive, "with dear shuffles some summary pays under hive staging"
+    _, cheap = _decisions(tpch, "adaptive", c_write=0.0)
+    assert {b.stage for d in cheap for b in d.builds} == built_hive  # writing costs only a job: still paid
+    assert any("with its stage's write" in b.reason for d in cheap for b in d.builds)
+    _, dear = _decisions(tpch, "adaptive", c_write=1000.0)
+    # the same summaries are not worth writing their stage for, unless it is written anyway
+    assert {b.stage for d in dear for b in d.builds} < built_hive
