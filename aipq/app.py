@@ -122,12 +122,13 @@ def check_table_data(dag: StageDag, storage: Storage) -> None:
 
 
 def execute(planned: PlannedQuery, context: RunContext, listener: StageListener | None = None,
-            analyze: bool = False) -> QueryRun:
-    """Run a planned query; Spark starts here, so bad SQL fails in planning without paying for a JVM."""
+            analyze: bool = False, result_format: str | None = None) -> QueryRun:
+    """Run a planned query; Spark starts here, so bad SQL fails in planning without paying for a JVM. With
+    ``result_format`` csv or json the result is written in that form straight away."""
     check_table_data(planned.dag, context.storage)
     collector = collector_for(context, planned.dag, planned.source_name or "query")
     try:
-        record = run_dag(context, planned.dag, listener, analyze, collector)
+        record = run_dag(context, planned.dag, listener, analyze, collector, result_format=result_format)
     except BadInputError as error:
         name = getattr(error, "missing_name", None)
         if error.position is None and name:

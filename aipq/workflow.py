@@ -231,20 +231,22 @@ def plan_workflow(source: SqlSource, context: RunContext, allow_overwrite: bool 
 
 
 def run_workflow(workflow: Workflow, listener: StageListener | None = None,
-                 on_step: Callable[[StepOutcome], None] | None = None, analyze: bool = False) -> WorkflowRun:
-    """Run the steps in order; the last SELECT's rows are the result."""
+                 on_step: Callable[[StepOutcome], None] | None = None, analyze: bool = False,
+                 result_format: str | None = None) -> WorkflowRun:
+    """Run the steps in order; the last SELECT's rows are the result (written as ``result_format``, csv or
+    json, straight away when given)."""
     context = workflow.context
     if workflow.is_single_query:
         planned = workflow.steps[0].planned
         assert planned is not None
-        return WorkflowRun(execute(planned, context, listener, analyze))
+        return WorkflowRun(execute(planned, context, listener, analyze, result_format))
     run = WorkflowRun(None)
     planner = _Planner(workflow.source, context, workflow.allow_overwrite)
     try:
         for checked in workflow.steps:
             step = checked.step
             try:
-                outcome = _run_step(planner, step, listener, run)
+                outcome = _run_step(planner, step, listener, run, result_format)
             except ExecutionError as error:
                 error.message = f"statement {step.number} ({step.describe()}): {error.message}"
                 raise
@@ -268,7 +270,7 @@ def _mode_now(write: WriteStep, existing: TableEntry | None) -> WriteStep:
                          hint="rerun the statement; CREATE OR REPLACE TABLE replaces it")
 
 
-def _run_step(planner: _Planner, step: Step, listener, run: WorkflowRun) -> StepOutcome:
+def _run_step(planner: _Planner, step: Step, listener, run: WorkflowRun, result_format: str | None) -> StepOutcome:
     started = time.perf_counter()
     catalog = planner.view.base
     planned_step = planner.plan(step)  # again, now that earlier statements' tables exist
@@ -280,7 +282,7 @@ def _run_step(planner: _Planner, step: Step, listener, run: WorkflowRun) -> Step
         assert planned_step.planned is not None
         if run.result is not None:
             run.result.close()
-        run.result = execute(planned_step.planned, context, listener)
+        run.result = execute(planned_step.planned, context, listener, result_format=result_format)
         rows = run.result.record.result_rows
         return StepOutcome(step, f"{rows:,} row(s)", time.perf_counter() - started)
     if isinstance(step, WriteStep):

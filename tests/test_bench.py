@@ -123,6 +123,22 @@ def test_a_short_query_runs_back_to_back_within_each_timed_run(home, tpch):
 def test_bench_rejects_an_unknown_strategy(aipq):
     result = aipq("bench", "tpch", "--sf", str(SF), "--strategies", "off,magic")
     assert result.exit_code == 2 and "unknown strategy 'magic'" in result.output
+    for series in ("adaptive@fast", "spark@none"):
+        result = aipq("bench", "tpch", "--sf", str(SF), "--strategies", f"off,{series}")
+        assert result.exit_code == 2 and f"unknown strategy '{series}'" in result.output
+
+
+@pytest.mark.slow
+def test_bench_runs_staging_series_and_the_forced_bloom_anchor(home, tpch):
+    """``adaptive@adaptive`` and ``off@none`` run aipq with that staging, ``spark-bf`` spark.sql with its runtime
+    Bloom filter forced; every series' rows are checked against the first's as the benchmark runs."""
+    from aipq.bench.strategies import compare_strategies, tpch_workload
+
+    results = compare_strategies(RunContext(home), tpch_workload([9]), ["off", "adaptive@adaptive", "off@none",
+                                                                          "spark-bf"], [0], 1)
+    assert [r.strategy for r in results] == ["off", "adaptive@adaptive", "off@none", "spark-bf"]
+    stages = {r.strategy: r.stages for r in results}
+    assert stages["off@none"] == stages["off"]  # the same DAG, its boundaries fused
 
 
 @pytest.mark.slow

@@ -196,7 +196,7 @@ class QueryRunner:
                 "spark.sql.optimizer.runtime.bloomFilter.enabled": "true",
                 "spark.sql.optimizer.dynamicPartitionPruning.enabled": "true"}
         if forced_bloom:
-            conf["spark.sql.optimizer.runtime.bloomFilter.applicationSideScanSizeThreshold"] = "0"
+            conf["spark.sql.optimizer.runtime.bloomFilter.applicationSideScanSizeThreshold"] = "1"
         group = f"aipq-bench-spark-{time.monotonic_ns()}"
         sc = self.spark.sparkContext
         sc.setJobGroup(group, "spark.sql baseline")

@@ -31,6 +31,7 @@ from aipq.engine.context import RunContext
 from aipq.engine.report import run_dict
 from aipq.engine.sink import (
     OUTPUT_FORMATS,
+    TEXT_FORMATS,
     check_output_target,
     head_rows,
     output_format,
@@ -175,28 +176,28 @@ def run(ctx, source, inline, settings: Settings, fmt, output, force, show_rows, 
             took = f" [dim]({outcome.seconds:.1f} s)[/dim]" if outcome.seconds else ""
             err.print(f"[bold]{outcome.step.number}.[/bold] {outcome.step.describe()}: {outcome.message}{took}")
 
+    straight = fmt if fmt in TEXT_FORMATS else None  # the final stage writes CSV or JSON lines itself
     if err.is_terminal and not quiet:
         with RichStageProgress(context.spark, err) as listener:
-            ran = workflow.run_workflow(planned, listener, report, analyze)
+            ran = workflow.run_workflow(planned, listener, report, analyze, straight)
     else:
-        ran = workflow.run_workflow(planned, None, report, analyze)
+        ran = workflow.run_workflow(planned, None, report, analyze, straight)
     result = ran.result
     if result is None:  # a workflow without a SELECT (--output was refused for it before it ran)
         return
     try:
         record = result.record
         if output is not None:
-            write_output(result.spark, context.storage, record.result_path, record.output_names, output, fmt)
+            write_output(result.spark, context.storage, record.result, output, fmt)
             err.print(f"wrote {record.result_rows:,} row(s) to {output}")
         elif fmt == "table":
-            rows = head_rows(result.spark, record.result_path, record.output_names, show_rows)
+            rows = head_rows(result.spark, record.result, show_rows)
             out = Console()
             out.print(result_table(record.output_names, rows))
             out.print(result_caption(len(rows), record.result_rows), soft_wrap=True)
         else:
             sys.stdout.flush()
-            stream_output(result.spark, context.storage, record.result_path, record.output_names, fmt,
-                          sys.stdout.buffer)
+            stream_output(result.spark, context.storage, record.result, fmt, sys.stdout.buffer)
         if not quiet:
             err.print(run_summary(record))
         if analyze:

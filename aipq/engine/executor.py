@@ -22,6 +22,7 @@ from aipq.engine.context import RunContext
 from aipq.engine.jvm import ShuffleFigures, job_group_figures
 from aipq.engine.processes import process_alive, process_start
 from aipq.engine.session import java_message, sql_conf, stage_sql_conf, table_rows, user_runtime_conf
+from aipq.engine.sink import TEXT_FORMATS, Result, write_text_frame
 from aipq.engine.statistics import StatisticsCollector
 from aipq.engine.storage import Storage, join
 from aipq.engine.summaries import BuiltSummary, ProbeRecord, SummaryStore
@@ -65,6 +66,11 @@ class RunRecord:
     strategy: str = "off"
     statistics_seconds: float = 0.0  # storing piggybacked statistics, on a thread beside later stages
     statistics_collected: list[str] = field(default_factory=list)  # tables whose statistics this run stored
+    result_format: str = "parquet"  # csv or json: the final stage wrote the requested format straight away
+
+    @property
+    def result(self) -> Result:
+        return Result(self.result_path, self.output_names, self.result_format)
 
 
 class StageListener:
@@ -160,8 +166,11 @@ def session_facts(spark, files: FileSource) -> SessionFacts:
 
 
 def run_dag(context: RunContext, dag: StageDag, listener: StageListener | None = None, analyze: bool = False,
-            statistics: StatisticsCollector | None = None, ip_strategy: Strategy | None = None) -> RunRecord:
-    """Run ``dag``'s stages in order under ``context``'s settings; the record holds where its result is."""
+            statistics: StatisticsCollector | None = None, ip_strategy: Strategy | None = None,
+            result_format: str | None = None) -> RunRecord:
+    """Run ``dag``'s stages in order under ``context``'s settings; the record holds where its result is. With
+    ``result_format`` csv or json the final stage writes its rows in that form (no parquet round trip for
+    the result)."""
     spark, settings, storage = context.spark, context.settings, context.storage
     listener = listener or StageListener()
     run_id, work_dir = new_work_dir(storage, context.runs_dir)
@@ -171,7 +180,8 @@ def run_dag(context: RunContext, dag: StageDag, listener: StageListener | None =
     written: dict[int, int] = {}
     ip = IpPlanner(dag, settings, _RowCounts(spark, storage, dag, written),
                    adaptive_estimator(context, dag, written, paths, statistics), ip_strategy)
-    record = RunRecord(run_id, work_dir, paths[dag.final.id], dag.plan.output_names, 0, strategy=settings.ip)
+    record = RunRecord(run_id, work_dir, paths[dag.final.id], dag.plan.output_names, 0, strategy=settings.ip,
+                       result_format=result_format if result_format in TEXT_FORMATS else "parquet")
     started = time.perf_counter()
     conf = {**stage_sql_conf(settings), **user_runtime_conf(spark, settings)}
     try:
@@ -266,9 +276,10 @@ def _run_stages(run_state: _DagRun) -> None:
             if inputs:  # a job computing fused stages too: Spark adapts inside it
                 stage_conf.update(fused_job_conf(settings))
             with sql_conf(spark, stage_conf):
+                text = (record.result_format, record.output_names) if stage is dag.final else None
                 run = functools.partial(_run_stage, spark, storage, compiler, store, stage, decisions, paths[stage.id],
                                         group, is_final=stage is dag.final,
-                                        write=_output_is_read(stage, decisions, analyze), fused=inputs)
+                                        write=_output_is_read(stage, decisions, analyze), fused=inputs, text=text)
                 try:
                     metrics = run(statistics=statistics)
                 except BadInputError:
@@ -335,7 +346,9 @@ def _stage_frame(compiler: StageCompiler, store: SummaryStore, stage: Stage, dec
 def _run_stage(spark, storage: Storage, compiler: StageCompiler, store: SummaryStore, stage: Stage,
                decisions: StageDecisions, path: str, group: str, is_final: bool,
                statistics: StatisticsCollector | None = None, write: bool = True,
-               fused: list[_Fused] | None = None) -> StageMetrics:
+               fused: list[_Fused] | None = None, text: tuple[str, tuple[str, ...]] | None = None) -> StageMetrics:
+    """Run one stage's job: its rows written as parquet (or, for the result with ``text`` = (csv or json, column
+    names), in that form), its summaries built and its statistics observed in the same pass."""
     sc = spark.sparkContext
     sc.setJobGroup(group, f"aipq {stage.name} {stage.operator}", interruptOnCancel=True)
     started = time.perf_counter()
@@ -352,7 +365,9 @@ def _run_stage(spark, storage: Storage, compiler: StageCompiler, store: SummaryS
             df = statistics.observe_output(stage, df)
         df = df.observe(observation, F.count(F.lit(1)).alias("rows"),
                         *store.build_columns(df, decisions.builds, sketched))
-        if write:
+        if text is not None and text[0] in TEXT_FORMATS:
+            write_text_frame(df, text[1], text[0], path)
+        elif write:
             df.write.mode("errorifexists").parquet(path)
         else:
             df.write.format("noop").mode("overwrite").save()

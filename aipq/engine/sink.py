@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import csv
 import io
+from dataclasses import dataclass
 from pathlib import PurePath
 from typing import BinaryIO
 
@@ -56,13 +57,18 @@ def check_output_target(storage: Storage, target: str, force: bool) -> str:
     return storage.check_local_target(target, force)
 
 
-def result_frame(spark, result_path: str, names: tuple[str, ...]):
-    df = spark.read.parquet(result_path)
-    return df.toDF(*unique_names(names))
+@dataclass(frozen=True)
+class Result:
+    """Where a run's result is: a folder of parquet, or of CSV or JSON lines when the final stage wrote the
+    requested format straight away (``engine/executor.run_dag``'s ``result_format``)."""
+
+    path: str
+    names: tuple[str, ...]
+    format: str = "parquet"
 
 
-def head_rows(spark, result_path: str, names: tuple[str, ...], limit: int) -> list[tuple]:
-    rows = result_frame(spark, result_path, names).take(limit)
+def head_rows(spark, result: Result, limit: int) -> list[tuple]:
+    rows = spark.read.parquet(result.path).toDF(*unique_names(result.names)).take(limit)
     return [tuple(row) for row in rows]
 
 
@@ -90,44 +96,59 @@ def _csv_header(names: list[str]) -> bytes:
     return line.getvalue().encode("utf-8")
 
 
-def _write_parts(spark, storage: Storage, result_path: str, names: tuple[str, ...], fmt: str,
-                 folder: str) -> list[str]:
-    """The result as ``fmt`` in Spark's output folder ``folder`` (beside the run's stage outputs, where every
-    executor writes): its data files, in order."""
-    frame = result_frame(spark, result_path, names).coalesce(1)
+TEXT_FORMATS = ("csv", "json")
+
+
+def write_text_frame(frame, names: tuple[str, ...], fmt: str, folder: str) -> None:
+    """``frame``'s rows as CSV lines (no header) or JSON lines in Spark's output folder ``folder``: one part per
+    task, named in partition order."""
+    frame = frame.toDF(*unique_names(names))
     if fmt == "csv":
         line = "concat_ws(',', " + ", ".join(
             _csv_field_sql(f.name, f.dataType.simpleString()) for f in frame.schema.fields) + ")"
         frame.selectExpr(f"{line} AS value").write.option("lineSep", "\n").text(folder)
-    elif fmt == "json":
-        frame.write.option("ignoreNullFields", "false").json(folder)
     else:
-        frame.write.parquet(folder)
+        frame.write.option("ignoreNullFields", "false").json(folder)
+
+
+def _parts(storage: Storage, folder: str) -> list[str]:
     return [f.path for f in storage.data_files(folder) or [] if f.relative.startswith("part-")]
 
 
-def write_output(spark, storage: Storage, result_path: str, names: tuple[str, ...], target: str, fmt: str) -> None:
+def _formatted_parts(spark, storage: Storage, result: Result, fmt: str, folder: str) -> list[str]:
+    """The result's files in ``fmt``, in order: as the final stage wrote them when it wrote ``fmt`` (a result
+    straight to its destination), else converted from its parquet into ``folder``."""
+    if result.format == fmt:
+        return _parts(storage, result.path)
+    frame = spark.read.parquet(result.path).coalesce(1)
+    if fmt == "parquet":
+        frame.toDF(*unique_names(result.names)).write.parquet(folder)
+    else:
+        write_text_frame(frame, result.names, fmt, folder)
+    return _parts(storage, folder)
+
+
+def write_output(spark, storage: Storage, result: Result, target: str, fmt: str) -> None:
     """The result in the driver-local file ``target``, put in place only once complete."""
     if fmt not in OUTPUT_FORMATS:
         raise BadInputError(f"cannot write format {fmt!r}", hint=f"use one of {', '.join(OUTPUT_FORMATS)}")
-    folder = join(parent(result_path), f"output-{fmt}")
+    folder = join(parent(result.path), f"output-{fmt}")
     try:
-        parts = _write_parts(spark, storage, result_path, names, fmt, folder)
+        parts = _formatted_parts(spark, storage, result, fmt, folder)
         if fmt == "parquet" and len(parts) != 1:
             raise RuntimeError(f"expected one parquet file, found {len(parts)}")
-        header = _csv_header(unique_names(names)) if fmt == "csv" else b""
+        header = _csv_header(unique_names(result.names)) if fmt == "csv" else b""
         storage.assemble_local(parts, target, header)
     finally:
         storage.delete(folder)
 
 
-def stream_output(spark, storage: Storage, result_path: str, names: tuple[str, ...], fmt: str,
-                  out: BinaryIO) -> None:
+def stream_output(spark, storage: Storage, result: Result, fmt: str, out: BinaryIO) -> None:
     """The result as CSV or JSON lines on ``out`` (stdout), in the same form a file would hold."""
-    folder = join(parent(result_path), f"output-{fmt}")
+    folder = join(parent(result.path), f"output-{fmt}")
     try:
-        parts = _write_parts(spark, storage, result_path, names, fmt, folder)
-        out.write(_csv_header(unique_names(names)) if fmt == "csv" else b"")
+        parts = _formatted_parts(spark, storage, result, fmt, folder)
+        out.write(_csv_header(unique_names(result.names)) if fmt == "csv" else b"")
         storage.copy_to(parts, out)
         out.flush()
     finally:
