@@ -70,6 +70,11 @@ class Knob:
     shown: str | None = None
     help: str = ""
 
+    @property
+    def setting(self) -> str:
+        """The knob's name in ``--conf`` and a workflow's SET: ``aipq.`` and its name with dots."""
+        return "aipq." + self.name.replace("_", ".")
+
     def parse(self, text: object) -> object:
         """The knob's value from the command line's text; ValueError saying what a valid value is."""
         if not isinstance(text, str):
@@ -252,7 +257,7 @@ def knob_table() -> str:
                  "uri": "URI"}
         values = "\\|".join(knob.choices) if knob.kind == "choice" else kinds.get(knob.kind, "NAME")
         shown = knob.shown if knob.shown is not None else str(knob.default)
-        rows.append(f"| `{knob.flag} {values}` | {shown} | {knob.doc} |")
+        rows.append(f"| `{knob.flag} {values}` (`{knob.setting}`) | {shown} | {knob.doc} |")
     return "\n".join(rows)
 
 

@@ -1,4 +1,5 @@
-"""Spark's and Hive's names for settings that aipq's planner owns.
+"""The names ``--conf`` and a workflow's SET know aipq's knobs by: ``aipq.<knob>`` for each (``aipq.ip``,
+``aipq.staging``, ``aipq.work.dir``, …), and Spark's and Hive's names for settings that aipq's planner owns.
 
 How many reduce tasks a stage runs and which joins are map-side are planning decisions here: the planner shapes
 the stages around them and the benefit estimator prices them. A ``--conf`` or a workflow's ``SET`` of Spark's or
@@ -12,7 +13,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-from aipq.config import DEFAULT_REDUCER_BYTES, Settings, size_bytes
+from aipq.config import DEFAULT_REDUCER_BYTES, KNOBS, Knob, Settings, size_bytes
+from aipq.errors import BadInputError
 
 
 @dataclass(frozen=True)
@@ -83,12 +85,26 @@ def _hive_mapred_mode(text: str, _current: object) -> str | None:
     return {"strict": "refuse", "nonstrict": "allow"}.get(text.strip().lower())
 
 
-ALIASES: dict[str, SettingAlias] = {
+_EXPECTS = {"int": "an integer", "float": "a number", "size": "a size such as 10MB", "size-or-auto": "a size or auto",
+            "columns": "COLUMN, TABLE.COLUMN or DB.TABLE.COLUMN, comma-separated", "uri": "a folder URI"}
+
+
+def _knob_setting(knob: Knob) -> SettingAlias:
+    """``aipq.<knob>``: the knob itself, read as its command-line option reads it."""
+    def parse(text: str, _current: object) -> object | None:
+        try:
+            return knob.parse(text.strip().lower() if knob.kind == "choice" else text.strip())
+        except ValueError:
+            return None
+
+    expects = f"one of {', '.join(knob.choices)}" if knob.kind == "choice" else _EXPECTS.get(knob.kind, "a value")
+    return SettingAlias(knob.name, expects, parse)
+
+
+# Spark's and Hive's names for aipq's knobs, each with how its values read.
+SPARK_AND_HIVE: dict[str, SettingAlias] = {
     "hive.strict.checks.cartesian.product": SettingAlias("cartesian", "true or false", _strict_cartesian),
     "hive.mapred.mode": SettingAlias("cartesian", "strict or nonstrict", _hive_mapred_mode),
-    "aipq.cartesian": SettingAlias("cartesian", "refuse or allow",
-                                   lambda text, _: text.strip().lower() if text.strip().lower() in (
-                                       "refuse", "allow") else None),
     "spark.sql.shuffle.partitions": _REDUCE_TASKS,
     "hive.exec.reducers.max": _REDUCE_TASKS,
     "mapred.reduce.tasks": _HIVE_REDUCE_TASKS,
@@ -98,20 +114,19 @@ ALIASES: dict[str, SettingAlias] = {
     "spark.sql.autobroadcastjointhreshold": SettingAlias(
         "broadcast_threshold", "a size such as 10MB, or -1 for no broadcast joins", _broadcast_threshold),
     "hive.auto.convert.join": SettingAlias("broadcast_threshold", "true or false", _hive_auto_convert_join),
-    "aipq.work.dir": SettingAlias("work_dir", "a folder URI", _uri),
     "spark.sql.warehouse.dir": SettingAlias("warehouse", "a folder URI", _uri),
-    "aipq.staging": SettingAlias("staging", "hive, adaptive or none",
-                                 lambda text, _: text.strip().lower() if text.strip().lower() in (
-                                     "hive", "adaptive", "none") else None),
-    "aipq.commit": SettingAlias("commit", "auto, rename or versioned",
-                                lambda text, _: text.strip().lower() if text.strip().lower() in (
-                                    "auto", "rename", "versioned") else None),
 }
+ALIASES: dict[str, SettingAlias] = {**{k.setting: _knob_setting(k) for k in KNOBS}, **SPARK_AND_HIVE}
 
 
 def alias_for(key: str) -> SettingAlias | None:
-    """The aipq knob that Spark's or Hive's setting ``key`` names, if it names one."""
-    return ALIASES.get(key.strip().lower())
+    """The aipq knob that setting ``key`` names (its ``aipq.`` name, or Spark's or Hive's), if it names one. An
+    ``aipq.`` name that names no knob is a mistake: BadInputError naming the known ones."""
+    found = ALIASES.get(key.strip().lower())
+    if found is None and key.strip().lower().startswith("aipq."):
+        raise BadInputError(f"unknown aipq setting {key.strip()!r}",
+                            hint="aipq's settings: " + ", ".join(k.setting for k in KNOBS))
+    return found
 
 
 def apply_alias(settings: Settings, key: str, value: str) -> Settings:

@@ -153,7 +153,10 @@ class _Planner:
         elif isinstance(step, DropStep):
             self.plan_drop(step, planned)
         elif isinstance(step, SetStep):
-            self.settings = apply_setting(self.settings, step)
+            try:
+                self.settings = apply_setting(self.settings, step)
+            except BadInputError as error:
+                raise self.error_at(step, error.message, step.statement, hint=error.hint) from None
             planned.settings = self.settings
             if step.ignored:
                 planned.skip_reason = "a Hive/MapReduce setting with no meaning here; ignored"
@@ -217,7 +220,7 @@ def apply_setting(settings: Settings, step: SetStep) -> Settings:
         try:
             return apply_alias(settings, key, value)
         except ValueError as problem:
-            raise BadInputError(f"statement {step.number}: {problem}") from None
+            raise BadInputError(str(problem)) from None
     if key.startswith("spark."):
         return replace(settings, spark_conf={**settings.spark_conf, key: value})
     return settings

@@ -6,8 +6,11 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
+
 from aipq.config import KNOBS, Settings, knob_table
-from aipq.setting_aliases import ALIASES
+from aipq.errors import BadInputError
+from aipq.setting_aliases import ALIASES, alias_for
 
 README = Path(__file__).parent.parent / "README.md"
 
@@ -35,3 +38,17 @@ def test_every_knob_default_reads_back_from_its_command_line_text():
 def test_every_alias_names_a_knob():
     names = {k.name for k in KNOBS}
     assert all(knob in names for alias in ALIASES.values() for knob in alias.knobs)
+
+
+def test_every_knob_has_its_own_setting_name():
+    for knob in KNOBS:
+        assert ALIASES[knob.setting].knob == knob.name
+        assert ALIASES[knob.setting].parse(str(knob.shown if knob.shown is not None else knob.default),
+                                           None) == knob.default or knob.kind == "columns"
+
+
+def test_an_unknown_aipq_setting_is_an_error_naming_the_known_ones():
+    with pytest.raises(BadInputError, match="unknown aipq setting 'aipq.tpyo'") as error:
+        alias_for("aipq.tpyo")
+    assert "aipq.staging" in error.value.hint
+    assert alias_for("mapred.job.name") is None  # other systems' names pass through
