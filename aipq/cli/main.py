@@ -374,7 +374,8 @@ def table_drop(ctx, name):
 @planning_options
 @click.pass_context
 def calibrate(ctx, megabytes, runs, settings: Settings):
-    """Measure the benefit model's unit costs on this machine and keep them for strategy adaptive."""
+    """Measure the benefit model's unit costs on the session's master (this machine, or a cluster with --master)
+    and keep them, per master, for strategy adaptive."""
     from rich.table import Table
 
     from aipq.engine.calibrate import measure
