@@ -118,7 +118,7 @@ def _parts(storage: Storage, folder: str) -> list[str]:
 def _formatted_parts(spark, storage: Storage, result: Result, fmt: str, folder: str) -> list[str]:
     """The result's files in ``fmt``, in order: as the final stage wrote them when it wrote ``fmt`` (a result
     straight to its destination), else converted from its parquet into ``folder``."""
-    if result.format == fmt:
+    if result.format == fmt and fmt in TEXT_FORMATS:
         return _parts(storage, result.path)
     frame = spark.read.parquet(result.path).coalesce(1)
     if fmt == "parquet":
