@@ -116,3 +116,12 @@ def test_settings_fixed_at_session_start_that_differ_are_an_error(aipq, spark):
     assert master.exit_code == 2 and "already runs on local[2]" in master.output
     memory = aipq("run", "--conf", "spark.driver.memory=1g", "--sql", "SELECT r_name FROM region")
     assert memory.exit_code == 2 and "cannot change while it runs" in memory.output
+
+
+def test_a_spark_connect_session_is_refused_clearly(aipq):
+    """aipq drives the classic driver's JVM; a Spark Connect master gets a clear input error, not py4j's."""
+    for args in (("--master", "sc://localhost:15002"), ("--conf", "spark.remote=sc://localhost:15002")):
+        result = aipq("run", *args, "--sql", "SELECT r_name FROM region")
+        assert result.exit_code == 2, result.output
+        assert "needs the classic Spark driver, not a Spark Connect session" in result.output
+        assert "Traceback" not in result.output

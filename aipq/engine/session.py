@@ -95,8 +95,9 @@ def get_session(settings: Settings, home: Path):
         .config("spark.driver.extraJavaOptions",
                 f"-Dderby.system.home={Path(home) / 'derby'} -Dlog4j2.configurationFile={LOG_CONFIG} "
                 f"{archive.java_options}".strip())
-        .config("spark.executor.extraJavaOptions", f"-Dlog4j2.configurationFile={LOG_CONFIG}")
     )
+    if (settings.master or "").startswith("local-cluster"):  # executors on this machine: quiet them the same way
+        builder = builder.config("spark.executor.extraJavaOptions", f"-Dlog4j2.configurationFile={LOG_CONFIG}")
     for key, value in settings.spark_conf.items():
         builder = builder.config(key, value)
     jars = [j for j in settings.spark_conf.get("spark.jars", "").split(",") if j]
