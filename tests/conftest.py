@@ -26,6 +26,7 @@ SF = float(os.environ.get("AIPQ_TEST_SF", "0.01"))
 # The test session's JVM would otherwise start a class archive builder as pytest exits (engine/class_archive.py);
 # tests/test_class_archive.py turns it on for the processes it starts, with a cache of its own.
 os.environ.setdefault("AIPQ_CLASS_ARCHIVE", "off")
+os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # the tests' Spark listens on the loopback only
 
 
 # The README's test command runs one representative corner of the strategy × plan × join-setting matrix: left-deep

@@ -47,6 +47,7 @@ class StandaloneCluster:
         self.folder = folder
         self.port, self.ui_port = _free_port(), _free_port()
         self.url = f"spark://127.0.0.1:{self.port}"
+        # every process of the test, the aipq drivers too, listens and connects on the loopback only
         self.env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "SPARK_DAEMON_MEMORY": "256m",
                     "SPARK_LOG_DIR": str(folder / "logs"), "SPARK_WORKER_DIR": str(folder / "work")}
         self.processes: list[subprocess.Popen] = []
@@ -117,9 +118,9 @@ def cluster_home(tmp_path_factory, cluster):
     for table in tpch_generate.TABLES:
         uri = f"{MOUNT}/tpch/{tpch_generate.table_path(folder, table).relative_to(folder)}"
         added = subprocess.run([*AIPQ, "--home", str(home), "table", "add", table, uri, *options],
-                               capture_output=True, text=True, timeout=300)
+                               capture_output=True, text=True, timeout=300, env=cluster.env)
         assert added.returncode == 0, added.stderr
-    return home, options, folder, store
+    return home, options, folder, store, cluster.env
 
 
 def _workflow(strategy: str) -> str:
@@ -130,12 +131,13 @@ def _workflow(strategy: str) -> str:
 
 @pytest.mark.parametrize("strategy", ["off", "adaptive", "always"])
 def test_tpch_queries_and_a_workflow_on_a_standalone_cluster_give_duckdbs_rows(cluster_home, tmp_path, strategy):
-    home, options, folder, store = cluster_home
+    home, options, folder, store, env = cluster_home
     script = tmp_path / f"cluster-{strategy}.sql"
     script.write_text(_workflow(strategy))
     out = tmp_path / "count.parquet"
     ran = subprocess.run([*AIPQ, "--home", str(home), "run", str(script), "--ip", strategy, "--broadcast-threshold",
-                          "0", "--output", str(out), *options], capture_output=True, text=True, timeout=900)
+                          "0", "--output", str(out), *options], capture_output=True, text=True, timeout=900,
+                         env=env)
     assert ran.returncode == 0, ran.stderr
     assert "Traceback" not in ran.stderr
     duck = duckdb.connect()
@@ -143,7 +145,7 @@ def test_tpch_queries_and_a_workflow_on_a_standalone_cluster_give_duckdbs_rows(c
         duck.execute(f"CREATE VIEW {table} AS SELECT * FROM read_parquet('{tpch_generate.table_path(folder, table)}"
                      f"{'/*.parquet' if tpch_generate.table_path(folder, table).is_dir() else ''}')")
     listed = json.loads(subprocess.run([*AIPQ, "--home", str(home), "table", "list", "--json"], capture_output=True,
-                                       text=True, check=True).stdout)
+                                       text=True, check=True, env=env).stdout)
     paths = {entry["name"]: entry["path"] for entry in listed}
     for number in QUERIES:
         path = paths[f"q{number}_{strategy}"]
@@ -161,10 +163,10 @@ def test_tpch_queries_and_a_workflow_on_a_standalone_cluster_give_duckdbs_rows(c
 
 
 def test_statistics_and_information_passing_work_on_a_non_file_scheme(cluster_home, tmp_path):
-    home, options, _, _ = cluster_home
+    home, options, _, _, env = cluster_home
     explained = subprocess.run([*AIPQ, "--home", str(home), "explain", "tpch:9", "--ip", "adaptive",
                                 "--broadcast-threshold", "0", "--format", "json", *options],
-                               capture_output=True, text=True, timeout=300)
+                               capture_output=True, text=True, timeout=300, env=env)
     assert explained.returncode == 0, explained.stderr
     info = json.loads(explained.stdout)
     # the runs above collected the tables' statistics on viewfs:// as they would on a local path
