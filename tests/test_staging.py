@@ -63,6 +63,9 @@ def test_none_staging_keeps_filtered_table_prepasses(aipq):
                     for b in s["information_passing"]["builds"]]
     assert not stage_builds  # nothing but the result is written, so no stage output can build a summary
     assert any(s["operator"] == "SCAN" and s["information_passing"]["builds"] for s in info["stages"])
+    # the pre-pass's summary probes lineitem in a fused stage: counted from the job that ran it
+    fused_probes = [p for s in info["stages"] if not s["measured"]["materialized"] for p in s["measured"]["probes"]]
+    assert fused_probes and all(p["rows_in"] is not None and p["rows_out"] < p["rows_in"] for p in fused_probes)
 
 
 def test_explain_says_which_boundaries_are_written(aipq):
@@ -102,3 +105,17 @@ def test_adaptive_staging_builds_a_summary_only_where_it_pays_for_the_stage_writ
     _, dear = _decisions(tpch, "adaptive", c_write=1000.0)
     # the same summaries are not worth writing their stage for, unless it is written anyway
     assert {b.stage for d in dear for b in d.builds} < built_hive
+
+
+def test_analyze_shows_the_joins_spark_ran_in_fused_jobs(aipq):
+    """--analyze reads the joins of the plan that ran (with AQE, its final plan): the final stage's job holds the
+    joins of the stages fused into it."""
+    info = analyzed(aipq, "tpch:5", "--staging", "none")
+    final = next(s for s in info["stages"] if s["id"] == info["final_stage"])
+    joins = sum(final["measured"]["spark_joins"].values())
+    planned = sum(len(s["reduce"].get("joins", [])) for s in info["stages"])
+    assert joins >= planned > 1, final["measured"]["spark_joins"]
+    hive = analyzed(aipq, "tpch:5", "--staging", "hive")
+    for stage in hive["stages"]:
+        if stage["operator"] == "JOIN":
+            assert stage["measured"]["spark_joins"].get("SortMergeJoin", 0) >= 1, stage["name"]

@@ -158,6 +158,9 @@ def _add_measures(node: Tree, measured: dict[str, Any]) -> None:
                  f"{format_size(shuffle['shuffle_write_bytes'])} "
                  f"({shuffle['shuffle_write_records']:,} rows), read {format_size(shuffle['shuffle_read_bytes'])}"
                  f" · {measured['reduce_tasks']} reduce tasks")
+        if measured.get("spark_joins"):
+            ran = ", ".join(f"{count} {name}" for name, count in measured["spark_joins"].items())
+            node.add(f"[cyan]Spark ran[/cyan] {ran} [dim](its final plan, fused stages included)[/dim]")
     for probe in measured["probes"]:
         if probe["skipped"]:
             node.add(f"[cyan]probe[/cyan] S{probe['producer']}.{probe['column']} on {probe['target']}: "

@@ -52,6 +52,7 @@ class StageMetrics:
     reduce_tasks: int = 0  # the stage's shuffle partitions
     materialized: bool = True  # its output written; else fused into its consumer's job (``ip/staging.py``)
     staging: str = ""  # why it was written or fused
+    spark_joins: dict[str, int] = field(default_factory=dict)  # with --analyze: the joins Spark's final plan ran
 
 
 @dataclass
@@ -256,7 +257,7 @@ def _run_stages(run_state: _DagRun) -> None:
             decision_seconds = time.perf_counter() - deciding
             if stage.operator == "SCAN" and not decisions.builds:
                 continue  # a summary pre-pass whose summary no edge wants: nothing reads its output
-            inputs = [f for producer in dag.dependency.get(stage.id, []) for f in fused_into.pop(producer, [])]
+            inputs = fused_into.pop(stage.id, [])  # the stages fused into this one's job, transitively
             written_out, why = staging.materialized(dag, stage, settings, bool(decisions.builds))
             if not written_out:
                 fused = _Fused(stage, decisions, [])
@@ -268,7 +269,6 @@ def _run_stages(run_state: _DagRun) -> None:
                                                   decisions=decisions, decision_seconds=decision_seconds,
                                                   materialized=False, staging=why))
                 continue
-            fused_into[stage.id] = inputs
             listener.stage_started(stage, index, len(dag.stages), group)
             tasks = reducers.reduce_tasks(settings, reducers.stage_input_bytes(stage, bytes_written.get, table_sizes),
                                           cores)
@@ -295,6 +295,8 @@ def _run_stages(run_state: _DagRun) -> None:
                     metrics = run(statistics=statistics)
             metrics.reduce_tasks = tasks
             metrics.staging = why
+            if analyze:
+                metrics.spark_joins = jvm.join_strategies(spark, group)
             bytes_written[stage.id] = metrics.bytes_written
             probes = metrics.probes + [p for fused in inputs for p in fused.probes]
             if analyze:

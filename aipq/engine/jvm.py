@@ -447,3 +447,10 @@ def cluster_shape(spark: SparkSession) -> ClusterShape:
     executors = max(context._jsc.sc().getExecutorMemoryStatus().size() - 1, 1)
     cores = int(conf("spark.executor.cores", "0") or 0) or max(slots // executors, 1)
     return ClusterShape(executors, slots, cores, conf("spark.executor.memory", "1g"))
+
+
+def join_strategies(spark: SparkSession, job_group: str) -> dict[str, int]:
+    """The joins Spark ran in a job group, by physical operator (``SortMergeJoin``, ``BroadcastHashJoin``, …),
+    from the SQL status store's plans: with AQE on, the final adaptive plan (``aipq.spark.PlanJoins``)."""
+    text = _aipq_class(spark, "PlanJoins").count(spark._jsparkSession, job_group, 10_000)
+    return {name: int(count) for name, count in (pair.split("=") for pair in text.split(",") if pair)}

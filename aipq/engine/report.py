@@ -17,6 +17,7 @@ def stage_measures(metrics: StageMetrics) -> dict[str, Any]:
         "bytes_written": metrics.bytes_written,
         "reduce_tasks": metrics.reduce_tasks,
         "materialized": metrics.materialized,
+        "spark_joins": metrics.spark_joins,
         "staging": metrics.staging,
         "shuffle": asdict(metrics.shuffle),
         "input_rows_probed": sum(p.rows_in for p in probed if p is _first_on_input(probed, p)),
