@@ -26,6 +26,8 @@ from typing import Protocol
 from aipq.errors import BadInputError
 
 DEFAULT_DATABASE = "default"
+# The path of a table found in Spark's own catalog: Spark reads it by name, it has no data path of aipq's.
+SPARK_CATALOG_PREFIX = "spark-catalog:"
 FORMATS = ("parquet", "orc", "csv")
 
 

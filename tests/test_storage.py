@@ -10,10 +10,11 @@ import duckdb
 import pytest
 from conftest import Aipq
 
-from aipq.catalog import Catalog
+from aipq.catalog import SPARK_CATALOG_PREFIX, Catalog
 from aipq.engine.storage import Storage, join, local_storage, name
 from aipq.engine.tables import publish, table_base
 from aipq.errors import BadInputError, ExecutionError
+from aipq.files import Sizes
 
 PACKAGE = Path(__file__).parent.parent / "aipq"
 
@@ -128,6 +129,15 @@ def test_rename_onto_an_existing_target_fails_with_both_paths(store):
     with pytest.raises(ExecutionError, match="cannot move"):
         storage.rename(join(root, "a"), join(root, "b"))
     assert storage.read_text(join(root, "b")) == "b"
+
+
+def test_a_table_of_sparks_own_catalog_has_no_files_and_starts_no_session():
+    """Spark reads a metastore table by name: storage answers "nothing here" for its catalog path instead of
+    asking Hadoop for a file system of the scheme ``spark-catalog``."""
+    storage = Storage(None)  # no session: any call through Hadoop would fail
+    path = f"{SPARK_CATALOG_PREFIX}default.sales"
+    assert storage.data_files(path) is None and not storage.exists(path) and storage.children(path) == []
+    assert Sizes(storage)(path) is None
 
 
 def test_an_unknown_scheme_is_an_input_error_naming_it(spark):

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from aipq.catalog import TableEntry
+from aipq.catalog import SPARK_CATALOG_PREFIX, TableEntry
 from aipq.config import Settings
 from aipq.engine import class_archive
 from aipq.errors import BadInputError, EnvironmentProblem
@@ -185,7 +185,7 @@ _TABLE_ROWS: dict[tuple[str, int | None], int] = {}  # (path, bytes stored) → 
 
 def table_rows(spark, files: FileSource, entry: TableEntry) -> int:
     """A table's row count (parquet answers from file footers), cached per process by path and size."""
-    key = (entry.path, total_bytes(files, entry.path) if entry.source == "aipq" else None)
+    key = (entry.path, total_bytes(files, entry.path))
     if key not in _TABLE_ROWS:
         _TABLE_ROWS[key] = read_table(spark, entry).count()
     return _TABLE_ROWS[key]
@@ -264,4 +264,5 @@ class SparkCatalogLookup:
         except Exception:  # a missing database or metastore error means "not here"
             return None
         columns = tuple((f.name.lower(), f.dataType.simpleString()) for f in schema.fields)
-        return TableEntry(database, name, f"spark-catalog:{database}.{name}", "spark", columns, source="spark")
+        return TableEntry(database, name, f"{SPARK_CATALOG_PREFIX}{database}.{name}", "spark", columns,
+                          source="spark")

@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import BinaryIO
 
+from aipq.catalog import SPARK_CATALOG_PREFIX
 from aipq.errors import AipqError, BadInputError, ExecutionError
 from aipq.files import FileInfo, is_hidden
 
@@ -183,6 +184,23 @@ class _HadoopFiles:
         return getattr(self._jvm_files(), attribute)
 
 
+class _NoFileSystem:
+    """The place of a table that has no data path of aipq's (``catalog.SPARK_CATALOG_PREFIX``): nothing is
+    there."""
+
+    def status(self, uri: str) -> Status | None:
+        return None
+
+    def data_files(self, uri: str) -> list[FileInfo] | None:
+        return None
+
+    def children(self, uri: str) -> list[tuple[str, bool, int]]:
+        return []
+
+
+_NO_FILES = _NoFileSystem()
+
+
 class Storage:
     """File operations on any URI, local ones in Python and the rest through Hadoop's FileSystem. A failure is
     an aipq error naming the path: exit 2 for a scheme Hadoop does not know, else exit 1."""
@@ -192,6 +210,8 @@ class Storage:
         self._hadoop = _HadoopFiles(session)
 
     def _on(self, uri: str):
+        if uri.startswith(SPARK_CATALOG_PREFIX):
+            return _NO_FILES  # a table Spark's catalog reads by name: nothing here to list or size
         return self._local if is_local(uri) else self._hadoop
 
     @staticmethod
