@@ -110,12 +110,12 @@ def statistics_plan(dag: StageDag, context: RunContext) -> list[dict]:
 
 
 def check_table_data(dag: StageDag, storage: Storage) -> None:
-    """Every local table the query reads still has its data (a data fault, exit 1, before Spark starts)."""
+    """Every table the query reads still has its data, on any store (a data fault, exit 1, before any stage
+    runs)."""
     for stage in dag.stages:
         for node in stage.plan.walk():
             table = getattr(node, "table", None)
-            if table is not None and table.source == "aipq" and is_local(table.path) \
-                    and not storage.exists(table.path):
+            if table is not None and table.source == "aipq" and not storage.exists(table.path):
                 raise ExecutionError(f"the data of table {table.qualified_name} is gone: no file or folder "
                                      f"{table.path}",
                                      hint="restore it, or register the table again with `aipq table add`")

@@ -125,3 +125,8 @@ def test_a_spark_connect_session_is_refused_clearly(aipq):
         assert result.exit_code == 2, result.output
         assert "needs the classic Spark driver, not a Spark Connect session" in result.output
         assert "Traceback" not in result.output
+
+
+def test_output_on_a_cluster_store_is_refused_before_the_query_runs(aipq):
+    result = aipq("run", "--sql", "SELECT r_name FROM region", "--output", "hdfs://nn/out.csv")
+    assert result.exit_code == 2 and "the result file is written on this machine" in result.output

@@ -44,7 +44,7 @@ def test_every_knob_has_its_own_setting_name():
     for knob in KNOBS:
         assert ALIASES[knob.setting].knob == knob.name
         assert ALIASES[knob.setting].parse(str(knob.shown if knob.shown is not None else knob.default),
-                                           None) == knob.default or knob.kind == "columns"
+                                           None) == knob.default
 
 
 def test_an_unknown_aipq_setting_is_an_error_naming_the_known_ones():

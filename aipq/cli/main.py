@@ -32,7 +32,6 @@ from aipq.engine.report import run_dict
 from aipq.engine.sink import (
     OUTPUT_FORMATS,
     TEXT_FORMATS,
-    check_output_target,
     head_rows,
     output_format,
     stream_output,
@@ -143,7 +142,7 @@ def cli(ctx: click.Context, home: str | None, debug: bool) -> None:
 @click.option("--format", "fmt", type=click.Choice(["table", *OUTPUT_FORMATS]), default=None,
               help="Result format: table (default on the terminal), csv or json (JSON lines) to stdout, or with "
                    "--output the file's format (default: from its extension .csv, .json/.jsonl, .parquet).")
-@click.option("--output", type=click.Path(dir_okay=False, path_type=Path), default=None,
+@click.option("--output", type=click.Path(dir_okay=False), default=None,
               help="Write the result to this file (atomically; an existing file only with --force).")
 @click.option("--force", is_flag=True, help="Let --output replace an existing file.")
 @click.option("--limit", "show_rows", type=click.IntRange(0), default=50, show_default=True,
@@ -164,7 +163,7 @@ def run(ctx, source, inline, settings: Settings, fmt, output, force, show_rows, 
         raise BadInputError("--format parquet needs --output PATH")
     if output is not None:
         fmt = output_format(str(output), fmt)
-        output = check_output_target(context.storage, str(output), force)
+        output = context.storage.check_local_target(str(output), force)
     fmt = fmt or "table"
     planned = workflow.plan_workflow(sql, context, allow_overwrite)
     if output is not None and not any(isinstance(s.step, workflow.QueryStep) for s in planned.steps):

@@ -48,10 +48,6 @@ class RunContext:
         return self._shared.spark
 
     @property
-    def started(self) -> bool:
-        return self._shared.spark is not None
-
-    @property
     def storage(self) -> Storage:
         if self._shared.storage is None:
             self._shared.storage = Storage(lambda: self.spark)

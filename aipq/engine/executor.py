@@ -110,14 +110,14 @@ def keep_work_dir(storage: Storage, record: RunRecord) -> None:
 def _owner_alive(storage: Storage, work_dir: str, modified_ms: int) -> bool:
     if storage.exists(join(work_dir, KEPT_FILE)):
         return True
+    young = time.time() - modified_ms / 1000 < 86400  # when nothing else tells, removed once a day old
     try:
         host, pid_text, *started = storage.read_text(join(work_dir, OWNER_FILE)).split()
         pid = int(pid_text)
-    except Exception:  # noqa: BLE001 — missing or unreadable on any store
-        # no owner mark: a run of an older aipq, or one that just started; removed once it is a day old
-        return time.time() - modified_ms / 1000 < 86400
+    except Exception:  # noqa: BLE001 — no owner mark on any store: an older aipq's run, or one just starting
+        return young
     if host != socket.gethostname():
-        return time.time() - modified_ms / 1000 < 86400  # another machine's run: only its age tells
+        return young  # another machine's run
     return process_alive(pid, started[0] if started else "")
 
 

@@ -51,12 +51,6 @@ def output_format(target: str, given: str | None) -> str:
     return found
 
 
-def check_output_target(storage: Storage, target: str, force: bool) -> str:
-    """Before the query runs: the output's folder exists and is writable, and an existing file is replaced only
-    with ``force`` (``Storage.check_local_target``)."""
-    return storage.check_local_target(target, force)
-
-
 @dataclass(frozen=True)
 class Result:
     """Where a run's result is: a folder of parquet, or of CSV or JSON lines when the final stage wrote the

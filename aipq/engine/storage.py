@@ -20,7 +20,7 @@ from typing import BinaryIO
 
 from aipq.catalog import SPARK_CATALOG_PREFIX
 from aipq.errors import AipqError, BadInputError, ExecutionError
-from aipq.files import FileInfo, is_hidden
+from aipq.files import FileInfo, NoFiles, is_hidden
 
 # Stores whose rename is a copy (no atomic directory rename): table commits there switch the catalog's pointer
 # to a new version folder instead (engine/tables.py).
@@ -146,14 +146,17 @@ class _LocalFiles:
         with open(local_path(uri), "rb") as data:
             return data.read()
 
-    def append_to_local(self, uris: Sequence[str], local_file: str) -> int:
+    def copy_to(self, uris: Sequence[str], out: BinaryIO) -> int:
         copied = 0
-        with open(local_file, "ab") as out:
-            for uri in uris:
-                with open(local_path(uri), "rb") as data:
-                    shutil.copyfileobj(data, out)
-                    copied += data.tell()
+        for uri in uris:
+            with open(local_path(uri), "rb") as data:
+                shutil.copyfileobj(data, out)
+                copied += data.tell()
         return copied
+
+    def append_to_local(self, uris: Sequence[str], local_file: str) -> int:
+        with open(local_file, "ab") as out:
+            return self.copy_to(uris, out)
 
 
 class _HadoopFiles:
@@ -184,14 +187,11 @@ class _HadoopFiles:
         return getattr(self._jvm_files(), attribute)
 
 
-class _NoFileSystem:
+class _NoFileSystem(NoFiles):
     """The place of a table that has no data path of aipq's (``catalog.SPARK_CATALOG_PREFIX``): nothing is
     there."""
 
     def status(self, uri: str) -> Status | None:
-        return None
-
-    def data_files(self, uri: str) -> list[FileInfo] | None:
         return None
 
     def children(self, uri: str) -> list[tuple[str, bool, int]]:
@@ -279,7 +279,11 @@ class Storage:
         return self._on(uris[0]).append_to_local(list(uris), local_file)
 
     def copy_to(self, uris: Sequence[str], out: BinaryIO) -> None:
-        """Write the files ``uris`` in order to the stream ``out`` (a result on stdout)."""
+        """Write the files ``uris`` in order to the stream ``out`` (a result on stdout): local files straight,
+        others brought to a local file first."""
+        if not uris or is_local(uris[0]):
+            self._local.copy_to(uris, out)
+            return
         with tempfile.TemporaryDirectory(prefix="aipq-output-") as folder:
             assembled = os.path.join(folder, "assembled")
             open(assembled, "wb").close()
@@ -305,7 +309,11 @@ class Storage:
     def check_local_target(target: str, force: bool) -> str:
         """A driver-local output file can be written: its folder exists and is writable, and an existing file
         is replaced only with ``force``. Its absolute path."""
-        target = os.path.abspath(os.path.expanduser(target))
+        if not is_local(target):
+            raise BadInputError(f"--output {target}: the result file is written on this machine",
+                                hint="give a local path; to keep the rows on a cluster's storage, write a table "
+                                     "(CREATE TABLE … AS SELECT) with --warehouse there")
+        target = os.path.abspath(os.path.expanduser(local_path(target)))
         folder = os.path.dirname(target)
         if os.path.isdir(target):
             raise BadInputError(f"--output {target} is a directory", hint="give a file path")
