@@ -21,6 +21,7 @@ from aipq.planner.joins import order_joins
 from aipq.planner.logical import QueryPlan
 from aipq.planner.parse import parse_statements
 from aipq.planner.physical import choose_physical_joins
+from aipq.planner.predicate_order import order_scan_filters
 from aipq.planner.prune import prune_columns
 from aipq.planner.pushdown import push_down_filters
 from aipq.planner.resolve import lookup_tables, qualify_statement
@@ -54,6 +55,7 @@ def optimize_plan(plan: QueryPlan, settings: Settings, sizes: Sizes) -> QueryPla
     root = order_joins(root, settings.plan)
     root = prune_columns(root)
     root = choose_physical_joins(root, settings.broadcast_threshold, sizes)
+    root = order_scan_filters(root)
     return replace(plan, root=root)
 
 
