@@ -139,7 +139,7 @@ KNOBS: tuple[Knob, ...] = (
               "--shuffle-partitions."),
     Knob("dialect", "hive", "SQL dialect of the input (any sqlglot dialect; 'hive' and 'spark' are tested).",
          "--dialect", help="SQL dialect (hive, spark, …)."),
-    Knob("ip", "off", "Information passing strategy: 'off' (Hive: no summaries), 'hip' (the paper's HIP baseline: "
+    Knob("ip", "adaptive", "Information passing strategy: 'off' (Hive: no summaries), 'hip' (the paper's HIP baseline: "
          "lists of key hashes, child-to-parent, used when under alpha), 'always' (every admissible Bloom filter "
          "summary built and used, under alpha), 'oracle' (the same edges with exact key sets), 'adaptive' (the "
          "paper's IP: built and used where the benefit estimator's B exceeds beta, sized for the largest B).",
@@ -160,6 +160,11 @@ KNOBS: tuple[Knob, ...] = (
          "--margin", "float", low=0.0, high=100.0,
          help="Build or use a summary only when it is expected to save (1 + MARGIN)× its sure costs (benefit "
               "estimator); 0 = B > β alone, as in the paper."),
+    Knob("probe_min_rejection", 0.1, "A task stops probing a summary over a window of rows in which it removed "
+         "less than this share of the rows it probed, and then probes one row in 16 to notice when it would remove "
+         "more (Impala's runtime filter disable); rows not probed are kept. 0: every row is probed.",
+         "--probe-min-rejection", "float", low=0.0, high=1.0,
+         help="Stop probing a summary in a task while it removes less than this share of rows (0: never stop)."),
     Knob("bloom_size", 0, "|F|: Bloom filter size in bytes; 0 = sized per summary from an upper bound on its "
          "distinct keys for the target false-positive rate, capped at alpha.",
          "--bloom-size", "size-or-auto", low=0, shown="auto",
@@ -190,7 +195,7 @@ KNOBS: tuple[Knob, ...] = (
          "(join keys and filter columns are always included).",
          "--stats-columns", "columns", shown="",
          help="More columns to collect statistics on: COLUMN, TABLE.COLUMN, comma-separated."),
-    Knob("staging", "hive", "Which stage boundaries are materialized: 'hive' (every stage's output written as "
+    Knob("staging", "adaptive", "Which stage boundaries are materialized: 'hive' (every stage's output written as "
          "parquet and read back, the paper's setting), 'adaptive' (only where a summary the estimator chose is built "
          "in the stage's write, or several stages read it; other stages are fused into their consumer's Spark job), "
          "'none' (the statement as one Spark plan; only filtered tables' summary pre-passes pass information).",
@@ -228,6 +233,7 @@ class Settings:
     alpha: int = default_of("alpha")
     beta: float = default_of("beta")
     margin: float = default_of("margin")
+    probe_min_rejection: float = default_of("probe_min_rejection")
     bloom_size: int = default_of("bloom_size")
     bloom_fpp: float = default_of("bloom_fpp")
     statistics: str = default_of("statistics")

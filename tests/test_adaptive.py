@@ -37,8 +37,8 @@ def tablec_decisions(info: dict) -> list[tuple[str, dict]]:
 def test_a_summary_that_prunes_99_percent_is_used_and_one_that_prunes_1_percent_is_not(aipq, ratios, ratio,
                                                                                         expected):
     sql = synthetic.query_text("query1", ratio)
-    result = aipq("explain", "--sql", sql, "--ip", "adaptive", "--broadcast-threshold", "0", "--analyze",
-                  "--format", "json")
+    result = aipq("explain", "--sql", sql, "--ip", "adaptive", "--staging", "hive", "--broadcast-threshold",
+                  "0", "--analyze", "--format", "json")
     assert result.exit_code == 0, result.output
     decisions = tablec_decisions(json.loads(result.output))
     assert decisions and all(kind == expected for kind, _ in decisions), decisions

@@ -208,7 +208,7 @@ def test_pruning_chosen_below_a_stage_scales_what_its_subplan_wrote_before(tpch)
     from aipq.pipeline import plan_query
     from aipq.tpch.queries import query_text
 
-    settings = Settings(ip="adaptive", broadcast_threshold=0)
+    settings = Settings(ip="adaptive", staging="hive", broadcast_threshold=0)
     dag = plan_query(query_text(7), tpch, settings, LOCAL_FILES).dag
     n1 = next(s for s in dag.stages if s.operator == "SCAN" and "n_nationkey" in s.output_columns)
 
@@ -243,7 +243,7 @@ def test_a_summary_pruning_for_its_own_join_leaves_the_joins_output_as_it_was(tp
     from aipq.pipeline import plan_query
     from aipq.tpch.queries import query_text
 
-    settings = Settings(ip="always", broadcast_threshold=0)
+    settings = Settings(ip="always", staging="hive", broadcast_threshold=0)
     dag = plan_query(query_text(18), tpch, settings, LOCAL_FILES).dag
 
     planner = IpPlanner(dag, settings, estimator=lambda candidate, built, pruning: _Figure(1e-4))
@@ -279,7 +279,7 @@ def test_a_second_summary_at_one_place_is_priced_on_what_the_first_lets_through(
     from aipq.pipeline import plan_query
     from aipq.tpch.queries import query_text
 
-    settings = Settings(ip="adaptive", broadcast_threshold=0)
+    settings = Settings(ip="adaptive", staging="hive", broadcast_threshold=0)
     dag = plan_query(query_text(8), tpch, settings, LOCAL_FILES).dag
     producer = {column: next(s for s in dag.stages if s.operator == "SCAN" and column in s.output_columns)
                 for column in ("p_partkey", "o_orderkey")}
@@ -319,7 +319,7 @@ def test_only_stages_with_an_edge_to_decide_on_wait_for_the_estimators_statistic
     from aipq.pipeline import plan_query
     from aipq.tpch.queries import query_text
 
-    settings = Settings(ip="adaptive", broadcast_threshold=0)
+    settings = Settings(ip="adaptive", staging="hive", broadcast_threshold=0)
     dag = plan_query(query_text(18), tpch, settings, LOCAL_FILES).dag
     planner = IpPlanner(dag, settings)
     with_edges = {s.id for s in dag.stages if planner.has_edges(s)}

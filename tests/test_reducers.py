@@ -48,7 +48,7 @@ def test_a_stages_input_is_its_tables_files_and_its_input_stages_outputs(tpch):
 @pytest.mark.parametrize(("per_reducer", "tasks"), [(1, 8), (1024 * MB, 2)])
 def test_spark_runs_the_chosen_reduce_tasks_and_the_rows_stay_the_same(spark, tpch, home, duck, per_reducer,
                                                                        tasks):
-    settings = Settings(ip="adaptive", reducer_bytes=per_reducer, **REPARTITION)
+    settings = Settings(ip="adaptive", staging="hive", reducer_bytes=per_reducer, **REPARTITION)
     context = RunContext(home, settings)
     record = run_dag(context, plan_query(query_text(3), tpch, settings, LOCAL_FILES).dag)
     try:

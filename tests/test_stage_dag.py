@@ -14,6 +14,8 @@ REPARTITION = dict(broadcast_threshold=0)
 
 
 def dag_of(tpch, number: int, **settings):
+    """The DAG of the paper's job plan: hive staging, no summary pre-pass stages unless asked for."""
+    settings = {"ip": "off", "staging": "hive", **settings}
     return plan_query(query_text(number), tpch, Settings(**settings), LOCAL_FILES).dag
 
 
@@ -68,7 +70,7 @@ def test_stage_outputs_hold_only_what_consumers_read(tpch):
 def test_explain_formats(aipq):
     tree = aipq("explain", "tpch:9", "--plan", "bushy", "--broadcast-threshold", "0")
     assert tree.exit_code == 0 and "S1" in tree.output and "JOIN" in tree.output
-    info = json.loads(aipq("explain", "tpch:9", "--format", "json", "--broadcast-threshold", "0").output)
+    info = json.loads(aipq("explain", "tpch:9", "--format", "json", "--broadcast-threshold", "0", "--ip", "off").output)
     assert info["stages"][0]["reduce"]["joins"][0]["keys"]
     assert info["settings"]["broadcast_threshold"]["value"] == 0
     assert info["dependency_graph"] and info["dataflow_graph"]

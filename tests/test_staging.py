@@ -77,7 +77,7 @@ def test_explain_says_which_boundaries_are_written(aipq):
 def test_staging_is_set_by_its_spark_style_name_in_a_workflow(aipq, tmp_path):
     script = tmp_path / "staged.sql"
     script.write_text("SET aipq.staging=none;\n" + query_text(3))
-    result = aipq("explain", str(script), "--format", "json", "--broadcast-threshold", "0")
+    result = aipq("explain", str(script), "--format", "json", "--broadcast-threshold", "0", "--ip", "off")
     assert result.exit_code == 0, result.output
     plan = json.loads(result.output)["statements"][1]["plan"]
     assert plan["settings"]["staging"]["value"] == "none"

@@ -92,7 +92,8 @@ def test_q5_collects_its_join_and_filter_columns_once_and_data_changes_invalidat
 
 
 def test_stage_outputs_are_known_by_their_subplan(fresh):
-    assert fresh("run", "tpch:3", "--quiet", "--broadcast-threshold", "0").exit_code == 0
+    hive = ("--broadcast-threshold", "0", "--staging", "hive", "--ip", "off")  # every stage written, unpruned
+    assert fresh("run", "tpch:3", "--quiet", *hive).exit_code == 0
     stages = show(fresh)["stages"]
     assert stages and all(s["rows"] >= 0 and s["bytes"] > 0 for s in stages)
     keys = {s["plan_key"]: s["rows"] for s in stages}
@@ -106,9 +107,9 @@ def test_stage_outputs_are_known_by_their_subplan(fresh):
         "WHERE c_mktsegment = 'BUILDING' AND o_orderdate < DATE '1995-03-15'").fetchone()[0]
     assert joined[0]["rows"] == exact  # o_orderkey is unique
     assert abs(joined[0]["columns"]["o_orderkey"] - exact) <= 3 * sketches.relative_standard_error(12) * exact
-    assert fresh("run", "tpch:3", "--quiet", "--broadcast-threshold", "0").exit_code == 0
+    assert fresh("run", "tpch:3", "--quiet", *hive).exit_code == 0
     assert {s["plan_key"]: s["rows"] for s in show(fresh)["stages"]} == keys  # same subplans, same keys
-    explained = json.loads(fresh("explain", "tpch:3", "--broadcast-threshold", "0", "--format", "json").output)
+    explained = json.loads(fresh("explain", "tpch:3", *hive, "--format", "json").output)
     known = [s["known_output"] for s in explained["stages"]]
     assert all(k is not None for k in known) and {k["rows"] for k in known} <= set(keys.values())
 

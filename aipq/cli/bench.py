@@ -7,6 +7,7 @@ import json
 import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 
 import click
@@ -106,9 +107,20 @@ def _run_strategies(home: Path, workload, strategies: list[str], thresholds: lis
     from aipq.bench.strategies import compare_strategies
 
     runs = len(workload) * len(thresholds) * len(strategies) * (repeat + _warmup_rounds())
+    settings = paper_settings_unless_given(settings, staging="hive")
     with progress_bar(label, runs) as step:
         return compare_strategies(RunContext(home, settings), workload, strategies, thresholds, repeat, step,
                                   min_run_seconds=min_run_seconds)
+
+
+def paper_settings_unless_given(settings: Settings, **paper: str) -> Settings:
+    """``settings`` with the paper's value of each knob in ``paper`` that the command line did not give.
+    Benchmarks are defined on the paper's Hive setting (a series named without ``@STAGING`` runs hive staging),
+    while ``aipq run`` defaults to adaptive information passing and staging."""
+    ctx = click.get_current_context(silent=True)
+    chosen = {name: value for name, value in paper.items()
+              if ctx is None or ctx.get_parameter_source(name) in (None, ParameterSource.DEFAULT)}
+    return replace(settings, **chosen)
 
 
 def _warmup_rounds() -> int:
@@ -262,6 +274,7 @@ def run_stats_bench(home: Path, scale_factor: float, queries: str, lg_ks: str, r
 
     numbers = _numbers(queries, "--queries")
     precisions = _numbers(lg_ks, "--lg-k")
+    settings = paper_settings_unless_given(settings, ip="off", staging="hive")
     bad = [k for k in precisions if not 4 <= k <= 21]
     if bad:
         raise BadInputError(f"lg_k {bad[0]} is outside 4–21", hint="for example --lg-k 8,10,12,14")
@@ -314,6 +327,7 @@ def run_decision_bench(home: Path, scale_factor: float, queries: str, repeat: in
         app.generate_tpch(home, scale_factor, "default")
     workload = [(f"Q{n}", query_text(n)) for n in numbers]
     thresholds = _thresholds(joins, settings)
+    settings = paper_settings_unless_given(settings, staging="hive")
     with progress_bar("bench decisions", len(workload) * (repeat + 1) * len(thresholds)) as step:
         steal = StealTally()
         edges = measure_decisions(home, workload, repeat, settings, step, thresholds, steal)
@@ -433,6 +447,7 @@ def bench_staging(ctx, scale_factor, queries, repeat, json_path, settings: Setti
 
     home = home_dir(ctx)
     numbers = _numbers(queries, "--queries")
+    settings = paper_settings_unless_given(settings, ip="off", staging="hive")
     err = Console(stderr=True)
     with err.status(f"preparing TPC-H SF {scale_factor:g}…"):
         app.generate_tpch(home, scale_factor, "default")

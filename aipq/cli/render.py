@@ -169,9 +169,11 @@ def _add_measures(node: Tree, measured: dict[str, Any]) -> None:
             kept = probe["rows_out"] / probe["rows_in"] if probe["rows_in"] else 1.0
             fpr = f", measured false-positive rate {probe['measured_fpr']:.2%}" \
                 if probe["measured_fpr"] is not None else ""
+            idle = f", {probe['unprobed_rows']:,} rows let through unprobed where it removed too few " \
+                   f"(--probe-min-rejection)" if probe.get("unprobed_rows") else ""
             node.add(f"[cyan]probe[/cyan] S{probe['producer']}.{probe['column']} ({probe['kind']}) on "
                      f"{probe['target']}.{probe['target_column']}: {probe['rows_in']:,} → {probe['rows_out']:,} "
-                     f"rows ({kept:.1%} kept){fpr}")
+                     f"rows ({kept:.1%} kept){fpr}{idle}")
     for summary in measured["summaries"]:
         size = format_size(summary["size_bytes"]) if summary["size_bytes"] is not None else "the stage output"
         fpp = f", false-positive rate ≈ {summary['expected_fpp']:.2%}" if summary["expected_fpp"] is not None else ""

@@ -177,7 +177,7 @@ def run_dag(context: RunContext, dag: StageDag, listener: StageListener | None =
     run_id, work_dir = new_work_dir(storage, context.runs_dir)
     paths = {s.id: join(work_dir, f"stage-{s.id}") for s in dag.stages}
     compiler = StageCompiler(spark, paths)
-    store = SummaryStore(spark, storage, work_dir, paths)
+    store = SummaryStore(spark, storage, work_dir, paths, settings.probe_min_rejection)
     written: dict[int, int] = {}
     ip = IpPlanner(dag, settings, _RowCounts(spark, storage, dag, written),
                    adaptive_estimator(context, dag, written, paths, statistics), ip_strategy)

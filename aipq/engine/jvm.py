@@ -260,6 +260,21 @@ def in_hash_set(spark: SparkSession, values, hashed: Column) -> Column:
     return _to_column(spark, expression)
 
 
+def probe_gate(spark: SparkSession, condition: Column, window: int, min_rejection: float):
+    """``condition`` (a summary's probe) as ``aipq.spark.ProbeGate``: each task stops probing over a window of
+    ``window`` rows in which it removed less than ``min_rejection`` of the rows it probed, probing one row in 16
+    until a window shows it would remove more. Returns the column and the gate's tally (``gate_unprobed_rows``)."""
+    tally = spark.sparkContext._jsc.sc().longAccumulator("aipq-probe-gate")
+    expression = _aipq_class(spark, "ProbeGate")(_to_expression(spark, condition), int(window),
+                                                 float(min_rejection), tally)
+    return _to_column(spark, expression), tally
+
+
+def gate_unprobed_rows(tally) -> int:
+    """The rows a probe gate let through without probing, summed over its tasks (counted every 4096 rows)."""
+    return int(tally.sum())
+
+
 def counted_filter(condition: Column, mark: int) -> Column:
     """``condition`` as a filter that Spark keeps as a plan node of its own and that ``filter_row_counts`` finds
     by ``mark`` (a negative number below -2**40) in the executed plan. Being nondeterministic (the CASE on

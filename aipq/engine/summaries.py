@@ -27,6 +27,9 @@ _INTEGRAL = (ByteType, ShortType, IntegerType, LongType)
 # every auto-sized filter (the cap's bits and Spark's header of at most 16 bytes) is probed as a literal (_condition)
 LITERAL_FILTER_BYTES = AUTO_BLOOM_CAP_BYTES + 16
 SKETCH_LG_K = 12
+# rows over which a task judges a probe (ProbeGate): enough for a share of 10% to be measured to within about
+# 0.3% points, and small against a task's rows (an SF 1 lineitem task reads about 3 M)
+GATE_WINDOW_ROWS = 32768
 
 
 def quoted(name: str) -> str:
@@ -88,15 +91,20 @@ class ProbeRecord:
     rows_out: int | None = None
     skipped: str | None = None
     measured_fpr: float | None = None  # with --analyze: share of non-matching rows the summary let through
+    unprobed_rows: int | None = None  # rows a task let through without probing (the probe gate judged it idle)
     mark: int | None = field(default=None, repr=False, compare=False)  # its counted filter (jvm.counted_filter)
     observation: object = field(default=None, repr=False, compare=False)  # exact summaries: counted by observing
     raw: object = field(default=None, repr=False, compare=False)  # the input before any probe (for --analyze)
+    gate: object = field(default=None, repr=False, compare=False)  # the probe gate's tally (jvm.probe_gate)
 
     def finish(self, filter_counts: dict[int, tuple[int | None, int | None]]) -> None:
         """Rows in and out, from Spark's metrics of the probe's filter (``filter_counts``, by mark) or from the
         observations around an exact summary's semi join."""
         if self.mark is not None:
             self.rows_in, self.rows_out = filter_counts.get(self.mark, (None, None))
+        if self.gate is not None:
+            self.unprobed_rows = jvm.gate_unprobed_rows(self.gate)
+            self.gate = None
         if self.observation is not None:
             before, after = self.observation
             self.observation = None
@@ -107,14 +115,17 @@ class ProbeRecord:
                 self.rows_in = self.rows_out = None
 
     def as_dict(self) -> dict:
-        return {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("mark", "observation", "raw")}
+        hidden = ("mark", "observation", "raw", "gate")
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.name not in hidden}
 
 
 class SummaryStore:
     """The summaries of one run."""
 
-    def __init__(self, spark, storage: Storage, work_dir: str, stage_paths: dict[int, str]):
+    def __init__(self, spark, storage: Storage, work_dir: str, stage_paths: dict[int, str],
+                 min_rejection: float = 0.0):
         self.spark = spark
+        self.min_rejection = min_rejection  # the probe gate's threshold (0: every row probed)
         self.storage = storage
         self.folder = join(work_dir, "summaries")
         self.stage_paths = stage_paths
@@ -210,7 +221,7 @@ class SummaryStore:
                 continue
             self._marks += 1
             record.mark = -(2 ** 40) - self._marks
-            df = self._apply(df, use.target.column, summary, record.mark)
+            df = self._apply(df, use.target.column, summary, record.mark, record)
         return df
 
     def measure_false_positives(self, record: ProbeRecord) -> None:
@@ -229,10 +240,14 @@ class SummaryStore:
         record.measured_fpr = (passed - matching) / (total - matching) if total > matching else 0.0
         record.raw = None
 
-    def _apply(self, df: DataFrame, column: str, summary: BuiltSummary, mark: int | None = None) -> DataFrame:
-        """``df`` probed with ``summary``; with a ``mark``, as a filter whose rows Spark's metrics count."""
+    def _apply(self, df: DataFrame, column: str, summary: BuiltSummary, mark: int | None = None,
+               record: ProbeRecord | None = None) -> DataFrame:
+        """``df`` probed with ``summary``; with a ``mark``, as a filter whose rows Spark's metrics count; with a
+        ``record``, behind a probe gate (``jvm.probe_gate``) whose tally the record keeps."""
         if summary.kind in ("bloom", "hash-list"):
             condition = self._condition(df, column, summary)
+            if record is not None and self.min_rejection > 0:
+                condition, record.gate = jvm.probe_gate(self.spark, condition, GATE_WINDOW_ROWS, self.min_rejection)
             return df.filter(condition if mark is None else jvm.counted_filter(condition, mark))
         # No distinct(): it would add a shuffle of its own to what the oracle is meant to measure; a broadcast
         # semi join only asks whether a key exists.
