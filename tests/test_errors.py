@@ -45,7 +45,8 @@ def test_unknown_column_names_it_with_its_position(aipq):
         ("insert into nation values (1, 'x', 1, 'y')", "INSERT … VALUES"),
         ("create table t stored as orc as select * from nation", "STORED AS ORC"),
         ("select n_name from nation where n_nationkey > all (select r_regionkey from region)", "ANY/ALL"),
-        ("select n_name from nation where n_nationkey = 1 or exists (select 1 from region)", "inside OR"),
+        ("select n_name from nation where n_nationkey = 1 or n_regionkey in "
+         "(select r_regionkey from region group by r_regionkey)", "GROUP BY, HAVING, DISTINCT, LIMIT"),
         ("select (select max(r_regionkey) from region r where r.r_regionkey > n.n_regionkey) from nation n",
          "other than an equality"),
         ("select n_name from nation n where n_nationkey not in (select r_regionkey, r_name from region)",

@@ -56,6 +56,8 @@ def explain_tree(info: dict[str, Any]) -> Tree:
             node.add(f"reduce: {_join_line(join)} [dim](repartition)[/dim]")
         if "group_by" in reduce:
             groups = ", ".join(reduce["group_by"]) or "(all rows)"
+            if "grouping_sets" in reduce:
+                groups += " GROUPING SETS (" + ", ".join(f"({', '.join(s)})" for s in reduce["grouping_sets"]) + ")"
             aggs = ", ".join(f"{v}" for v in reduce["aggregates"].values())
             node.add(f"reduce: GROUP BY {groups} → {aggs}")
         if "windows" in reduce:

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
+from sqlglot import exp
 
 from aipq.catalog import TableEntry
 from aipq.engine import jvm
@@ -76,6 +77,8 @@ class StageCompiler:
             return jvm.select_sql(self.compile(node.child), [_aliased(e, name) for name, e in node.items])
         if isinstance(node, Join):
             return self.join(node)
+        if isinstance(node, Aggregate) and node.grouping_sets is not None:
+            return self.grouping_sets(node)
         if isinstance(node, Aggregate):
             return jvm.aggregate_sql(self.compile(node.child), [_aliased(e, name) for name, e in node.groups],
                                      [_aliased(e, name) for name, e in node.aggregates])
@@ -93,6 +96,18 @@ class StageCompiler:
                           for i in range(0, len(inputs), 2)]
             return inputs[0]
         raise TypeError(f"cannot compile {type(node).__name__}")
+
+    def grouping_sets(self, node: Aggregate) -> DataFrame:
+        """GROUPING SETS (ROLLUP, CUBE): group expressions that are not plain columns are computed first, so
+        that every set names its members as columns (Spark matches a set's members with the group columns)."""
+        df = self.compile(node.child)
+        computed = [(name, e) for name, e in node.groups if not (isinstance(e, exp.Column) and e.name == name)]
+        if computed:
+            df = jvm.select_sql(df, [_quoted(c) for c in df.columns] + [_aliased(e, name) for name, e in computed])
+        names = [name for name, _ in node.groups]
+        sets = [[names.index(member) for member in chosen] for chosen in node.grouping_sets or ()]
+        return jvm.aggregate_sets_sql(df, [_quoted(n) for n in names], sets,
+                                      [_aliased(e, name) for name, e in node.aggregates])
 
     def join(self, node: Join) -> DataFrame:
         left, right = self.compile(node.left), self.compile(node.right)

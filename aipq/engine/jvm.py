@@ -67,6 +67,15 @@ def aggregate_sql(df: DataFrame, groups: Sequence[str], aggregates: Sequence[str
                                                                  _sql_list(aggregates)))
 
 
+def aggregate_sets_sql(df: DataFrame, groups: Sequence[str], sets: Sequence[Sequence[int]],
+                       aggregates: Sequence[str]) -> DataFrame:
+    """``df`` grouped by each grouping set (indexes into the group columns ``groups``) with ``aggregates``."""
+    spark = df.sparkSession
+    text = ";".join(",".join(map(str, chosen)) for chosen in sets)
+    return _frame(spark, _aipq_class(spark, "Frames").aggregateSets(df._jdf, _sql_list(groups), text,
+                                                                     _sql_list(aggregates)))
+
+
 def join_sql(left: DataFrame, right: DataFrame, condition: str, how: str) -> DataFrame:
     """``left.join(right, F.expr(condition), how)`` in one py4j call."""
     spark = left.sparkSession

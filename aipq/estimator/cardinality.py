@@ -120,7 +120,7 @@ class Cardinality:
             for _, expression in node.groups:
                 distinct = self.distinct(node.child, expression.name) if isinstance(expression, exp.Column) else None
                 groups *= distinct if distinct is not None else rows
-            return min(rows, groups)
+            return min(rows, groups) * len(node.grouping_sets or (None,))  # at most that many rows per set
         if len(node.children) == 1:
             return self.rows(node.children[0])
         return None

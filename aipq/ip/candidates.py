@@ -132,8 +132,9 @@ class CandidateFinder:
             if isinstance(source, exp.Column):
                 self.trace(stage_id, node.child, source.name, out, seen, path)
         elif isinstance(node, Aggregate):
+            # below a grouping set that leaves the key out, a row's group covers every key: none may go
             source = dict(node.groups).get(column)
-            if isinstance(source, exp.Column) and source.name == column:
+            if isinstance(source, exp.Column) and source.name == column and node.grouped_in_every_set(column):
                 self.trace(stage_id, node.child, column, out, seen, path)
         elif isinstance(node, Join):
             self.trace_join(stage_id, node, column, out, seen, path)

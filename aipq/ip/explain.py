@@ -52,6 +52,8 @@ def stage_info(dag: StageDag, stage: Stage) -> dict[str, Any]:
         reduce["joins"] = [_join_info(j) for j in stage.merged_joins()]
     elif isinstance(stage.reduce_node, Aggregate):
         reduce["group_by"] = [show(e) for _, e in stage.reduce_node.groups]
+        if stage.reduce_node.grouping_sets is not None:
+            reduce["grouping_sets"] = [list(chosen) for chosen in stage.reduce_node.grouping_sets]
         reduce["aggregates"] = {n: show(e) for n, e in stage.reduce_node.aggregates}
     elif isinstance(stage.reduce_node, Window):
         reduce["windows"] = {n: show(e) for n, e in stage.reduce_node.items}

@@ -14,6 +14,7 @@ from sqlglot import exp
 
 from aipq.catalog import TableEntry
 from aipq.errors import BadInputError, UnsupportedSqlError
+from aipq.planner.grouping import expand_group_by
 from aipq.planner.logical import (
     Aggregate,
     Filter,
@@ -33,6 +34,7 @@ from aipq.planner.logical import (
     conjuncts,
     refs,
 )
+from aipq.planner.membership import memberships_as_counts
 from aipq.planner.parse import node_position
 from aipq.planner.resolve import find_word, qualified_key
 from aipq.planner.subqueries import (
@@ -232,7 +234,8 @@ class Builder:
         order_items = self.order_items(order, aliases, scope)
 
         having_scalars: list[ScalarJoin] = []
-        having_expr = self.translate(having.this, scope, having_scalars, ctes) if having is not None else None
+        having_expr = self.translate(having.this, scope, having_scalars, ctes, condition=True) \
+            if having is not None else None
         is_aggregate = group is not None or any(
             _has_aggregate(e) for _, e in translated_items) or having_expr is not None
 
@@ -253,12 +256,12 @@ class Builder:
 
         empty_value = None
         if is_aggregate:
-            for g in group.expressions if group is not None else []:
-                self.refuse_aggregate(g, "GROUP BY")
-            group_exprs = [self.translate(g, scope) for g in (group.expressions if group is not None else [])]
+            group_exprs, sets = self.group_by(group, select, scope)
+            if sets is not None and extras:
+                raise self.unsupported("GROUPING SETS, ROLLUP or CUBE in a correlated subquery", group)
             node, substitute = self.build_aggregate(node, group_exprs + extras, [e for _, e in translated_items]
                                                     + [e for e, _, _ in order_items]
-                                                    + ([having_expr] if having_expr is not None else []))
+                                                    + ([having_expr] if having_expr is not None else []), sets)
             aggregate_node = node
             attached = item_scalars + having_scalars
             node = self.subqueries.attach(node, attached)
@@ -402,6 +405,25 @@ class Builder:
         order_items = [(lift(e), desc, nulls_first) for e, desc, nulls_first in order_items]
         return Window(node, tuple(computed.values())), items, order_items
 
+    def group_by(self, group: exp.Group | None, select: exp.Select, scope: dict[str, Relation]
+                 ) -> tuple[list[exp.Expression], list[list[exp.Expression]] | None]:
+        """GROUP BY's expressions, translated, and its grouping sets over them (None for a plain GROUP BY)."""
+        if group is not None and group.args.get("totals"):
+            raise self.unsupported("WITH TOTALS", group)
+        written, written_sets = expand_group_by(group)
+        for expression in written:
+            self.refuse_aggregate(expression, "GROUP BY")
+        translated = {e.sql(): self.translate(e, scope) for e in written}
+        if written_sets is None:
+            marker = next(iter(select.find_all(exp.Grouping, exp.GroupingId)), None)
+            if marker is not None:
+                raise BadInputError("grouping() and grouping_id() need GROUP BY ROLLUP, CUBE or GROUPING SETS",
+                                    position=self.position(marker), source_name=self.source_name,
+                                    hint="it tells which group columns a grouping set left out; a plain GROUP BY "
+                                         "leaves out none")
+            return list(translated.values()), None
+        return list(translated.values()), [[translated[e.sql()] for e in chosen] for chosen in written_sets]
+
     def refuse_aggregate(self, expression: exp.Expression | None, clause: str, hint: str | None = None) -> None:
         """Aggregates belong in the SELECT list, HAVING and ORDER BY only (a subquery has its own)."""
         if expression is None:
@@ -531,11 +553,16 @@ class Builder:
     # ---- expressions --------------------------------------------------------------------------------
     def translate(self, expression: exp.Expression, scope: dict[str, Relation],
                   scalars: list[ScalarJoin] | None = None, ctes: dict[str, Block] | None = None,
-                  output_aliases: dict[str, exp.Expression] | None = None) -> exp.Expression:
+                  output_aliases: dict[str, exp.Expression] | None = None,
+                  condition: bool = False) -> exp.Expression:
         """Qualified columns → internal names. Scalar subqueries are planned into ``scalars`` (the joins the
-        caller must attach) and replaced by the column they produce; elsewhere a subquery is an error. With
-        ``output_aliases``, an unqualified name of an output column stands for that column's expression."""
+        caller must attach) and replaced by the column they produce, IN/EXISTS subqueries first rewritten into
+        such (``membership``; ``condition``: the expression is a WHERE or HAVING condition); elsewhere a
+        subquery is an error. With ``output_aliases``, an unqualified name of an output column stands for that
+        column's expression."""
         copied = expression.copy()
+        if scalars is not None:
+            copied = memberships_as_counts(copied, condition, lambda what, node: self.unsupported(what, node))
         planned: dict[int, exp.Expression] = {}
         for sub in copied.find_all(exp.Subquery, exp.Exists):
             if any(id(a) in planned for a in _ancestors(sub)):
@@ -569,7 +596,8 @@ class Builder:
 
         return copied.transform(swap, copy=False)
 
-    def build_aggregate(self, child: Node, group_exprs: list[exp.Expression], used: list[exp.Expression]):
+    def build_aggregate(self, child: Node, group_exprs: list[exp.Expression], used: list[exp.Expression],
+                        sets: list[list[exp.Expression]] | None = None):
         groups: list[tuple[str, exp.Expression]] = []
         group_by_text: dict[str, str] = {}
         for expr in group_exprs:
@@ -593,7 +621,12 @@ class Builder:
                     name = self.names.allocate("_agg")
                     aggregates.append((name, agg))
                     agg_by_text[agg.sql()] = name
-        node = Aggregate(child, tuple(groups), tuple(aggregates))
+        grouping_sets = None
+        if sets is not None:
+            grouping_sets = tuple(tuple(dict.fromkeys(group_by_text[e.sql()] for e in chosen)) for chosen in sets)
+            if len(grouping_sets) == 1 and set(grouping_sets[0]) == {n for n, _ in groups}:
+                grouping_sets = None  # one set of every group column: a plain GROUP BY
+        node = Aggregate(child, tuple(groups), tuple(aggregates), grouping_sets)
         available = set(node.output)
 
         def substitute(expr: exp.Expression, joined: set[str] = frozenset()) -> exp.Expression:

@@ -202,11 +202,19 @@ class Union(Node):
 
 @dataclass(frozen=True, eq=False)
 class Aggregate(Node):
-    """GROUP BY ``groups`` computing ``aggregates``; a group key that is a plain column keeps its name."""
+    """GROUP BY ``groups`` computing ``aggregates``; a group key that is a plain column keeps its name. With
+    ``grouping_sets`` (GROUPING SETS, ROLLUP, CUBE: each set as group names), the rows of every set, a group
+    column outside a row's set NULL in it."""
 
     child: Node
     groups: tuple[tuple[str, exp.Expression], ...]
     aggregates: tuple[tuple[str, exp.Expression], ...]
+    grouping_sets: tuple[tuple[str, ...], ...] | None = None
+
+    def grouped_in_every_set(self, name: str) -> bool:
+        """Whether every output row has ``name`` as a group value (not NULLed by a grouping set without it)."""
+        return any(n == name for n, _ in self.groups) and (
+            self.grouping_sets is None or all(name in s for s in self.grouping_sets))
 
     @property
     def children(self) -> tuple[Node, ...]:

@@ -109,7 +109,7 @@ def prune_columns(root: Node) -> Node:
             aggregates = tuple((n, e) for n, e in node.aggregates if n in want)
             if not node.groups and not aggregates:
                 aggregates = node.aggregates[:1]
-            new = Aggregate(children[0], node.groups, aggregates)
+            new = replace(node, child=children[0], aggregates=aggregates)
         elif isinstance(node, Join):
             new = replace(node, left=children[0], right=children[1])
             new = _trim(new, want)

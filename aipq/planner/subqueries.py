@@ -5,6 +5,7 @@
 - ``x NOT IN (subquery)`` → anti join on ``x = y`` plus a one-row guard, because of NULL semantics: the row
   survives only if no ``y`` equals ``x`` and either the subquery is empty or (``x`` is not NULL and no ``y``
   is NULL). Correlated, the anti join's condition becomes ``x = y OR x IS NULL OR y IS NULL``.
+- ``IN``/``EXISTS`` under OR, in CASE or in the SELECT list → COUNT scalar subqueries (``membership.py``).
 - A scalar subquery → a join with the subquery's plan grouped by its correlation columns (uncorrelated: a
   one-row relation, broadcast). In a WHERE conjunct that is NULL whenever the value is NULL (``x < (…)``),
   it is an inner join the join orderer can place like any other; elsewhere it is a LEFT join, with COUNT's
@@ -116,9 +117,8 @@ class SubqueryPlanner:
         for quantified in conjunct.find_all(exp.Any, exp.All):
             raise self.b.unsupported("ANY/ALL subqueries", quantified,
                                      hint="write x > (SELECT MAX(…)) or EXISTS instead")
-        self.reject_nested(conjunct)
         scalars: list[ScalarJoin] = []
-        translated = self.b.translate(conjunct, scope, scalars=scalars, ctes=ctes)
+        translated = self.b.translate(conjunct, scope, scalars=scalars, ctes=ctes, condition=True)
         subqueries = [s for s in conjunct.find_all(exp.Subquery) if self.is_scalar(s)]
         if all(s.inner_joinable for s in scalars) and all(null_rejecting(conjunct, s) for s in subqueries):
             relations = node.relations if isinstance(node, JoinBlock) else (node,)
@@ -128,14 +128,6 @@ class SubqueryPlanner:
                 conditions += [exp.EQ(this=col(o), expression=col(i)) for o, i in scalar.keys]
             return JoinBlock(relations, tuple(conditions + [translated]))
         return Filter(self.attach(node, scalars), translated)
-
-    def reject_nested(self, expression: exp.Expression) -> None:
-        """IN/EXISTS below OR, CASE or a function cannot become a semi join."""
-        for sub in expression.find_all(exp.Exists, exp.In):
-            if isinstance(sub, exp.Exists) or sub.args.get("query") is not None:
-                raise self.b.unsupported(
-                    "IN/EXISTS subquery inside OR, CASE or the SELECT list", sub,
-                    hint="make it a condition of its own, joined to the rest of WHERE by AND")
 
     @staticmethod
     def is_scalar(subquery: exp.Subquery) -> bool:

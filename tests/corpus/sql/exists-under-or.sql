@@ -1,2 +1,3 @@
--- expect: 2
+-- expect: 0
+-- command: run
 SELECT n_name FROM nation WHERE n_nationkey = 1 OR EXISTS (SELECT 1 FROM region)

@@ -1,9 +1,16 @@
 package aipq.spark;
 
+import java.util.ArrayList;
+import java.util.List;
+
 import org.apache.spark.sql.Column;
 import org.apache.spark.sql.Dataset;
+import org.apache.spark.sql.RelationalGroupedDataset;
 import org.apache.spark.sql.Row;
 import org.apache.spark.sql.functions;
+
+import scala.collection.immutable.Seq;
+import scala.jdk.javaapi.CollectionConverters;
 
 /**
  * DataFrame steps from SQL text, one py4j call each. Through PySpark a projection of n columns costs about
@@ -45,6 +52,30 @@ public final class Frames {
         Column first = values[0];
         Column[] rest = java.util.Arrays.copyOfRange(values, 1, values.length);
         return keys.length == 0 ? df.agg(first, rest) : df.groupBy(keys).agg(first, rest);
+    }
+
+    /**
+     * {@code df} grouped by each of several grouping sets (GROUPING SETS, ROLLUP, CUBE) with {@code aggregates}
+     * (NUL-separated): {@code groups} are the NUL-separated group columns, {@code sets} the sets as indexes into
+     * them (sets separated by ';', indexes by ','; an empty set is the grand total). A group column outside a
+     * row's set is NULL in that row, and {@code grouping()} tells which, as in Hive and Spark SQL.
+     */
+    public static Dataset<Row> aggregateSets(Dataset<Row> df, String groups, String sets, String aggregates) {
+        Column[] keys = columns(groups);
+        List<Seq<Column>> chosen = new ArrayList<>();
+        for (String set : sets.split(";", -1)) {
+            List<Column> members = new ArrayList<>();
+            for (String index : set.isEmpty() ? new String[0] : set.split(",")) {
+                members.add(keys[Integer.parseInt(index)]);
+            }
+            chosen.add(CollectionConverters.asScala(members).toList());
+        }
+        RelationalGroupedDataset grouped = df.groupingSets(CollectionConverters.asScala(chosen).toList(), keys);
+        Column[] values = columns(aggregates);
+        if (values.length == 0) {
+            return grouped.count().select(keys);
+        }
+        return grouped.agg(values[0], java.util.Arrays.copyOfRange(values, 1, values.length));
     }
 
     /** {@code left} joined with {@code right} on a SQL condition, {@code how} as {@code Dataset.join} takes it. */

@@ -112,7 +112,7 @@ public final class ProbeGate extends Expression implements Serializable {
 
     /** The constructor's arguments after the child, so that Spark's {@code makeCopy} finds the constructor. */
     @Override public Seq<Object> otherCopyArgs() {
-        return CollectionConverters.asScala(List.<Object>of(window, minRejection, unprobed)).toList();
+        return OneChild.copyArgs(window, minRejection, unprobed);
     }
 
     @Override public String prettyName() {
@@ -124,10 +124,7 @@ public final class ProbeGate extends Expression implements Serializable {
     }
 
     @Override public Object productElement(int n) {
-        if (n != 0) {
-            throw new IndexOutOfBoundsException(n);
-        }
-        return child;
+        return OneChild.element(n, child);
     }
 
     @Override public boolean canEqual(Object other) {

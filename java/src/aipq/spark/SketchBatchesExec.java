@@ -75,7 +75,7 @@ public final class SketchBatchesExec extends SparkPlan {
 
     /** The constructor's arguments after the child, so that Spark's {@code makeCopy} finds the constructor. */
     @Override public Seq<Object> otherCopyArgs() {
-        return CollectionConverters.asScala(java.util.List.<Object>of(sketches, ordinals, kinds)).toList();
+        return OneChild.copyArgs(sketches, ordinals, kinds);
     }
 
     @Override public int productArity() {
@@ -83,10 +83,7 @@ public final class SketchBatchesExec extends SparkPlan {
     }
 
     @Override public Object productElement(int n) {
-        if (n != 0) {
-            throw new IndexOutOfBoundsException(n);
-        }
-        return child;
+        return OneChild.element(n, child);
     }
 
     @Override public boolean canEqual(Object other) {
