@@ -20,11 +20,13 @@ from aipq.config import Settings
 from aipq.engine.context import RunContext
 from aipq.engine.executor import StageListener
 from aipq.engine.session import read_schema
+from aipq.engine.statistics import collect_table
 from aipq.engine.tables import publish, remove_data
 from aipq.errors import BadInputError, ExecutionError, UnknownNameError
 from aipq.pipeline import PlannedQuery, plan_statement
 from aipq.planner.parse import node_position, parse_statements
 from aipq.planner.statements import (
+    AnalyzeStep,
     DropStep,
     QueryStep,
     SetStep,
@@ -152,6 +154,8 @@ class _Planner:
             self.plan_write(step, planned)
         elif isinstance(step, DropStep):
             self.plan_drop(step, planned)
+        elif isinstance(step, AnalyzeStep):
+            self.plan_analyze(step, planned)
         elif isinstance(step, SetStep):
             try:
                 self.settings = apply_setting(self.settings, step)
@@ -194,6 +198,19 @@ class _Planner:
         if mode == "overwrite":
             self.check_replace(step, step.target, existing, "overwrite")
         planned.planned = self.plan_query(step.query, TableShape(step.target, existing.columns, step.columns))
+
+    def plan_analyze(self, step: AnalyzeStep, planned: PlannedStep) -> None:
+        entry = self.view.lookup(step.target)
+        if entry is None:
+            raise self.error_at(step, f"unknown table {step.target}", step.statement, cls=UnknownNameError,
+                                hint="register it with aipq table add, or create it earlier in the workflow")
+        known = {name for name, _ in entry.columns}
+        for column in step.statement.find_all(exp.Column):
+            if column.name.lower() not in known:
+                raise self.error_at(step, f"table {step.target} has no column {column.name!r}", column,
+                                    cls=UnknownNameError, hint=f"its columns: {', '.join(sorted(known))}")
+        if not step.scan:
+            planned.skip_reason = "NOSCAN reads no rows (file sizes are read when a query is planned)"
 
     def plan_drop(self, step: DropStep, planned: PlannedStep) -> None:
         name = step.target.removeprefix("default.")
@@ -262,6 +279,20 @@ def run_workflow(workflow: Workflow, listener: StageListener | None = None,
     return run
 
 
+def _analyze(context: RunContext, catalog, step: AnalyzeStep, started: float) -> StepOutcome:
+    """ANALYZE TABLE: the table's statistics collected now, in one pass (``aipq stats collect``)."""
+    entry = catalog.lookup(step.target)
+    if entry is None:
+        raise ExecutionError(f"statement {step.number} ({step.describe()}): table {step.target} is gone",
+                             hint="another run dropped it; register it again")
+    found = collect_table(context, entry, list(step.columns) or None, "ANALYZE TABLE")
+    if found is None:
+        raise ExecutionError(f"statement {step.number} ({step.describe()}): the data of {step.target} changed "
+                             "while it was read", hint="run it again")
+    return StepOutcome(step, f"statistics of {step.target}: {found.rows:,} rows, {len(found.columns)} column(s)",
+                       time.perf_counter() - started)
+
+
 def _mode_now(write: WriteStep, existing: TableEntry | None) -> WriteStep:
     """The write's mode against the catalog as it is now, under the table's lock: another process may have
     created the table since this statement was planned."""
@@ -316,6 +347,8 @@ def _run_step(planner: _Planner, step: Step, listener, run: WorkflowRun, result_
             query_run.close()
         verb = {"create": "created", "overwrite": "overwrote", "append": "appended to"}[write.mode]
         return StepOutcome(step, f"{verb} {write.target}: {rows:,} row(s)", time.perf_counter() - started)
+    if isinstance(step, AnalyzeStep):
+        return _analyze(context, catalog, step, started)
     if isinstance(step, DropStep) and not step.view:
         entry = catalog.lookup(step.target)
         if entry is not None:

@@ -15,6 +15,7 @@ import duckdb
 import pytest
 from conftest import Aipq
 
+from aipq.catalog import Catalog
 from aipq.stats import sketches
 from aipq.stats.repository import StatsRepository
 
@@ -277,3 +278,27 @@ def test_a_run_ends_only_once_its_statistics_are_stored(fresh, monkeypatch):
     failed = fresh("run", "tpch:5", "--quiet", "--statistics", "recollect")
     assert failed.exit_code == 0 and "warning: statistics were not stored (OSError: disk full)" in failed.output
     assert "revenue" in failed.output  # the result
+
+
+def test_analyze_table_in_a_workflow_collects_like_stats_collect(fresh, tmp_path):
+    script = tmp_path / "analyze.sql"
+    script.write_text("CREATE TABLE an_orders AS SELECT o_orderkey, o_custkey FROM orders\n"
+                      "WHERE o_totalprice > 100000;\n"
+                      "ANALYZE TABLE an_orders COMPUTE STATISTICS FOR COLUMNS o_custkey;\n"
+                      "ANALYZE TABLE nation COMPUTE STATISTICS;\n"
+                      "ANALYZE TABLE region COMPUTE STATISTICS NOSCAN;\n"
+                      "SELECT count(*) FROM an_orders;\n")
+    result = fresh("run", str(script), "--statistics", "off")  # only ANALYZE collects
+    assert result.exit_code == 0, result.output
+    tables = by_table(show(fresh))
+    assert set(tables) == {"default.an_orders", "default.nation"}
+    custkey = tables["default.an_orders"]["columns"]["o_custkey"]
+    assert set(tables["default.an_orders"]["columns"]) == {"o_custkey"} and custkey["collected_by"] == "ANALYZE TABLE"
+    path = Catalog(fresh.home).lookup("an_orders").path
+    exact = exact_distinct(f"{path}/*.parquet", "o_custkey")
+    assert abs(custkey["ndv"] - exact) <= 3 * sketches.relative_standard_error(12) * exact
+    assert set(tables["default.nation"]["columns"]) == {"n_nationkey", "n_name", "n_regionkey", "n_comment"}
+    bad = tmp_path / "bad.sql"
+    bad.write_text("SELECT n_name FROM nation;\nANALYZE TABLE nation COMPUTE STATISTICS FOR COLUMNS n_name, n_nope;\n")
+    refused = fresh("explain", str(bad))
+    assert refused.exit_code == 2 and "no column 'n_nope'" in refused.output and ":2:" in refused.output

@@ -96,6 +96,23 @@ class DropStep(Step):
 
 
 @dataclass(frozen=True)
+class AnalyzeStep(Step):
+    """ANALYZE TABLE t COMPUTE STATISTICS [FOR COLUMNS a, b]: statistics collected now, in one pass (as
+    ``aipq stats collect``); NOSCAN reads no rows (file sizes are read at planning anyway)."""
+
+    target: str = ""
+    columns: tuple[str, ...] = ()  # none: every column
+    scan: bool = True
+
+    @property
+    def kind(self) -> str:
+        return "ANALYZE TABLE"
+
+    def describe(self) -> str:
+        return f"ANALYZE TABLE {self.target}"
+
+
+@dataclass(frozen=True)
 class SetStep(Step):
     key: str = ""
     value: str = ""
@@ -166,11 +183,29 @@ def to_step(number: int, statement: exp.Expression, sql: str, source_name: str |
         value = assignment.expression
         text = value.name if isinstance(value, (exp.Literal, exp.Column, exp.Identifier)) else value.sql("hive")
         return SetStep(number, statement, key, str(text))
+    if isinstance(statement, exp.Analyze):
+        return _analyze_step(number, statement, sql, source_name)
     if isinstance(statement, exp.Use):
         raise _unsupported("USE", statement, sql, source_name, hint="qualify table names as database.table")
     raise _unsupported(f"{statement.key.upper()} statements", statement, sql, source_name,
                        hint="aipq runs SELECT, CREATE TABLE … AS SELECT, INSERT OVERWRITE/INTO … SELECT, "
-                            "CREATE TEMPORARY VIEW, DROP TABLE/VIEW and SET")
+                            "CREATE TEMPORARY VIEW, DROP TABLE/VIEW, ANALYZE TABLE and SET")
+
+
+def _analyze_step(number: int, statement: exp.Analyze, sql: str, source_name: str | None) -> Step:
+    tables = statement.args.get("tables") or []
+    statistics = statement.expression
+    if (statement.args.get("kind") or "").upper() != "TABLE" or len(tables) != 1 or not isinstance(
+            statistics, exp.AnalyzeStatistics) or (statistics.args.get("kind") or "").upper() != "COMPUTE":
+        raise _unsupported("this form of ANALYZE", statement, sql, source_name,
+                           hint="write ANALYZE TABLE name COMPUTE STATISTICS [FOR COLUMNS a, b]")
+    how = statistics.this.sql().upper() if isinstance(statistics.this, exp.Expression) else str(
+        statistics.this or "").upper()
+    columns = tuple(c.name.lower() for c in statistics.expressions)
+    if how and how not in ("NOSCAN", "FOR COLUMNS", "FOR ALL COLUMNS"):
+        raise _unsupported(f"ANALYZE … {how}", statement, sql, source_name,
+                           hint="write ANALYZE TABLE name COMPUTE STATISTICS [FOR COLUMNS a, b]")
+    return AnalyzeStep(number, statement, _target_name(tables[0]), columns, scan=how != "NOSCAN")
 
 
 def _create_step(number: int, statement: exp.Create, sql: str, source_name: str | None) -> Step:
