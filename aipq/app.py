@@ -21,6 +21,7 @@ from aipq.planner.stages import StageDag
 from aipq.stats.fingerprint import data_files
 from aipq.stats.plan_key import stage_plan_key
 from aipq.stats.planner import plan_statistics
+from aipq.tpcds import generate as tpcds_generate
 from aipq.tpch import generate as tpch_generate
 from aipq.tpch.queries import query_text
 
@@ -155,6 +156,21 @@ def add_table(context: RunContext, name: str, path: str, fmt: str) -> tuple[Tabl
     entry = TableEntry(database, table, location, fmt, columns)
     replaced = catalog.register(entry)
     return entry, replaced
+
+
+def generate_tpcds(context: RunContext, scale_factor: float, database: str) -> list[TableEntry]:
+    """TPC-DS through tpcgen-cli, registered with the schema Spark reads from its files."""
+    catalog = context.catalog
+    catalog.check_writable()  # before generating
+    folder = tpcds_generate.generate(context.home, scale_factor)
+    entries = []
+    for table in tpcds_generate.TABLES:
+        location = str(tpcds_generate.table_path(folder, table))
+        entry = TableEntry(database, table, location, "parquet",
+                           read_schema(context.spark, context.storage, location, "parquet"))
+        catalog.register(entry)
+        entries.append(entry)
+    return entries
 
 
 def generate_tpch(home: Path, scale_factor: float, database: str,

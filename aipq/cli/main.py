@@ -311,6 +311,26 @@ def tpch_gen(ctx, scale_factor, home, database, parts, settings: Settings):
     err.print(f"registered {len(entries)} tables in database {database!r} from {Path(entries[0].path).parent}")
 
 
+@cli.group()
+def tpcds():
+    """TPC-DS data (needs pip install 'aipq[tpcds]')."""
+
+
+@tpcds.command("gen")
+@click.option("--sf", "scale_factor", type=float, default=0.01, show_default=True, help="Scale factor.")
+@click.option("--database", default="tpcds", show_default=True,
+              help="Database to register the tables in (not default: TPC-H's customer table is there).")
+@planning_options
+@click.pass_context
+def tpcds_gen(ctx, scale_factor, database, settings: Settings):
+    """Generate TPC-DS as parquet with tpcgen-cli and register its 24 tables."""
+    home = home_dir(ctx)
+    err = Console(stderr=True)
+    with err.status(f"generating TPC-DS at SF {scale_factor:g}…"):
+        entries = app.generate_tpcds(RunContext(home, settings), scale_factor, database)
+    err.print(f"registered {len(entries)} tables in database {database!r} from {Path(entries[0].path).parent}")
+
+
 @tpch.command("query")
 @click.argument("number", type=click.IntRange(1, 22))
 def tpch_query(number):
