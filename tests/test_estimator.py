@@ -326,3 +326,18 @@ def test_only_stages_with_an_edge_to_decide_on_wait_for_the_estimators_statistic
     assert dag.stage(1).id in with_edges and dag.final.id not in with_edges
     assert with_edges == {c.producer for c in planner.candidates} | {c.target.stage for c in planner.candidates}
     assert not any(IpPlanner(dag, Settings(ip="off", broadcast_threshold=0)).has_edges(s) for s in dag.stages)
+
+
+def test_a_bloom_filter_sized_at_alpha_still_loads_with_its_header(tpch):
+    # a filter of exactly α bytes of bits serializes to α plus Spark's header: no stage could load it
+    from aipq.config import Settings
+    from aipq.ip.planner import BLOOM_HEADER_BYTES, IpPlanner
+    from aipq.pipeline import plan_query
+    from aipq.tpch.queries import query_text
+
+    alpha = 4096
+    settings = Settings(ip="always", staging="hive", broadcast_threshold=0, alpha=alpha, bloom_size=alpha)
+    dag = plan_query(query_text(3), tpch, settings, LOCAL_FILES).dag
+    planner = IpPlanner(dag, settings)
+    builds = [b for s in dag.stages for b in planner.creations(s)]
+    assert builds and all(b.bits // 8 + BLOOM_HEADER_BYTES <= alpha for b in builds), builds

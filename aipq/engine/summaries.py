@@ -19,13 +19,13 @@ from pyspark.sql.types import ByteType, DataType, IntegerType, LongType, ShortTy
 
 from aipq.engine import jvm
 from aipq.engine.storage import Storage, join
-from aipq.ip.planner import AUTO_BLOOM_CAP_BYTES, BuiltInfo, SummaryBuild, SummaryUse
+from aipq.ip.planner import AUTO_BLOOM_CAP_BYTES, BLOOM_HEADER_BYTES, BuiltInfo, SummaryBuild, SummaryUse
 from aipq.stats import sketches
 from aipq.stats.sketches import sketch_input_sql
 
 _INTEGRAL = (ByteType, ShortType, IntegerType, LongType)
 # every auto-sized filter (the cap's bits and Spark's header of at most 16 bytes) is probed as a literal (_condition)
-LITERAL_FILTER_BYTES = AUTO_BLOOM_CAP_BYTES + 16
+LITERAL_FILTER_BYTES = AUTO_BLOOM_CAP_BYTES + BLOOM_HEADER_BYTES
 SKETCH_LG_K = 12
 # rows over which a task judges a probe (ProbeGate): enough for a share of 10% to be measured to within about
 # 0.3% points, and small against a task's rows (an SF 1 lineitem task reads about 3 M)

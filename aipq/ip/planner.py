@@ -38,6 +38,14 @@ MIN_BLOOM_BITS = 1 << 16
 # Auto-sized filters stop here unless --bloom-size says otherwise: the distinct-key bounds available before a
 # stage runs (input row counts) are loose, and Spark's runtime filters use the same 1 MB default.
 AUTO_BLOOM_CAP_BYTES = 1024 * 1024
+# Spark's serialized Bloom filter: its bits plus at most this header (version, hash functions, word count)
+BLOOM_HEADER_BYTES = 16
+
+
+def loadable_bits(alpha: int) -> int:
+    """The most bits a Bloom filter may have for its serialized form, header included, to stay within α (whole
+    64-bit words, as Spark stores them)."""
+    return max((alpha - BLOOM_HEADER_BYTES) * 8 // 64 * 64, 64)
 
 
 @dataclass(frozen=True)
@@ -480,6 +488,7 @@ class IpPlanner:
                     bits = chosen
                 if bits // 8 > self.settings.alpha:
                     continue  # no later stage could load it
+                bits = min(bits, loadable_bits(self.settings.alpha))  # sized at α: its header must fit too
                 best = self.best_edge(stage.id, column) if self.estimator else None
                 distinct = best.expected_keys if best is not None else None
                 if distinct:  # an estimate of the keys themselves: size and hash functions as the estimator assumed
