@@ -5,6 +5,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from aipq.errors import BadInputError, EnvironmentProblem
@@ -37,14 +38,38 @@ COLUMNS: dict[str, tuple[tuple[str, str], ...]] = {
 }
 
 
-def tpchgen_executable() -> str:
-    beside_python = Path(sys.executable).parent / "tpchgen-cli"
+def find_executable(name: str, hint: str) -> str:
+    """A generator installed beside this Python (the venv's bin) or on PATH."""
+    beside_python = Path(sys.executable).parent / name
     if beside_python.exists():
         return str(beside_python)
-    found = shutil.which("tpchgen-cli")
+    found = shutil.which(name)
     if found is None:
-        raise EnvironmentProblem("tpchgen-cli was not found", hint="pip install tpchgen-cli (aipq depends on it)")
+        raise EnvironmentProblem(f"{name} was not found", hint=hint)
     return found
+
+
+def generate_into(target: Path, command: Callable[[Path], list[str]], complete: Callable[[Path], bool],
+                  tool: str) -> Path:
+    """``target`` filled by running ``command(folder)`` into a folder beside it, renamed into place only once
+    ``complete`` says every table is there; kept as it is when it is complete already."""
+    if complete(target):
+        return target
+    staging = target.with_name(target.name + ".partial")
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir(parents=True)
+    done = subprocess.run(command(staging), capture_output=True, text=True)
+    if done.returncode != 0:
+        raise EnvironmentProblem(f"{tool} failed: {done.stderr.strip() or done.stdout.strip()}")
+    if not complete(staging):
+        raise EnvironmentProblem(f"{tool} did not write every table", hint=f"pip install -U {tool}")
+    shutil.rmtree(target, ignore_errors=True)
+    staging.rename(target)
+    return target
+
+
+def tpchgen_executable() -> str:
+    return find_executable("tpchgen-cli", hint="pip install tpchgen-cli (aipq depends on it)")
 
 
 def scale_label(scale_factor: float) -> str:
@@ -59,21 +84,13 @@ def generate(home: Path, scale_factor: float, parts: int = 1) -> Path:
     """Parquet files for every table under the home's warehouse; reused when complete."""
     if scale_factor <= 0:
         raise BadInputError(f"--sf must be positive, not {scale_factor}")
-    target = data_dir(home, scale_factor)
-    if all(table_path(target, t).exists() for t in TABLES):
-        return target
-    staging = target.with_name(target.name + ".partial")
-    shutil.rmtree(staging, ignore_errors=True)
-    staging.mkdir(parents=True)
-    command = [tpchgen_executable(), "parquet", "-s", f"{scale_factor:g}", "-o", str(staging), "--no-progress"]
-    if parts > 1:
-        command += ["--parts", str(parts)]
-    done = subprocess.run(command, capture_output=True, text=True)
-    if done.returncode != 0:
-        raise EnvironmentProblem(f"tpchgen-cli failed: {done.stderr.strip() or done.stdout.strip()}")
-    shutil.rmtree(target, ignore_errors=True)
-    staging.rename(target)
-    return target
+
+    def command(folder: Path) -> list[str]:
+        arguments = [tpchgen_executable(), "parquet", "-s", f"{scale_factor:g}", "-o", str(folder), "--no-progress"]
+        return arguments + (["--parts", str(parts)] if parts > 1 else [])
+
+    return generate_into(data_dir(home, scale_factor), command,
+                         lambda folder: all(table_path(folder, t).exists() for t in TABLES), "tpchgen-cli")
 
 
 def table_path(folder: Path, table: str) -> Path:
