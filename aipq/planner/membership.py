@@ -70,9 +70,8 @@ def _without_alias(query: exp.Select, alias: str) -> exp.Select:
     """``query`` with its own relation named ``alias`` renamed, so that the outer column qualified by ``alias``
     that joins the count's WHERE is not captured by it (TPC-DS Q45: ``item.i_item_id IN (SELECT i_item_id FROM
     item …)``)."""
-    sources = [t for t in query.find_all(exp.Table) if t.alias_or_name.lower() == alias
-               and t.find_ancestor(exp.Select) is query]
-    if not sources:
+    if not any(t.alias_or_name.lower() == alias and t.find_ancestor(exp.Select) is query
+               for t in query.find_all(exp.Table)):
         return query
     renamed = query.copy()
     fresh = f"{alias}__inner"
@@ -124,11 +123,19 @@ def _in_subquery(node: exp.In, positive: bool, refuse) -> exp.Expression:
     if positive:
         return match
     unknown = exp.Cast(this=exp.Null(), to=exp.DataType.build("boolean"))
-    has_rows = _positive(_count(query, None))
-    has_null = _positive(_count(query, exp.Is(this=inner.copy(), expression=exp.Null())))
+    # one pass over the subquery for both: 0 no rows, 1 rows and no NULL y, 2 some y is NULL
+    rows, values = exp.Count(this=exp.Star()), exp.Count(this=inner.copy())
+    shape = query.copy()
+    shape.set("expressions", [exp.Case(ifs=[
+        exp.If(this=exp.EQ(this=rows, expression=exp.Literal.number(0)), true=exp.Literal.number(0)),
+        exp.If(this=exp.GT(this=rows.copy(), expression=values), true=exp.Literal.number(2)),
+    ], default=exp.Literal.number(1))])
+    shape.set("order", None)
+    state = exp.Subquery(this=shape)
     outer_null = exp.Is(this=value.copy(), expression=exp.Null())
     return exp.Case(ifs=[
-        exp.If(this=outer_null, true=exp.Case(ifs=[exp.If(this=has_rows, true=unknown)], default=exp.false())),
+        exp.If(this=outer_null, true=exp.Case(ifs=[exp.If(this=_positive(state), true=unknown)],
+                                              default=exp.false())),
         exp.If(this=match, true=exp.true()),
-        exp.If(this=has_null, true=unknown.copy()),
+        exp.If(this=exp.EQ(this=state.copy(), expression=exp.Literal.number(2)), true=unknown.copy()),
     ], default=exp.false())

@@ -1,12 +1,10 @@
 """The order in which a scan evaluates its filter's conjuncts: cheap and selective ones first.
 
 Spark evaluates a filter's conjuncts in the order given and stops at the first false one; it does not reorder
-them. sqlglot's simplifier sorts them by their text, which put TPC-H Q6's decimal comparisons on ``l_discount``
-before the date range on ``l_shipdate`` that removes six rows in seven (0.51 s against 0.40 s for the scan,
-docs/decisions.md). Each conjunct is ranked by the classic rule for ordering independent predicates: its cost per
-row over the share of rows it removes, ``cost / (1 - selectivity)``, lowest first; ties keep the written order.
-Costs are per-row evaluation classes by operator and column type; selectivities are textbook guesses, since the
-order only needs to be roughly right.
+them, and sqlglot's simplifier sorts them by their text (docs/decisions.md). Each conjunct is ranked by the
+classic rule for ordering independent predicates: its cost per row over the share of rows it removes,
+``cost / (1 - selectivity)``, lowest first; ties keep the written order. Costs are per-row evaluation classes by
+operator and column type; selectivities are textbook guesses, since the order only needs to be roughly right.
 """
 
 from __future__ import annotations
