@@ -22,6 +22,7 @@ from aipq.stats.fingerprint import data_files
 from aipq.stats.plan_key import stage_plan_key
 from aipq.stats.planner import plan_statistics
 from aipq.tpcds import generate as tpcds_generate
+from aipq.tpcds.queries import query_text as tpcds_query_text
 from aipq.tpch import generate as tpch_generate
 from aipq.tpch.queries import query_text
 
@@ -33,8 +34,8 @@ class SqlSource:
 
 
 def load_sql(source: str | None, inline: str | None) -> SqlSource:
-    """SQL from a file, ``-`` (stdin), ``tpch:N`` (a bundled TPC-H query) or ``--sql`` text; a leading UTF-8
-    byte-order mark (as some Windows editors write) is dropped."""
+    """SQL from a file, ``-`` (stdin), ``tpch:N`` (a bundled TPC-H query), ``tpcds:N`` (a TPC-DS query) or
+    ``--sql`` text; a leading UTF-8 byte-order mark (as some Windows editors write) is dropped."""
     found = _read_sql(source, inline)
     return SqlSource(found.text.removeprefix("\ufeff"), found.name)
 
@@ -53,6 +54,11 @@ def _read_sql(source: str | None, inline: str | None) -> SqlSource:
         if not number.isdigit() or not 1 <= int(number) <= 22:
             raise BadInputError(f"{source!r} is not a TPC-H query", hint="use tpch:1 … tpch:22")
         return SqlSource(query_text(int(number)), f"tpch:q{int(number)}")
+    if source.lower().startswith("tpcds:"):
+        number = source.split(":", 1)[1].lstrip("qQ")
+        if not number.isdigit() or not 1 <= int(number) <= 99:
+            raise BadInputError(f"{source!r} is not a TPC-DS query", hint="use tpcds:1 … tpcds:99")
+        return SqlSource(tpcds_query_text(int(number)), f"tpcds:q{int(number)}")
     path = Path(source)
     if not path.is_file():
         raise BadInputError(f"no such SQL file: {source}")

@@ -31,22 +31,72 @@ SPARK_CATALOG_PREFIX = "spark-catalog:"
 FORMATS = ("parquet", "orc", "csv")
 
 
+# Hive's directory name for a NULL (or empty) partition value.
+DEFAULT_PARTITION_NAME = "__HIVE_DEFAULT_PARTITION__"
+# Characters Hive escapes in a partition directory name (FileUtils.escapePathName), as %XX.
+_ESCAPED = set('"#%\'*/:=?\\\x7f{[]^') | {chr(c) for c in range(1, 32)}
+
+
+def escape_partition_value(value: str | None) -> str:
+    if value is None or value == "":
+        return DEFAULT_PARTITION_NAME
+    return "".join(f"%{ord(c):02X}" if c in _ESCAPED else c for c in value)
+
+
+def unescape_partition_value(text: str) -> str | None:
+    if text == DEFAULT_PARTITION_NAME:
+        return None
+    out, i = [], 0
+    while i < len(text):
+        if text[i] == "%" and i + 3 <= len(text) and all(c in "0123456789abcdefABCDEF" for c in text[i + 1:i + 3]):
+            out.append(chr(int(text[i + 1:i + 3], 16)))
+            i += 3
+        else:
+            out.append(text[i])
+            i += 1
+    return "".join(out)
+
+
+@dataclass(frozen=True)
+class Partition:
+    """One partition of a partitioned table: its values (text, in the table's partition-column order; None is
+    Hive's default partition) and the folder holding its data."""
+
+    values: tuple[str | None, ...]
+    path: str
+
+    def spec(self, columns: tuple[str, ...]) -> str:
+        """``dt=2024-01-01/country=US``: the partition's folder below the table's, as Hive names it."""
+        return "/".join(f"{c}={escape_partition_value(v)}" for c, v in zip(columns, self.values))
+
+
 @dataclass(frozen=True)
 class TableEntry:
     database: str
     name: str
     path: str
     format: str
-    columns: tuple[tuple[str, str], ...]  # (column name, Spark SQL type)
+    columns: tuple[tuple[str, str], ...]  # (column name, Spark SQL type); partition columns last
     options: tuple[tuple[str, str], ...] = ()
     source: str = "aipq"  # "aipq" (registered here) or "spark" (found in Spark's catalog)
+    partition_columns: tuple[str, ...] = ()
+    # the registered partitions; a scan's entry holds only those its filters (or summaries) leave
+    partitions: tuple[Partition, ...] = ()
 
     @property
     def qualified_name(self) -> str:
         return f"{self.database}.{self.name}"
 
+    @property
+    def partitioned(self) -> bool:
+        return bool(self.partition_columns)
+
     def column_types(self) -> dict[str, str]:
         return dict(self.columns)
+
+    def data_paths(self) -> tuple[str, ...]:
+        """Where the rows are: the table's path, or the folder of each partition."""
+        return tuple(p.path for p in self.partitions) if self.partitioned else (self.path,)
 
 
 class TableLookup(Protocol):
@@ -84,6 +134,12 @@ class Catalog:
                 " format TEXT NOT NULL, columns TEXT NOT NULL, options TEXT NOT NULL, registered_at REAL NOT NULL,"
                 " PRIMARY KEY (database, name))"
             )
+            if "partition_columns" not in {row[1] for row in con.execute("PRAGMA table_info(tables)")}:
+                con.execute("ALTER TABLE tables ADD COLUMN partition_columns TEXT NOT NULL DEFAULT '[]'")
+            con.execute(
+                "CREATE TABLE IF NOT EXISTS partitions (database TEXT NOT NULL, name TEXT NOT NULL,"
+                " partition_values TEXT NOT NULL, path TEXT NOT NULL, PRIMARY KEY (database, name, partition_values))"
+            )
 
     def check_writable(self) -> None:
         if self.read_only:
@@ -105,7 +161,8 @@ class Catalog:
             if self.read_only and not self.path.exists():
                 con = sqlite3.connect(":memory:")  # a read-only home with no catalog yet: no tables
                 con.execute("CREATE TABLE tables (database TEXT, name TEXT, path TEXT, format TEXT, columns TEXT,"
-                            " options TEXT, registered_at REAL)")
+                            " options TEXT, registered_at REAL, partition_columns TEXT)")
+                con.execute("CREATE TABLE partitions (database TEXT, name TEXT, partition_values TEXT, path TEXT)")
             else:
                 raise BadInputError(f"cannot open the catalog {self.path}: {exc}",
                                     hint="check the permissions of the aipq home and of catalog.db") from exc
@@ -141,39 +198,49 @@ class Catalog:
         return Catalog(self.home, self.fallbacks + tuple(fallbacks))
 
     def register(self, entry: TableEntry) -> bool:
-        """Add or replace a registration; returns True when it replaced an existing one."""
+        """Add or replace a registration, its partitions with it; returns True when it replaced one."""
         with self._connect(write=True) as con:
             existed = con.execute(
                 "SELECT 1 FROM tables WHERE database=? AND name=?", (entry.database, entry.name)
             ).fetchone()
             con.execute(
-                "INSERT OR REPLACE INTO tables VALUES (?,?,?,?,?,?,?)",
+                "INSERT OR REPLACE INTO tables (database, name, path, format, columns, options, registered_at,"
+                " partition_columns) VALUES (?,?,?,?,?,?,?,?)",
                 (entry.database, entry.name, entry.path, entry.format, json.dumps(entry.columns),
-                 json.dumps(entry.options), time.time()),
+                 json.dumps(entry.options), time.time(), json.dumps(entry.partition_columns)),
             )
+            con.execute("DELETE FROM partitions WHERE database=? AND name=?", (entry.database, entry.name))
+            _insert_partitions(con, entry.database, entry.name, entry.partitions)
         return existed is not None
+
+    def set_partitions(self, name: str, added: tuple[Partition, ...] = (), dropped: tuple[Partition, ...] = ()) -> None:
+        """Register partitions (replacing those with the same values) and unregister others, in one transaction."""
+        database, table = split_name(name)
+        with self._connect(write=True) as con:
+            for partition in dropped:
+                con.execute("DELETE FROM partitions WHERE database=? AND name=? AND partition_values=?",
+                            (database, table, json.dumps(partition.values)))
+            _insert_partitions(con, database, table, added)
 
     def drop(self, name: str) -> bool:
         database, table = split_name(name)
         with self._connect(write=True) as con:
             cur = con.execute("DELETE FROM tables WHERE database=? AND name=?", (database, table))
+            con.execute("DELETE FROM partitions WHERE database=? AND name=?", (database, table))
         return cur.rowcount > 0
 
     def entries(self) -> list[TableEntry]:
         with self._connect() as con:
-            rows = con.execute(
-                "SELECT database, name, path, format, columns, options FROM tables ORDER BY database, name"
-            ).fetchall()
-        return [_entry_from_row(row) for row in rows]
+            rows = con.execute(f"SELECT {_ENTRY_COLUMNS} FROM tables ORDER BY database, name").fetchall()
+            return [_entry_from_row(con, row) for row in rows]
 
     def find(self, database: str, name: str) -> TableEntry | None:
         with self._connect() as con:
-            row = con.execute(
-                "SELECT database, name, path, format, columns, options FROM tables WHERE database=? AND name=?",
-                (database, name),
-            ).fetchone()
-        if row is not None:
-            return _entry_from_row(row)
+            row = con.execute(f"SELECT {_ENTRY_COLUMNS} FROM tables WHERE database=? AND name=?",
+                              (database, name)).fetchone()
+            found = _entry_from_row(con, row) if row is not None else None
+        if found is not None:
+            return found
         for fallback in self.fallbacks:
             found = fallback.find(database, name)
             if found is not None:
@@ -190,10 +257,26 @@ class Catalog:
         return names
 
 
-def _entry_from_row(row: tuple) -> TableEntry:
-    database, name, path, fmt, columns, options = row
+_ENTRY_COLUMNS = "database, name, path, format, columns, options, partition_columns"
+
+
+def _insert_partitions(con: sqlite3.Connection, database: str, name: str, partitions: tuple[Partition, ...]) -> None:
+    con.executemany("INSERT OR REPLACE INTO partitions VALUES (?,?,?,?)",
+                    [(database, name, json.dumps(p.values), p.path) for p in partitions])
+
+
+def _entry_from_row(con: sqlite3.Connection, row: tuple) -> TableEntry:
+    database, name, path, fmt, columns, options, partition_columns = row
+    partitioning = tuple(json.loads(partition_columns or "[]"))
+    partitions: tuple[Partition, ...] = ()
+    if partitioning:
+        found = con.execute("SELECT partition_values, path FROM partitions WHERE database=? AND name=?",
+                            (database, name)).fetchall()
+        partitions = tuple(sorted((Partition(tuple(json.loads(values)), where) for values, where in found),
+                                  key=lambda p: tuple((v is None, v or "") for v in p.values)))
     return TableEntry(
         database=database, name=name, path=path, format=fmt,
         columns=tuple(tuple(c) for c in json.loads(columns)),
         options=tuple(tuple(o) for o in json.loads(options)),
+        partition_columns=partitioning, partitions=partitions,
     )

@@ -4,6 +4,7 @@ planner, statistics and estimator get a ``FileSource`` injected, so that they ru
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -27,6 +28,14 @@ def total_bytes(files: FileSource, uri: str) -> int | None:
     """Bytes of the data files at ``uri``; None when nothing is there."""
     found = files.data_files(uri)
     return None if found is None else sum(f.length for f in found)
+
+
+def table_bytes(sizes: Callable[[str], int | None], table) -> int | None:
+    """Bytes of a catalog table's data by ``sizes`` of a path: a partitioned table's partitions that pruning left
+    (0 when none is)."""
+    if not table.partitioned:
+        return sizes(table.path)
+    return sum(sizes(path) or 0 for path in table.data_paths())
 
 
 class NoFiles:

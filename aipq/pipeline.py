@@ -20,6 +20,7 @@ from aipq.planner.cartesian import check_cartesian
 from aipq.planner.joins import order_joins
 from aipq.planner.logical import QueryPlan
 from aipq.planner.parse import parse_statements
+from aipq.planner.partitions import prune_partitions
 from aipq.planner.physical import choose_physical_joins
 from aipq.planner.predicate_order import order_scan_filters
 from aipq.planner.prune import prune_columns
@@ -51,7 +52,7 @@ def display_names(statement: exp.Expression) -> list[str] | None:
 
 
 def optimize_plan(plan: QueryPlan, settings: Settings, sizes: Sizes) -> QueryPlan:
-    root = push_down_filters(plan.root)
+    root = prune_partitions(push_down_filters(plan.root))
     root = order_joins(root, settings.plan)
     root = prune_columns(root)
     root = choose_physical_joins(root, settings.broadcast_threshold, sizes)
@@ -73,6 +74,8 @@ def plan_statement(statement: exp.Expression, sql: str, catalog, settings: Setti
     if table is not None:
         plan = shape_for_table(plan, table, sql, source_name)
     dag = add_scan_summaries(cut_stages(plan), settings, sizes)
+    if table is not None and table.partition_by:
+        dag = replace(dag, partition_by=table.partition_by)
     return PlannedQuery(sql=sql, statement=statement, qualified=qualified, dag=dag,
                         source_name=source_name)
 

@@ -15,25 +15,31 @@ from pathlib import Path
 from sqlglot import exp
 
 from aipq.app import QueryRun, SqlSource, execute
-from aipq.catalog import TableEntry, split_name
+from aipq.catalog import DEFAULT_DATABASE, Partition, TableEntry, split_name
 from aipq.config import Settings
 from aipq.engine.context import RunContext
 from aipq.engine.executor import StageListener
 from aipq.engine.session import read_schema
 from aipq.engine.statistics import collect_table
-from aipq.engine.tables import publish, remove_data
+from aipq.engine.storage import join
+from aipq.engine.tables import partition_folders, publish, publish_partitions, remove_data
 from aipq.errors import BadInputError, ExecutionError, UnknownNameError
 from aipq.pipeline import PlannedQuery, plan_statement
+from aipq.planner.logical import Project
 from aipq.planner.parse import node_position, parse_statements
 from aipq.planner.statements import (
     AnalyzeStep,
+    CreateTableStep,
     DropStep,
+    PartitionStep,
     QueryStep,
     SetStep,
     Step,
+    UseStep,
     ViewStep,
     WorkflowCatalog,
     WriteStep,
+    in_database,
     to_step,
 )
 from aipq.planner.table_output import TableShape
@@ -119,6 +125,9 @@ class _Planner:
         self.view = WorkflowCatalog(context.catalog)
         self.creator = creator_id(source)
         self.created: set[str] = set()
+        # partitioned tables an earlier statement writes (not yet run): which partitions they will hold is
+        # known only once it has
+        self.written: set[str] = set()
 
     def error_at(self, step: Step, message: str, node: exp.Expression | None = None, hint: str | None = None,
                  cls=BadInputError):
@@ -156,6 +165,10 @@ class _Planner:
             self.plan_drop(step, planned)
         elif isinstance(step, AnalyzeStep):
             self.plan_analyze(step, planned)
+        elif isinstance(step, CreateTableStep):
+            self.plan_create_table(step, planned)
+        elif isinstance(step, PartitionStep):
+            self.plan_partitions(step, planned)
         elif isinstance(step, SetStep):
             try:
                 self.settings = apply_setting(self.settings, step)
@@ -180,14 +193,13 @@ class _Planner:
                 mode = "create"
             else:
                 raise self.error_at(step, f"unknown table {step.target}", step.statement.this,
-                                    hint="create it first with CREATE TABLE … AS SELECT", cls=UnknownNameError)
+                                    hint="create it first with CREATE TABLE", cls=UnknownNameError)
         if mode == "create":
-            planned.planned = self.plan_query(step.query, TableShape(step.target))
+            planned.planned = self.plan_query(step.query, TableShape(step.target, partition_by=step.partitioned_by))
             database, name = split_name(step.target)
-            types = output_types(planned.planned.qualified)
-            columns = tuple(zip(planned.planned.dag.plan.output_names, types))
             self.view.changes[step.target] = TableEntry(
-                database, name, self.context.managed_location(database, name), "parquet", columns)
+                database, name, self.context.managed_location(database, name), "parquet",
+                _table_columns(planned.planned), partition_columns=step.partitioned_by)
             self.created.add(step.target)
             planned.step = replace(step, mode="create")
             return
@@ -197,7 +209,67 @@ class _Planner:
                                 step.statement.this)
         if mode == "overwrite":
             self.check_replace(step, step.target, existing, "overwrite")
-        planned.planned = self.plan_query(step.query, TableShape(step.target, existing.columns, step.columns))
+        if not existing.partitioned:
+            if step.partition is not None:
+                raise self.error_at(step, f"table {step.target} is not partitioned", step.statement.this,
+                                    hint="leave out the PARTITION clause")
+            planned.planned = self.plan_query(step.query, TableShape(step.target, existing.columns, step.columns))
+            return
+        spec = step.partition if step.partition is not None else tuple((c, None) for c in existing.partition_columns)
+        if [c for c, _ in spec] != list(existing.partition_columns):
+            raise self.error_at(step, f"table {step.target} is partitioned by ({', '.join(existing.partition_columns)})"
+                                f", not ({', '.join(c for c, _ in spec)})", step.statement.this,
+                                hint="name every partition column, in order: PARTITION (col = 'value', …) or (col)")
+        dynamic = tuple(c for c, value in spec if value is None)
+        types = existing.column_types()
+        data = tuple((c, t) for c, t in existing.columns if c not in existing.partition_columns)
+        filled = data + tuple((c, types[c]) for c in dynamic)
+        listed = step.columns + dynamic if step.columns else ()
+        planned.planned = self.plan_query(step.query, TableShape(step.target, filled, listed, dynamic))
+        planned.step = replace(step, partition=spec)
+        self.written.add(step.target)
+
+    def plan_create_table(self, step: CreateTableStep, planned: PlannedStep) -> None:
+        if self.view.lookup(step.target) is not None:
+            if step.if_not_exists:
+                planned.skip_reason = "the table exists (IF NOT EXISTS)"
+                return
+            raise self.error_at(step, f"table {step.target} already exists", step.statement.this,
+                                hint="use CREATE TABLE IF NOT EXISTS, or DROP TABLE first")
+        self.view.changes[step.target] = new_table(self.context, step)
+        self.created.add(step.target)
+
+    def plan_partitions(self, step: PartitionStep, planned: PlannedStep) -> None:
+        entry = self.view.lookup(step.target)
+        if entry is None:
+            raise self.error_at(step, f"unknown table {step.target}", step.statement, cls=UnknownNameError)
+        if not entry.partitioned:
+            raise self.error_at(step, f"table {step.target} is not partitioned", step.statement,
+                                hint="partitioned tables are created with CREATE TABLE … PARTITIONED BY (…)")
+        for spec in step.specs:
+            columns = [c for c, _ in spec]
+            unknown = [c for c in columns if c not in entry.partition_columns]
+            if unknown or (step.action == "add" and columns != list(entry.partition_columns)):
+                raise self.error_at(step, f"table {step.target} is partitioned by "
+                                    f"({', '.join(entry.partition_columns)}), not ({', '.join(columns)})",
+                                    step.statement, hint="give a value for every partition column, in order")
+        if step.action == "repair" or step.target in self.written:
+            return
+        if step.action == "add":
+            existing = {p.values for p in entry.partitions}
+            known = [spec for spec in step.specs if tuple(v for _, v in spec) in existing]
+            if known and not step.if_exists:
+                raise self.error_at(step, f"partition {_spec_text(known[0])} of {step.target} already exists",
+                                    step.statement, hint="write ADD IF NOT EXISTS PARTITION")
+            return
+        matched = [p for p in entry.partitions if any(_matches(p, entry, spec) for spec in step.specs)]
+        missing = [spec for spec in step.specs if not any(_matches(p, entry, spec) for p in entry.partitions)]
+        if missing and not step.if_exists:
+            raise self.error_at(step, f"table {step.target} has no partition {_spec_text(missing[0])}",
+                                step.statement, hint="write DROP IF EXISTS PARTITION", cls=UnknownNameError)
+        self.check_replace(step, step.target, entry, "drop partitions of")
+        self.view.changes[step.target] = replace(entry, partitions=tuple(p for p in entry.partitions
+                                                                         if p not in matched))
 
     def plan_analyze(self, step: AnalyzeStep, planned: PlannedStep) -> None:
         entry = self.view.lookup(step.target)
@@ -231,6 +303,126 @@ class _Planner:
         self.view.changes[step.target] = None
 
 
+def _create_table(context: RunContext, catalog, planner: _Planner, step: CreateTableStep,
+                  started: float) -> StepOutcome:
+    entry = new_table(context, step)
+    if planner.creator is not None and created_by(entry) is not None:
+        entry = replace(entry, options=((CREATED_BY, planner.creator),))
+    with catalog.table_lock(step.target):
+        if catalog.lookup(step.target) is not None:
+            raise ExecutionError(f"table {step.target} was created by another run while this workflow ran",
+                                 hint="rerun; CREATE TABLE IF NOT EXISTS skips an existing table")
+        if step.location is None:
+            if context.storage.data_files(entry.path):
+                raise BadInputError(f"{entry.path} already holds data that no registered table owns",
+                                    hint="move or delete it, or register it with aipq table add")
+            context.storage.mkdirs(entry.path)
+        catalog.register(entry)
+    planner.view.changes.pop(step.target, None)
+    return StepOutcome(step, f"created {step.target}" + (f" at {step.location}" if step.location else ""),
+                       time.perf_counter() - started)
+
+
+def _change_partitions(context: RunContext, catalog, planner: _Planner, step: PartitionStep,
+                       started: float) -> StepOutcome:
+    """ALTER TABLE … ADD/DROP PARTITION and MSCK REPAIR TABLE against the catalog as it is now."""
+    storage = context.storage
+    with catalog.table_lock(step.target):
+        entry = catalog.lookup(step.target)
+        if entry is None or not entry.partitioned:
+            raise ExecutionError(f"table {step.target} is gone or no longer partitioned", hint="run it again")
+        known = {p.values: p for p in entry.partitions}
+        if step.action == "repair":
+            found = partition_folders(storage, entry.path, entry.partition_columns)
+            added = tuple(Partition(values, path) for values, path in found if values not in known)
+            catalog.set_partitions(step.target, added=added)
+            message = f"registered {len(added)} partition(s) of {step.target} found in {entry.path}"
+        elif step.action == "add":
+            added = []
+            for spec, location in zip(step.specs, step.locations):
+                values = tuple(v for _, v in spec)
+                if values in known:
+                    continue
+                partition = Partition(values, location or join(entry.path, Partition(values, "").spec(
+                    entry.partition_columns)))
+                storage.mkdirs(partition.path)
+                added.append(partition)
+            catalog.set_partitions(step.target, added=tuple(added))
+            message = f"added {len(added)} partition(s) to {step.target}"
+        else:
+            dropped = tuple(p for p in entry.partitions if any(_matches(p, entry, spec) for spec in step.specs))
+            catalog.set_partitions(step.target, dropped=dropped)
+            owned = created_by(entry) is not None
+            for partition in dropped:
+                if owned and partition.path.startswith(entry.path.rstrip("/") + "/"):
+                    remove_data(storage, partition.path)
+            message = f"dropped {len(dropped)} partition(s) of {step.target}" + (" and their data" if owned else "")
+    planner.view.changes.pop(step.target, None)
+    return StepOutcome(step, message, time.perf_counter() - started)
+
+
+def _written(step: Step, write: WriteStep, query_run: QueryRun, started: float) -> StepOutcome:
+    verb = {"create": "created", "overwrite": "overwrote", "append": "appended to"}[write.mode]
+    return StepOutcome(step, f"{verb} {write.target}: {query_run.record.result_rows:,} row(s)",
+                       time.perf_counter() - started)
+
+
+def _commit_partitions(context: RunContext, catalog, creator: str | None, planned: PlannedQuery, result: str,
+                       write: WriteStep, existing: TableEntry | None, location: str) -> None:
+    """Put a finished write to a partitioned table in place, partition by partition (those the write does not
+    touch stay as they were), and register the partitions written."""
+    storage = context.storage
+    if existing is None:  # CREATE TABLE … PARTITIONED BY (…) AS SELECT
+        if storage.data_files(location):
+            raise BadInputError(f"{location} already holds data that no registered table owns",
+                                hint="move or delete it, or register it with aipq table add")
+        database, name = split_name(write.target)
+        table = TableEntry(database, name, location, "parquet", _table_columns(planned),
+                           ((CREATED_BY, creator or "workflow"),), partition_columns=write.partitioned_by)
+        storage.mkdirs(location)
+        spec = tuple((c, None) for c in write.partitioned_by)
+    else:
+        table, spec = existing, write.partition or tuple((c, None) for c in existing.partition_columns)
+    mode = "append" if write.mode == "append" else "overwrite"
+    written = publish_partitions(storage, result, table, spec, mode, context.settings.commit)
+    if existing is None:
+        catalog.register(replace(table, partitions=tuple(p for p, _ in written)))
+    else:
+        catalog.set_partitions(write.target, added=tuple(p for p, _ in written))
+    for _, commit in written:
+        commit.cleanup()
+
+
+def new_table(context: RunContext, step: CreateTableStep) -> TableEntry:
+    """The catalog entry of CREATE TABLE (no data yet, or an external table's data at its LOCATION)."""
+    database, name = split_name(step.target)
+    location = step.location or context.managed_location(database, name)
+    options = () if step.location else ((CREATED_BY, "workflow"),)
+    return TableEntry(database, name, location, step.format, step.columns, options,
+                      partition_columns=step.partition_columns)
+
+
+def _spec_text(spec: tuple[tuple[str, str], ...]) -> str:
+    return "(" + ", ".join(f"{c}='{v}'" for c, v in spec) + ")"
+
+
+def _matches(partition: Partition, entry: TableEntry, spec: tuple[tuple[str, str], ...]) -> bool:
+    values = dict(zip(entry.partition_columns, partition.values))
+    return all(values[c] == v for c, v in spec)
+
+
+def _table_columns(planned: PlannedQuery) -> tuple[tuple[str, str], ...]:
+    """(name, Spark type) of a CREATE TABLE … AS SELECT's columns, in the table's order (partition columns
+    moved last): the table's projection renames the query's columns, which ``output_types`` gives in order."""
+    root = planned.dag.plan.root
+    types = output_types(planned.qualified)
+    by_internal = {item.name: name for name, item in root.items} if isinstance(root, Project) else {}
+    query_order = [by_internal.get(internal, internal) for internal in root.children[0].output] if by_internal \
+        else list(planned.dag.plan.output_names)
+    type_of = dict(zip(query_order, types))
+    return tuple((name, type_of.get(name, "string")) for name in planned.dag.plan.output_names)
+
+
 def apply_setting(settings: Settings, step: SetStep) -> Settings:
     key, value = step.key, step.value
     if alias_for(key) is not None:
@@ -246,7 +438,17 @@ def apply_setting(settings: Settings, step: SetStep) -> Settings:
 def plan_workflow(source: SqlSource, context: RunContext, allow_overwrite: bool = False) -> Workflow:
     statements = parse_statements(source.text, context.settings.dialect, source.name)
     planner = _Planner(source, context, allow_overwrite)
-    steps = [planner.plan(to_step(i, s, source.text, source.name)) for i, s in enumerate(statements, start=1)]
+    steps = []
+    database, views = DEFAULT_DATABASE, set()
+    for number, statement in enumerate(statements, start=1):
+        step = to_step(number, in_database(statement, database, views), source.text, source.name)
+        if isinstance(step, PartitionStep) and "." not in step.target:
+            step = replace(step, target=f"{database}.{step.target}")
+        if isinstance(step, UseStep):
+            database = step.database
+        elif isinstance(step, ViewStep):
+            views.add(step.name)
+        steps.append(planner.plan(step))
     return Workflow(source, steps, context, allow_overwrite)
 
 
@@ -330,6 +532,12 @@ def _run_step(planner: _Planner, step: Step, listener, run: WorkflowRun, result_
                 existing = catalog.lookup(write.target)
                 write = _mode_now(write, existing)
                 location = existing.path if existing is not None else context.managed_location(database, name)
+                if write.partitioned_by or (existing is not None and existing.partitioned):
+                    _commit_partitions(context, catalog, planner.creator, planned_step.planned,
+                                       query_run.record.result_path, write, existing, location)
+                    planner.view.changes.pop(write.target, None)
+                    planner.written.discard(write.target)
+                    return _written(step, write, query_run, started)
                 commit = publish(storage, query_run.record.result_path, location, write.mode,
                                  context.settings.commit)
                 if write.mode == "create":
@@ -342,13 +550,17 @@ def _run_step(planner: _Planner, step: Step, listener, run: WorkflowRun, result_
                     assert existing is not None
                     catalog.register(replace(existing, path=commit.path))
                 commit.cleanup()
-            rows = query_run.record.result_rows
         finally:
             query_run.close()
-        verb = {"create": "created", "overwrite": "overwrote", "append": "appended to"}[write.mode]
-        return StepOutcome(step, f"{verb} {write.target}: {rows:,} row(s)", time.perf_counter() - started)
+        return _written(step, write, query_run, started)
     if isinstance(step, AnalyzeStep):
         return _analyze(context, catalog, step, started)
+    if isinstance(step, UseStep):
+        return StepOutcome(step, f"unqualified table names are in database {step.database}")
+    if isinstance(step, CreateTableStep):
+        return _create_table(context, catalog, planner, step, started)
+    if isinstance(step, PartitionStep):
+        return _change_partitions(context, catalog, planner, step, started)
     if isinstance(step, DropStep) and not step.view:
         entry = catalog.lookup(step.target)
         if entry is not None:

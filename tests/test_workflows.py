@@ -175,3 +175,25 @@ def test_a_table_replaced_by_an_earlier_statement_is_measured_again(aipq, home, 
         assert joins and all(j.physical != "broadcast" for j in joins), "the grown table was broadcast"
     finally:
         ran.close()
+
+
+def test_use_puts_unqualified_names_in_that_database(aipq, home, duck, tmp_path):
+    """After USE db, unqualified tables are read from and created in db; the workflow's temporary views and
+    CTEs keep their own names, and default.t still reaches the default database."""
+    script = tmp_path / "use.sql"
+    script.write_text("""
+        use wf_db;
+        drop table if exists wf_regions;
+        create table wf_regions as select r_regionkey, r_name from default.region;
+        create temporary view wf_named as select * from wf_regions where r_regionkey < 3;
+        with picked as (select r_name from wf_named)
+        select n_name, r_name from default.nation join wf_regions on n_regionkey = r_regionkey
+        where r_name in (select r_name from picked);
+    """)
+    actual = run_to_rows(aipq, tmp_path, str(script))
+    expected = duck.execute("select n_name, r_name from nation join region on n_regionkey = r_regionkey "
+                            "where r_regionkey < 3").fetchall()
+    assert sorted(actual) == sorted(expected) and actual
+    assert Catalog(home).lookup("wf_db.wf_regions") is not None and Catalog(home).lookup("wf_regions") is None
+    missing = aipq("run", "--sql", "use wf_db; select * from nation")
+    assert missing.exit_code == 2 and "unknown table 'wf_db.nation'" in missing.output

@@ -39,6 +39,7 @@ from aipq.engine.sink import (
 )
 from aipq.errors import EXIT_BAD_INPUT, EXIT_RUNTIME, AipqError, BadInputError
 from aipq.ip.explain import explain_dict
+from aipq.tpcds.queries import query_text as tpcds_query_text
 from aipq.tpch.queries import query_text
 
 
@@ -155,7 +156,7 @@ def cli(ctx: click.Context, home: str | None, debug: bool) -> None:
 @click.pass_context
 def run(ctx, source, inline, settings: Settings, fmt, output, force, show_rows, keep_work, allow_overwrite,
         quiet, analyze):
-    """Run a query or a workflow of statements (FILE, '-' for stdin, or tpch:N) and show or write the rows of
+    """Run a query or a workflow of statements (FILE, '-' for stdin, tpch:N or tpcds:N) and show or write the rows of
     its last SELECT."""
     context = RunContext(home_dir(ctx), settings)
     sql = app.load_sql(source, inline)
@@ -313,7 +314,7 @@ def tpch_gen(ctx, scale_factor, home, database, parts, settings: Settings):
 
 @cli.group()
 def tpcds():
-    """TPC-DS data (needs pip install 'aipq[tpcds]')."""
+    """TPC-DS data and queries (needs pip install 'aipq[tpcds]')."""
 
 
 @tpcds.command("gen")
@@ -336,6 +337,14 @@ def tpcds_gen(ctx, scale_factor, database, settings: Settings):
 def tpch_query(number):
     """Print the text of TPC-H query NUMBER."""
     click.echo(query_text(number))
+
+
+@tpcds.command("query")
+@click.argument("number", type=click.IntRange(1, 99))
+@click.option("--database", default="tpcds", show_default=True, help="Database the query's tables are in.")
+def tpcds_query(number, database):
+    """Print TPC-DS query NUMBER in Hive's dialect (from DuckDB's tpcds extension); run it with aipq run tpcds:N."""
+    click.echo(tpcds_query_text(number, database), nl=False)
 
 
 @cli.group()

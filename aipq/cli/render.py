@@ -72,7 +72,9 @@ def explain_tree(info: dict[str, Any]) -> Tree:
             if source["kind"] == "table":
                 filters = f" [yellow]where {' and '.join(source['filters'])}[/yellow]" if source["filters"] else ""
                 alias = f" as {source['alias']}" if source["alias"] != source["table"].split(".")[-1] else ""
-                node.add(f"scan {source['table']}{alias} [dim]({', '.join(source['columns'])})[/dim]{filters}")
+                parts = source.get("partitions")
+                parts = f" [dim]partitions {parts['read']} of {parts['registered']}[/dim]" if parts else ""
+                node.add(f"scan {source['table']}{alias} [dim]({', '.join(source['columns'])})[/dim]{filters}{parts}")
         node.add(f"output: [green]{', '.join(stage['output_columns'])}[/green]")
         if stage.get("known_output"):
             known = stage["known_output"]

@@ -279,7 +279,8 @@ def _run_stages(run_state: _DagRun) -> None:
                 text = (record.result_format, record.output_names) if stage is dag.final else None
                 run = functools.partial(_run_stage, spark, storage, compiler, store, stage, decisions, paths[stage.id],
                                         group, is_final=stage is dag.final,
-                                        write=_output_is_read(stage, decisions, analyze), fused=inputs, text=text)
+                                        write=_output_is_read(stage, decisions, analyze), fused=inputs, text=text,
+                                        partition_by=dag.partition_by if stage is dag.final else ())
                 try:
                     metrics = run(statistics=statistics)
                 except BadInputError:
@@ -348,9 +349,11 @@ def _stage_frame(compiler: StageCompiler, store: SummaryStore, stage: Stage, dec
 def _run_stage(spark, storage: Storage, compiler: StageCompiler, store: SummaryStore, stage: Stage,
                decisions: StageDecisions, path: str, group: str, is_final: bool,
                statistics: StatisticsCollector | None = None, write: bool = True,
-               fused: list[_Fused] | None = None, text: tuple[str, tuple[str, ...]] | None = None) -> StageMetrics:
+               fused: list[_Fused] | None = None, text: tuple[str, tuple[str, ...]] | None = None,
+               partition_by: tuple[str, ...] = ()) -> StageMetrics:
     """Run one stage's job: its rows written as parquet (or, for the result with ``text`` = (csv or json, column
-    names), in that form), its summaries built and its statistics observed in the same pass."""
+    names), in that form; with ``partition_by``, a folder per value as Hive lays out partitions), its summaries
+    built and its statistics observed in the same pass."""
     sc = spark.sparkContext
     sc.setJobGroup(group, f"aipq {stage.name} {stage.operator}", interruptOnCancel=True)
     started = time.perf_counter()
@@ -370,7 +373,8 @@ def _run_stage(spark, storage: Storage, compiler: StageCompiler, store: SummaryS
         if text is not None and text[0] in TEXT_FORMATS:
             write_text_frame(df, text[1], text[0], path)
         elif write:
-            df.write.mode("errorifexists").parquet(path)
+            writer = df.write.partitionBy(*partition_by) if partition_by else df.write
+            writer.mode("errorifexists").parquet(path)
         else:
             df.write.format("noop").mode("overwrite").save()
         compiler.stage_schemas[stage.id] = df.schema

@@ -11,6 +11,7 @@ from pathlib import Path
 from aipq.catalog import SPARK_CATALOG_PREFIX, TableEntry
 from aipq.config import Settings
 from aipq.engine import class_archive
+from aipq.engine.storage import join
 from aipq.errors import BadInputError, EnvironmentProblem
 from aipq.files import FileSource, total_bytes
 
@@ -167,25 +168,58 @@ def user_runtime_conf(spark, settings: Settings) -> dict[str, str]:
 _SCHEMA_ON_READ = ("parquet", "orc", "csv")
 
 
+def _ddl(columns) -> str:
+    return ", ".join(f"`{name.replace('`', '``')}` {data_type}" for name, data_type in columns)
+
+
 def read_table(spark, entry: TableEntry):
     if entry.source == "spark":
         return spark.table(entry.qualified_name)
+    if entry.partitioned:
+        return _read_partitions(spark, entry)
     reader = spark.read.format(entry.format)
     options = dict(entry.options)
     if entry.format == "csv":
         options = {"header": "true", "inferSchema": "true", **options}
     if entry.columns and entry.format in _SCHEMA_ON_READ:
-        reader = reader.schema(", ".join(f"`{name.replace('`', '``')}` {data_type}"
-                                         for name, data_type in entry.columns))
+        reader = reader.schema(_ddl(entry.columns))
     return reader.options(**options).load(entry.path)
 
 
-_TABLE_ROWS: dict[tuple[str, int | None], int] = {}  # (path, bytes stored) → rows, for this process
+def _read_partitions(spark, entry: TableEntry):
+    """The rows of the entry's partitions (those left after pruning): in Hive's layout, one read below the
+    table's folder (Spark takes each partition's values from its folder name, typed by the schema); a
+    partition kept elsewhere (ADD PARTITION … LOCATION) is read on its own, its values as literals."""
+    from pyspark.sql import functions as F
+
+    if not entry.partitions:
+        return spark.createDataFrame([], _ddl(entry.columns))
+    reader = spark.read.format(entry.format).options(**dict(entry.options))
+    types = entry.column_types()
+    data_columns = [(c, t) for c, t in entry.columns if c not in entry.partition_columns]
+    standard = [p.path for p in entry.partitions if p.path == join(entry.path, p.spec(entry.partition_columns))]
+    frames = []
+    if standard:
+        frames.append(reader.schema(_ddl(entry.columns)).option("basePath", entry.path).load(standard))
+    for partition in entry.partitions:
+        if partition.path in standard:
+            continue
+        values = [F.lit(v).cast(types[c]).alias(c) for c, v in zip(entry.partition_columns, partition.values)]
+        frames.append(reader.schema(_ddl(data_columns)).load(partition.path).select("*", *values))
+    names = [c for c, _ in entry.columns]
+    frames = [frame.select(*names) for frame in frames]
+    while len(frames) > 1:
+        frames = [frames[i].union(frames[i + 1]) if i + 1 < len(frames) else frames[i]
+                  for i in range(0, len(frames), 2)]
+    return frames[0]
+
+
+_TABLE_ROWS: dict[tuple[tuple[str, ...], int], int] = {}  # (path, bytes stored) → rows, for this process
 
 
 def table_rows(spark, files: FileSource, entry: TableEntry) -> int:
     """A table's row count (parquet answers from file footers), cached per process by path and size."""
-    key = (entry.path, total_bytes(files, entry.path))
+    key = (entry.data_paths(), sum(total_bytes(files, path) or 0 for path in entry.data_paths()))
     if key not in _TABLE_ROWS:
         _TABLE_ROWS[key] = read_table(spark, entry).count()
     return _TABLE_ROWS[key]

@@ -21,6 +21,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from aipq.catalog import Partition, TableEntry, unescape_partition_value
 from aipq.engine.storage import Storage, join, name, parent
 from aipq.errors import BadInputError, ExecutionError
 
@@ -130,3 +131,38 @@ def _remove_old(storage: Storage, old: str, base: str, kept: str) -> None:
 def remove_data(storage: Storage, path: str) -> None:
     """A dropped managed table's data (its version folders too)."""
     storage.delete(table_base(path))
+
+
+def partition_folders(storage: Storage, root: str,
+                      columns: tuple[str, ...]) -> list[tuple[tuple[str | None, ...], str]]:
+    """(values, folder) of each ``col=value/…`` folder ``columns`` deep below ``root``, as Spark's partitioned
+    write and Hive lay them out; folders named otherwise (``_temporary``, hidden ones) are not partitions."""
+    found: list[tuple[tuple[str | None, ...], str]] = [((), root)]
+    for column in columns:
+        deeper = []
+        for values, folder in found:
+            for path, is_dir, _ in storage.children(folder):
+                key, _, text = name(path).partition("=")
+                if is_dir and key.lower() == column and _:
+                    deeper.append(((*values, unescape_partition_value(text)), path))
+        found = deeper
+    return found
+
+
+def publish_partitions(storage: Storage, result: str, table: TableEntry,
+                       spec: tuple[tuple[str, str | None], ...], mode: str,
+                       commit: str) -> list[tuple[Partition, Commit]]:
+    """Commit a partitioned write: the rows of each partition the output holds (a static spec: all of it)
+    replace (``overwrite``) or join (``append``) that partition's data; other partitions are untouched, as in
+    Hive. Returns the partitions written, with where their data now is, and each commit (to clean up after
+    the catalog points at the new data)."""
+    static = tuple(value for _, value in spec if value is not None)
+    dynamic = tuple(column for column, value in spec if value is None)
+    current = {p.values: p.path for p in table.partitions}
+    written: list[tuple[Partition, Commit]] = []
+    for values, folder in partition_folders(storage, result, dynamic):
+        partition = Partition((*static, *values), "")
+        location = current.get(partition.values) or join(table.path, partition.spec(table.partition_columns))
+        done = publish(storage, folder, location, mode, commit)
+        written.append((Partition(partition.values, done.path), done))
+    return written

@@ -75,6 +75,27 @@ class Cardinality:
 
     def __init__(self, lookup: StatsLookup):
         self.lookup = lookup
+        # figures of one outermost estimate, by (kind, node id, column): estimates nest (a join's rows need its
+        # inputs' rows and key NDVs, a stage read its stage's plan), and without this a deep plan is priced in
+        # exponential time (TPC-DS Q14 took minutes); cleared when the outermost call returns, since the
+        # figures a lookup gives change as stages finish
+        self._memo: dict[tuple[str, int, str], float | None] = {}
+        self._depth = 0
+
+    def _memoized(self, kind: str, node: Node, name: str, compute) -> float | None:
+        key = (kind, id(node), name)
+        if key in self._memo:
+            return self._memo[key]
+        self._depth += 1
+        try:
+            value = compute()
+        finally:
+            self._depth -= 1
+        if self._depth == 0:
+            self._memo.clear()
+        else:
+            self._memo[key] = value
+        return value
 
     # ---- where a column comes from ------------------------------------------------------------------------
     def _scan_column(self, node: Node, name: str) -> tuple[Scan, str] | None:
@@ -98,6 +119,9 @@ class Cardinality:
 
     # ---- rows ----------------------------------------------------------------------------------------------
     def rows(self, node: Node) -> float | None:
+        return self._memoized("rows", node, "", lambda: self._rows(node))
+
+    def _rows(self, node: Node) -> float | None:
         if isinstance(node, Scan):
             rows = self.lookup.table_rows(node)
             if rows is None:
@@ -174,6 +198,9 @@ class Cardinality:
     # ---- distinct values -------------------------------------------------------------------------------------
     def distinct(self, node: Node, name: str) -> float | None:
         """Distinct values of an output column of ``node``."""
+        return self._memoized("distinct", node, name, lambda: self._distinct(node, name))
+
+    def _distinct(self, node: Node, name: str) -> float | None:
         rows = self.rows(node)
         if isinstance(node, StageRead):
             known = self.lookup.stage_distinct(node, name)

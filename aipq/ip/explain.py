@@ -45,6 +45,9 @@ def stage_info(dag: StageDag, stage: Stage) -> dict[str, Any]:
             inputs.append({"kind": "table", "table": node.table.qualified_name, "alias": node.alias,
                            "path": node.table.path, "columns": [c for c, _ in node.columns],
                            "filters": [show(f) for f in node.filters]})
+            if node.table.partitioned:
+                inputs[-1]["partitions"] = {"read": len(node.table.partitions),
+                                            "registered": node.all_partitions or len(node.table.partitions)}
         elif isinstance(node, StageRead):
             inputs.append({"kind": "stage", "stage": node.stage_id, "columns": list(node.columns)})
     reduce: dict[str, Any] = {}

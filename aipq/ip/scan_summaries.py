@@ -22,6 +22,7 @@ from dataclasses import replace
 from sqlglot import exp
 
 from aipq.config import Settings
+from aipq.files import table_bytes
 from aipq.ip.candidates import find_candidates
 from aipq.planner.logical import Join, Project, Scan
 from aipq.planner.stages import Stage, StageDag
@@ -38,7 +39,7 @@ def filtered_scans(dag: StageDag, max_bytes: int, sizes: Callable[[str], int | N
             continue
         for node in stage.plan.walk():
             if isinstance(node, Scan) and node.filters:
-                size = sizes(node.table.path)
+                size = table_bytes(sizes, node.table)
                 if size is not None and size <= max_bytes:
                     found.setdefault(id(node), node)
     return list(found.values())

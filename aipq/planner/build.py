@@ -483,7 +483,9 @@ class Builder:
             if len(relations) == 1:
                 return relations, first.node
             return relations, JoinBlock(tuple(r.node for r in relations), tuple(conditions))
-        node = first.node
+        # Outer joins in the order written; the inner and comma joins between them form join blocks (so that
+        # ``a LEFT JOIN b ON …, c, d WHERE …`` joins c and d on the WHERE's conditions, TPC-DS Q40 and Q49).
+        members, conditions = [first.node], []
         for join in joins:
             relation = self.relation(join.this, ctes)
             if join.args.get("using"):
@@ -492,8 +494,14 @@ class Builder:
             scope = {rel.alias.lower(): rel for rel in relations}
             self.refuse_aggregate(join.args.get("on"), "JOIN … ON")
             on = [self.translate(c, scope) for c in conjuncts(join.args.get("on"))]
-            node = self.written_order_join(node, relation.node, _join_kind(join), on)
-        return relations, node
+            kind = _join_kind(join)
+            if kind in ("inner", "cross"):
+                members.append(relation.node)
+                conditions += on
+                continue
+            block = members[0] if len(members) == 1 else JoinBlock(tuple(members), tuple(conditions))
+            members, conditions = [self.written_order_join(block, relation.node, kind, on)], []
+        return relations, members[0] if len(members) == 1 else JoinBlock(tuple(members), tuple(conditions))
 
     def written_order_join(self, left: Node, right: Node, kind: str, on: list[exp.Expression]) -> Node:
         left_cols, right_cols = set(left.output), set(right.output)

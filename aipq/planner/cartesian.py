@@ -11,6 +11,7 @@ import re
 from collections.abc import Callable
 
 from aipq.errors import BadInputError
+from aipq.files import table_bytes
 from aipq.planner.logical import Join, Node, Scan
 from aipq.planner.physical import at_most_one_row
 from aipq.planner.resolve import find_word
@@ -25,7 +26,7 @@ def known_small(node: Node, sizes: Callable[[str], int | None]) -> bool:
     total = 0
     for sub in node.walk():
         if isinstance(sub, Scan):
-            size = sizes(sub.table.path)
+            size = table_bytes(sizes, sub.table)
             if size is None:
                 return False
             total += size

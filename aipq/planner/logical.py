@@ -99,6 +99,9 @@ class Scan(Node):
     filters: tuple[exp.Expression, ...] = ()
     # Columns read only to evaluate ``filters`` and not output.
     filter_only: tuple[tuple[str, str], ...] = ()
+    # a partitioned table's registered partitions before pruning (``table.partitions`` holds those left); 0 if
+    # none were pruned
+    all_partitions: int = 0
 
     @property
     def output(self) -> tuple[str, ...]:

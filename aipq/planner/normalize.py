@@ -22,6 +22,8 @@ from sqlglot.optimizer.canonicalize import (
 )
 from sqlglot.optimizer.simplify import Simplifier
 
+from aipq.planner.logical import and_all, conjuncts
+
 INT_MAX = 2**31 - 1
 _ARITHMETIC = (exp.Add, exp.Sub, exp.Mul, exp.Div)
 
@@ -67,3 +69,39 @@ def _folds_exactly(expression: exp.Expression, a: exp.Expression, b: exp.Express
 
 def simplify(expression: exp.Expression, dialect: str) -> exp.Expression:
     return SparkExactSimplifier(dialect=dialect).simplify(expression)
+
+
+def factor_common_conjuncts(expression: exp.Expression) -> exp.Expression:
+    """``(a AND b) OR (a AND c)`` → ``a AND (b OR c)``: a join condition written in every branch of an OR
+    (TPC-DS Q13, Q48) becomes a join condition instead of a filter over a Cartesian product. Distributivity
+    holds in SQL's three-valued logic; only deterministic conjuncts are factored."""
+
+    def rewrite(node: exp.Expression) -> exp.Expression:
+        if not isinstance(node, exp.Or):
+            return node
+        branches = [conjuncts(branch) for branch in node.flatten()]
+        shared = {_text(part) for part in branches[0] if not _nondeterministic(part)}
+        for parts in branches[1:]:
+            shared &= {_text(part) for part in parts}
+        if not shared:
+            return node
+        common = list({_text(part): part for part in branches[0] if _text(part) in shared}.values())
+        rests = [[part for part in parts if _text(part) not in shared] for parts in branches]
+        if any(not rest for rest in rests):  # a OR (a AND b) is a
+            return and_all(part.copy() for part in common)
+        remainder = exp.or_(*[and_all(part.copy() for part in rest) for rest in rests], copy=False)
+        return exp.and_(*[part.copy() for part in common], exp.paren(remainder, copy=False), copy=False)
+
+    return expression.transform(rewrite, copy=False)
+
+
+def _text(condition: exp.Expression) -> str:
+    """A conjunct's text, ``a = b`` and ``b = a`` alike."""
+    if isinstance(condition, exp.EQ):
+        return " = ".join(sorted((condition.left.sql(), condition.right.sql())))
+    return condition.sql()
+
+
+def _nondeterministic(expression: exp.Expression) -> bool:
+    return any(isinstance(node, exp.Rand) or (isinstance(node, exp.Anonymous) and node.name.lower() in (
+        "rand", "random", "uuid", "shuffle")) for node in expression.walk())

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import replace
 
+from aipq.files import table_bytes
 from aipq.planner.logical import (
     Aggregate,
     Filter,
@@ -46,7 +47,7 @@ def pipeline_bytes(node: Node, sizes: Callable[[str], int | None]) -> int | None
         if isinstance(sub, Join) and sub.physical != "broadcast":
             return None
         if isinstance(sub, Scan):
-            size = sizes(sub.table.path)
+            size = table_bytes(sizes, sub.table)
             if size is None:
                 return None
             total += size

@@ -18,6 +18,7 @@ import math
 from collections.abc import Callable
 
 from aipq.config import Settings
+from aipq.files import table_bytes
 from aipq.planner.logical import Scan
 from aipq.planner.stages import Stage, StageRead
 
@@ -29,7 +30,7 @@ def stage_input_bytes(stage: Stage, stage_bytes: Callable[[int], int | None],
     total = 0
     for node in stage.plan.walk():
         if isinstance(node, Scan):
-            size = sizes(node.table.path)
+            size = table_bytes(sizes, node.table)
         elif isinstance(node, StageRead):
             size = stage_bytes(node.stage_id)
         else:

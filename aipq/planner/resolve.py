@@ -18,7 +18,7 @@ from sqlglot.optimizer.qualify import qualify
 
 from aipq.catalog import Catalog, TableEntry, split_name
 from aipq.errors import BadInputError, SourcePosition, UnknownNameError, UnsupportedSqlError
-from aipq.planner.normalize import canonicalize, simplify
+from aipq.planner.normalize import canonicalize, factor_common_conjuncts, simplify
 from aipq.planner.parse import node_position, offset_position
 
 
@@ -125,7 +125,7 @@ def qualify_statement(statement: exp.Expression, tables: dict[str, TableEntry], 
         qualified = qualify(inlined, schema=schema, dialect=dialect, db="default",
                             quote_identifiers=False)
         typed = annotate_types(qualified, schema=schema, dialect=dialect)
-        return simplify(canonicalize(typed, dialect=dialect), dialect=dialect)
+        return factor_common_conjuncts(simplify(canonicalize(typed, dialect=dialect), dialect=dialect))
     except OptimizeError as error:
         ambiguous = _ambiguous_column(str(error), statement, tables, sql, source_name)
         raise (ambiguous or _resolution_error(str(error), tables, sql, source_name)) from error

@@ -71,6 +71,8 @@ class StageDag:
     dependency: dict[int, list[int]] = field(default_factory=dict)  # consumer → producers
     # id of a filtered Scan → the SCAN stage that summarizes its keys in a pre-pass (ip/scan_summaries.py)
     scan_sources: dict[int, int] = field(default_factory=dict)
+    # a write to a partitioned table: the final stage writes a folder per value of these columns
+    partition_by: tuple[str, ...] = ()
 
     @property
     def final(self) -> Stage:

@@ -7,11 +7,12 @@ before anything runs. Running the steps is ``aipq.app``'s job.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
-from sqlglot import exp
+from sqlglot import exp, parse_one
 
-from aipq.catalog import Catalog, TableEntry, split_name
+from aipq.catalog import DEFAULT_DATABASE, Catalog, TableEntry, split_name
 from aipq.errors import BadInputError, UnsupportedSqlError
 from aipq.planner.parse import node_position
 from aipq.planner.resolve import qualified_key, referenced_tables
@@ -57,6 +58,9 @@ class WriteStep(Step):
     mode: str = "create"  # create | overwrite | append
     if_not_exists: bool = False
     columns: tuple[str, ...] = ()  # INSERT INTO t (a, b): the target columns the query fills, in order
+    # INSERT … PARTITION (dt='2024-01-01', country): (column, static value or None for a dynamic one)
+    partition: tuple[tuple[str, str | None], ...] | None = None
+    partitioned_by: tuple[str, ...] = ()  # CREATE TABLE … PARTITIONED BY (dt) AS SELECT
 
     @property
     def kind(self) -> str:
@@ -113,6 +117,60 @@ class AnalyzeStep(Step):
 
 
 @dataclass(frozen=True)
+class CreateTableStep(Step):
+    """CREATE [EXTERNAL] TABLE t (columns) [PARTITIONED BY (columns)] [STORED AS …] [LOCATION …]: an empty
+    table (or, with LOCATION, the data already there), registered in the catalog."""
+
+    target: str = ""
+    columns: tuple[tuple[str, str], ...] = ()  # data columns, then partition columns (Spark types)
+    partition_columns: tuple[str, ...] = ()
+    format: str = "parquet"
+    location: str | None = None
+    if_not_exists: bool = False
+
+    @property
+    def kind(self) -> str:
+        return "CREATE TABLE"
+
+    def describe(self) -> str:
+        return f"CREATE TABLE {self.target}"
+
+
+@dataclass(frozen=True)
+class PartitionStep(Step):
+    """ALTER TABLE t ADD|DROP PARTITION (…) [LOCATION …], or MSCK REPAIR TABLE t (``action`` repair): the
+    table's registered partitions changed."""
+
+    target: str = ""
+    action: str = "add"  # add | drop | repair
+    specs: tuple[tuple[tuple[str, str], ...], ...] = ()  # each partition's (column, value)
+    locations: tuple[str | None, ...] = ()
+    if_exists: bool = False  # ADD IF NOT EXISTS, DROP IF EXISTS
+
+    @property
+    def kind(self) -> str:
+        return "MSCK REPAIR TABLE" if self.action == "repair" else f"ALTER TABLE {self.action.upper()} PARTITION"
+
+    def describe(self) -> str:
+        return f"{self.kind} {self.target}"
+
+
+@dataclass(frozen=True)
+class UseStep(Step):
+    """USE db: unqualified table names in the statements after it are in ``db`` (the workflow's own temporary
+    views excepted)."""
+
+    database: str = ""
+
+    @property
+    def kind(self) -> str:
+        return "USE"
+
+    def describe(self) -> str:
+        return f"USE {self.database}"
+
+
+@dataclass(frozen=True)
 class SetStep(Step):
     key: str = ""
     value: str = ""
@@ -154,9 +212,9 @@ def to_step(number: int, statement: exp.Expression, sql: str, source_name: str |
         if isinstance(target, exp.Schema):
             columns = tuple(c.name.lower() for c in target.expressions)
             target = target.this
-        if statement.args.get("partition") or target.find(exp.Partition):
-            raise _unsupported("INSERT into a PARTITION", statement, sql, source_name,
-                               hint="write the whole table (partitioned tables come later)")
+        partition = None
+        if isinstance(target, exp.Table) and target.args.get("partition") is not None:
+            partition = _partition_spec(target.args["partition"], sql, source_name, static_only=False)
         if not isinstance(target, exp.Table):
             raise _unsupported("INSERT into something other than a table", statement, sql, source_name)
         query = statement.expression
@@ -164,7 +222,8 @@ def to_step(number: int, statement: exp.Expression, sql: str, source_name: str |
             raise _unsupported("INSERT … VALUES", statement, sql, source_name,
                                hint="INSERT … SELECT works; load literal rows from a file with aipq table add")
         return WriteStep(number, statement, _target_name(target), query,
-                         mode="overwrite" if statement.args.get("overwrite") else "append", columns=columns)
+                         mode="overwrite" if statement.args.get("overwrite") else "append", columns=columns,
+                         partition=partition)
     if isinstance(statement, exp.Drop):
         kind = (statement.args.get("kind") or "").upper()
         if kind not in ("TABLE", "VIEW"):
@@ -185,11 +244,21 @@ def to_step(number: int, statement: exp.Expression, sql: str, source_name: str |
         return SetStep(number, statement, key, str(text))
     if isinstance(statement, exp.Analyze):
         return _analyze_step(number, statement, sql, source_name)
+    if isinstance(statement, exp.Alter) and any(isinstance(a, exp.DropPartition) for a in statement.actions):
+        return _drop_partitions(number, statement, sql, source_name)
+    if isinstance(statement, exp.Alter) and any(isinstance(a, exp.AddPartition) for a in statement.actions):
+        return _add_partitions(number, statement, sql, source_name)
+    if isinstance(statement, exp.Command):
+        return _command_step(number, statement, sql, source_name)
     if isinstance(statement, exp.Use):
-        raise _unsupported("USE", statement, sql, source_name, hint="qualify table names as database.table")
+        kind = statement.args.get("kind")
+        if kind is not None and kind.name.upper() not in ("DATABASE", "SCHEMA"):
+            raise _unsupported(f"USE {kind.name.upper()}", statement, sql, source_name, hint="write USE database")
+        return UseStep(number, statement, statement.this.name.lower())
     raise _unsupported(f"{statement.key.upper()} statements", statement, sql, source_name,
-                       hint="aipq runs SELECT, CREATE TABLE … AS SELECT, INSERT OVERWRITE/INTO … SELECT, "
-                            "CREATE TEMPORARY VIEW, DROP TABLE/VIEW, ANALYZE TABLE and SET")
+                       hint="aipq runs SELECT, CREATE TABLE [AS SELECT], INSERT OVERWRITE/INTO … SELECT, "
+                            "CREATE TEMPORARY VIEW, DROP TABLE/VIEW, ALTER TABLE ADD/DROP PARTITION, "
+                            "MSCK REPAIR TABLE, ANALYZE TABLE, USE and SET")
 
 
 def _analyze_step(number: int, statement: exp.Analyze, sql: str, source_name: str | None) -> Step:
@@ -212,11 +281,12 @@ def _create_step(number: int, statement: exp.Create, sql: str, source_name: str 
     kind = (statement.args.get("kind") or "").upper()
     target = statement.this
     columns: tuple[str, ...] = ()
+    if isinstance(target, exp.Schema) and kind == "TABLE":
+        return _create_table_step(number, statement, sql, source_name)
     if isinstance(target, exp.Schema):
         columns = tuple(c.name.lower() for c in target.expressions if isinstance(c, (exp.Identifier, exp.Column)))
-        if kind == "TABLE" or len(columns) != len(target.expressions):
-            raise _unsupported("CREATE TABLE with a column list", statement, sql, source_name,
-                               hint="create tables with CREATE TABLE name AS SELECT …")
+        if len(columns) != len(target.expressions):
+            raise _unsupported("CREATE VIEW with column types", statement, sql, source_name)
         target = target.this
     query = statement.expression
     if not isinstance(query, (exp.Select, exp.SetOperation, exp.Subquery)):
@@ -233,17 +303,171 @@ def _create_step(number: int, statement: exp.Create, sql: str, source_name: str 
                         replace=bool(statement.args.get("replace")))
     if kind != "TABLE":
         raise _unsupported(f"CREATE {kind}", statement, sql, source_name)
+    partitioned_by: tuple[str, ...] = ()
     properties = statement.args.get("properties")
     for prop in properties.expressions if properties is not None else []:
         if isinstance(prop, exp.FileFormatProperty) and prop.name.lower() != "parquet":
             raise _unsupported(f"STORED AS {prop.name.upper()}", prop, sql, source_name,
                                hint="aipq writes parquet; drop the STORED AS clause")
         if isinstance(prop, exp.PartitionedByProperty):
-            raise _unsupported("PARTITIONED BY", prop, sql, source_name)
+            members = prop.this.expressions if isinstance(prop.this, exp.Schema) else [prop.this]
+            if not all(isinstance(m, (exp.Identifier, exp.Column)) for m in members):
+                raise _unsupported("PARTITIONED BY with column types in CREATE TABLE … AS SELECT", prop, sql,
+                                   source_name, hint="name the query's columns to partition by: PARTITIONED BY (dt)")
+            partitioned_by = tuple(m.name.lower() for m in members)
+        if isinstance(prop, (exp.LocationProperty, exp.ExternalProperty)):
+            raise _unsupported("CREATE EXTERNAL TABLE or LOCATION with AS SELECT", prop, sql, source_name,
+                               hint="create the table with its columns, then INSERT into it")
     if statement.args.get("replace"):
-        return WriteStep(number, statement, _target_name(target), query, mode="overwrite")
+        return WriteStep(number, statement, _target_name(target), query, mode="overwrite",
+                         partitioned_by=partitioned_by)
     return WriteStep(number, statement, _target_name(target), query, mode="create",
-                     if_not_exists=bool(statement.args.get("exists")))
+                     if_not_exists=bool(statement.args.get("exists")), partitioned_by=partitioned_by)
+
+
+def _spark_type(kind: exp.DataType) -> str:
+    return kind.sql(dialect="spark").lower()
+
+
+def _create_table_step(number: int, statement: exp.Create, sql: str, source_name: str | None) -> Step:
+    schema = statement.this
+    if statement.expression is not None:
+        raise _unsupported("CREATE TABLE with both a column list and AS SELECT", statement, sql, source_name,
+                           hint="CREATE TABLE name AS SELECT … takes its columns from the query")
+    columns = []
+    for definition in schema.expressions:
+        if not isinstance(definition, exp.ColumnDef) or definition.args.get("kind") is None:
+            raise _unsupported("a column without a type", definition, sql, source_name, hint="write name TYPE")
+        columns.append((definition.name.lower(), _spark_type(definition.args["kind"])))
+    partition_columns: list[tuple[str, str]] = []
+    fmt, location, external = "parquet", None, False
+    properties = statement.args.get("properties")
+    for prop in properties.expressions if properties is not None else []:
+        if isinstance(prop, exp.PartitionedByProperty):
+            for definition in prop.this.expressions if isinstance(prop.this, exp.Schema) else [prop.this]:
+                if not isinstance(definition, exp.ColumnDef) or definition.args.get("kind") is None:
+                    raise _unsupported("a partition column without a type", definition, sql, source_name,
+                                       hint="write PARTITIONED BY (name TYPE, …)")
+                partition_columns.append((definition.name.lower(), _spark_type(definition.args["kind"])))
+        elif isinstance(prop, exp.FileFormatProperty):
+            fmt = prop.name.lower()
+        elif isinstance(prop, exp.LocationProperty):
+            location = prop.this.name if isinstance(prop.this, exp.Literal) else prop.this.sql()
+        elif isinstance(prop, exp.ExternalProperty):
+            external = True
+    if fmt not in ("parquet", "orc") or (fmt != "parquet" and not external):
+        raise _unsupported(f"STORED AS {fmt.upper()}", statement, sql, source_name,
+                           hint="aipq writes parquet tables; ORC data can be registered as an EXTERNAL table")
+    names = [name for name, _ in columns + partition_columns]
+    duplicate = next((n for n in names if names.count(n) > 1), None)
+    if duplicate is not None:
+        raise BadInputError(f"column {duplicate!r} is named twice", position=node_position(schema, sql),
+                            source_name=source_name, hint="a partition column is not also a data column in Hive")
+    return CreateTableStep(number, statement, _target_name(schema.this), tuple(columns + partition_columns),
+                           tuple(name for name, _ in partition_columns), fmt, location,
+                           bool(statement.args.get("exists")))
+
+
+def _partition_spec(partition: exp.Expression, sql: str, source_name: str | None,
+                    static_only: bool) -> tuple[tuple[str, str | None], ...]:
+    """PARTITION (dt='2024-01-01', country): (column, value text), None for a dynamic column (Hive: after the
+    static ones)."""
+    spec: list[tuple[str, str | None]] = []
+    for item in partition.expressions:
+        if isinstance(item, exp.EQ) and isinstance(item.this, exp.Column) and isinstance(
+                item.expression, (exp.Literal, exp.Neg, exp.Null)):
+            value = item.expression
+            text = None if isinstance(value, exp.Null) else (
+                f"-{value.this.name}" if isinstance(value, exp.Neg) else value.name)
+            spec.append((item.this.name.lower(), text))
+        elif isinstance(item, exp.Column) and not static_only:
+            spec.append((item.name.lower(), None))
+        else:
+            raise _unsupported("this partition spec", item, sql, source_name,
+                               hint="write PARTITION (col = 'value', …)" + ("" if static_only else " or (col)"))
+    dynamic = [i for i, (_, value) in enumerate(spec) if value is None]
+    if dynamic and any(spec[i][1] is not None for i in range(dynamic[0], len(spec))):
+        raise _unsupported("a static partition value after a dynamic one", partition, sql, source_name,
+                           hint="list the static partition columns first, as Hive requires")
+    return tuple(spec)
+
+
+def _drop_partitions(number: int, statement: exp.Alter, sql: str, source_name: str | None) -> Step:
+    specs, if_exists = [], False
+    for action in statement.actions:
+        if not isinstance(action, exp.DropPartition):
+            raise _unsupported("this ALTER TABLE", action, sql, source_name)
+        if_exists = if_exists or bool(action.args.get("exists"))
+        for partition in action.expressions:
+            specs.append(tuple((c, v) for c, v in _partition_spec(partition, sql, source_name, static_only=True)))
+    return PartitionStep(number, statement, _target_name(statement.this), "drop", tuple(specs),
+                         tuple(None for _ in specs), if_exists)
+
+
+def _add_partitions(number: int, statement: exp.Alter, sql: str, source_name: str | None) -> Step:
+    specs, locations, if_not_exists = [], [], False
+    for action in statement.actions:
+        if not isinstance(action, exp.AddPartition):
+            raise _unsupported("this ALTER TABLE", action, sql, source_name)
+        if_not_exists = if_not_exists or bool(action.args.get("exists"))
+        specs.append(tuple((c, v) for c, v in _partition_spec(action.this, sql, source_name, static_only=True)))
+        location = action.args.get("location")
+        locations.append(location.this.name if isinstance(location, exp.LocationProperty) else None)
+    return PartitionStep(number, statement, _target_name(statement.this), "add", tuple(specs), tuple(locations),
+                         if_not_exists)
+
+
+_ADD_PARTITION = re.compile(
+    r"^\s*table\s+(?P<table>[\w.`]+)\s+add\s+(?P<exists>if\s+not\s+exists\s+)?(?P<rest>partition\b.*)$",
+    re.IGNORECASE | re.DOTALL)
+_ONE_PARTITION = re.compile(r"\s*partition\s*(?P<spec>\([^)]*\))(?:\s*location\s+(?P<location>'[^']*'|\"[^\"]*\"))?",
+                            re.IGNORECASE)
+
+
+def _command_step(number: int, statement: exp.Command, sql: str, source_name: str | None) -> Step:
+    """The statements sqlglot leaves as text: ALTER TABLE … ADD PARTITION and MSCK REPAIR TABLE (their table
+    name as written: the workflow puts an unqualified one in the current database)."""
+    command = statement.name.upper()
+    text = statement.expression.name if isinstance(statement.expression, exp.Literal) else str(
+        statement.expression or "")
+    if command == "MSCK REPAIR" or command == "MSCK":
+        match = re.match(r"^\s*(?:repair\s+)?table\s+([\w.`]+)\s*(?:add\s+partitions\s*)?$", text, re.IGNORECASE)
+        if match is None:
+            raise _unsupported("this form of MSCK", statement, sql, source_name, hint="write MSCK REPAIR TABLE name")
+        return PartitionStep(number, statement, match.group(1).replace("`", "").lower(), "repair")
+    if command == "ALTER":
+        match = _ADD_PARTITION.match(text)
+        if match is not None:
+            specs, locations, rest = [], [], match.group("rest")
+            while rest.strip():
+                one = _ONE_PARTITION.match(rest)
+                if one is None:
+                    raise _unsupported("this ALTER TABLE … ADD PARTITION", statement, sql, source_name,
+                                       hint="write ALTER TABLE t ADD PARTITION (col = 'value') [LOCATION 'path']")
+                parsed = parse_one(f"INSERT INTO t PARTITION {one.group('spec')} SELECT 1", read="hive")
+                specs.append(tuple((c, v) for c, v in _partition_spec(parsed.this.args["partition"], sql, source_name,
+                                                                       static_only=True)))
+                locations.append(one.group("location")[1:-1] if one.group("location") else None)
+                rest = rest[one.end():]
+            return PartitionStep(number, statement, match.group("table").replace("`", "").lower(), "add",
+                                 tuple(specs), tuple(locations), bool(match.group("exists")))
+    raise _unsupported(f"{command} {text.split()[0].upper() if text.split() else ''}".strip(), statement, sql,
+                       source_name, hint="aipq runs ALTER TABLE … ADD/DROP PARTITION and MSCK REPAIR TABLE")
+
+
+def in_database(statement: exp.Expression, database: str, views: set[str]) -> exp.Expression:
+    """The statement with every unqualified table name (not a CTE, not one of the workflow's temporary
+    ``views``) put in ``database``, as ``USE database`` asks."""
+    kind = str(statement.args.get("kind") or "").upper() if isinstance(statement, (exp.Create, exp.Drop)) else ""
+    if database == DEFAULT_DATABASE or (kind == "VIEW" and isinstance(statement, exp.Drop)):
+        return statement
+    statement = statement.copy()
+    ctes = {cte.alias_or_name.lower() for cte in statement.find_all(exp.CTE)}
+    view_name = statement.find(exp.Table) if kind == "VIEW" else None
+    for table in statement.find_all(exp.Table):
+        if table.name and not table.db and table is not view_name and table.name.lower() not in ctes | views:
+            table.set("db", exp.to_identifier(database))
+    return statement
 
 
 class WorkflowCatalog:

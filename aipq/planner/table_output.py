@@ -26,6 +26,9 @@ class TableShape:
     target: str
     columns: tuple[tuple[str, str], ...] | None = None
     listed: tuple[str, ...] = ()
+    # the partition columns whose values the rows carry (last, in this order): the final stage writes one
+    # folder per value, as Hive's dynamic partitions
+    partition_by: tuple[str, ...] = ()
 
 
 def table_column_names(names: tuple[str, ...], target: str, source_name: str | None) -> list[str]:
@@ -45,8 +48,17 @@ def shape_for_table(plan: QueryPlan, shape: TableShape, sql: str, source_name: s
     produced = plan.root.output
     if shape.columns is None:
         names = table_column_names(plan.output_names, shape.target, source_name)
-        items = tuple((name, col(internal)) for name, internal in zip(names, produced))
-        return replace(plan, root=Project(plan.root, items), output_names=tuple(names))
+        missing = [c for c in shape.partition_by if c not in names]
+        if missing:
+            raise BadInputError(f"the query for table {shape.target} has no column {missing[0]!r} to partition by",
+                                source_name=source_name, hint=f"its columns: {', '.join(names)}")
+        if len(shape.partition_by) == len(names):
+            raise BadInputError(f"table {shape.target} would have only partition columns", source_name=source_name,
+                                hint="a table needs at least one column that is not a partition column")
+        order = [n for n in names if n not in shape.partition_by] + list(shape.partition_by)
+        by_name = dict(zip(names, produced))
+        items = tuple((name, col(by_name[name])) for name in order)
+        return replace(plan, root=Project(plan.root, items), output_names=tuple(order))
     target_names = [name for name, _ in shape.columns]
     listed = list(shape.listed) or target_names
     unknown = [c for c in listed if c not in target_names]

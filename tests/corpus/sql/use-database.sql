@@ -1,2 +1,5 @@
 -- expect: 2
-USE tpch
+-- position: yes
+-- contains: unknown table 'tpch.nation'
+USE tpch;
+SELECT n_name FROM nation
