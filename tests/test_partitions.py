@@ -113,3 +113,26 @@ def test_msck_repair_registers_partition_folders_written_outside(aipq, partition
 def test_partition_mistakes_are_clear_errors(aipq, partitioned, sql, message):
     result = aipq("run", "--sql", sql)
     assert result.exit_code == 2 and message in result.output, result.output
+
+
+@pytest.mark.parametrize("strategy", ["always", "oracle"])
+def test_a_summary_of_a_partition_column_prunes_whole_partitions(aipq, home, duck, tmp_path, strategy):
+    """The rows of a filtered table's join keys, summarized in a pre-pass, leave only the partitions whose value
+    they may hold: the other folders are never listed or read (dynamic partition pruning from a summary)."""
+    made = aipq("run", "--sql", "create table if not exists pt_lines partitioned by (l_shipdate) as "
+                "select l_orderkey, l_extendedprice, l_shipdate from lineitem where l_shipdate >= date '1998-06-01'")
+    assert made.exit_code == 0, made.output
+    sql = ("select count(*) as n, sum(l_extendedprice) as total from pt_lines join orders "
+           "on l_shipdate = o_orderdate where o_totalprice > 300000")
+    info = json.loads(aipq("explain", "--sql", sql, "--analyze", "--format", "json", "--broadcast-threshold", "0",
+                           "--ip", strategy).output)
+    pruned = [p for s in info["stages"] for p in s["measured"]["probes"] if p.get("partitions")]
+    dates = duck.execute("select count(distinct o_orderdate) from orders where o_totalprice > 300000 "
+                         "and o_orderdate >= date '1998-06-01'").fetchone()[0]
+    registered = len(Catalog(home).lookup("pt_lines").partitions)
+    assert pruned and dates <= pruned[0]["partitions"][0] < registered / 4
+    assert pruned[0]["partitions"][1] == registered
+    expected = duck.execute("select count(*), sum(l_extendedprice) from lineitem join orders on l_shipdate = "
+                            "o_orderdate where o_totalprice > 300000 and l_shipdate >= date '1998-06-01'").fetchall()
+    actual = run_to_rows(aipq, tmp_path, "--sql", sql, "--ip", strategy, "--broadcast-threshold", "0")
+    assert_same_rows(actual, expected, ordered=False)

@@ -169,7 +169,10 @@ def _add_measures(node: Tree, measured: dict[str, Any]) -> None:
         if probe["skipped"]:
             node.add(f"[cyan]probe[/cyan] S{probe['producer']}.{probe['column']} on {probe['target']}: "
                      f"not applied, {probe['skipped']}")
-        elif probe["rows_in"] is not None:
+        elif probe.get("partitions"):
+            left, registered = probe["partitions"]
+            node.add(f"[cyan]probe[/cyan] S{probe['producer']}.{probe['column']} ({probe['kind']}) on "
+                     f"{probe['target']}.{probe['target_column']}: {left} of {registered} partitions left to read")
             kept = probe["rows_out"] / probe["rows_in"] if probe["rows_in"] else 1.0
             fpr = f", measured false-positive rate {probe['measured_fpr']:.2%}" \
                 if probe["measured_fpr"] is not None else ""
@@ -233,7 +236,9 @@ def run_summary(record: RunRecord) -> Table:
     for column in ("stage", "operator", "time", "rows written", "bytes written", "shuffle write", "pruned"):
         table.add_column(column, justify="left" if column in ("stage", "operator", "pruned") else "right")
     for m in record.stages:
-        pruned = ", ".join(f"{p.target} {p.rows_in:,}→{p.rows_out:,}" for p in m.probes if p.rows_in is not None)
+        pruned = ", ".join([f"{p.target} {p.rows_in:,}→{p.rows_out:,}" for p in m.probes if p.rows_in is not None]
+                           + [f"{p.target} {p.partitions[0]} of {p.partitions[1]} partitions" for p in m.probes
+                              if p.partitions])
         built = ", ".join(f"builds {s.kind} {s.column}" for s in m.summaries)
         if not m.materialized:
             table.add_row(f"S{m.stage_id}", m.operator, "", m.staging, "", "", pruned)

@@ -32,18 +32,21 @@ class StageCompiler:
     def __init__(self, spark, stage_paths: dict[int, str]):
         self.spark = spark
         self.stage_paths = stage_paths
-        self._tables: dict[str, DataFrame] = {}
+        self._tables: dict[tuple[str, tuple[str, ...]], DataFrame] = {}
         # id of a Scan/StageRead leaf → what to do with its rows first (information passing probes)
         self.input_hooks: dict[int, Callable[[DataFrame], DataFrame]] = {}
         # id of a Scan → an observer of the raw table read, before its filters (piggybacked statistics)
         self.scan_observers: dict[int, Callable[[DataFrame], DataFrame]] = {}
+        # id of a Scan of a partitioned table → the partitions it reads, after summaries of its partition column
+        # pruned them (information passing into the file listing)
+        self.partition_pruners: dict[int, Callable[[Scan], TableEntry]] = {}
         # stage id → the schema its output was written with: read back without Spark inferring it from a footer
         self.stage_schemas: dict[int, StructType] = {}
         # stage id → its rows computed in the reader's plan, for a stage fused into its consumer (``ip/staging``)
         self.fused: dict[int, Callable[[], DataFrame]] = {}
 
     def table(self, entry: TableEntry) -> DataFrame:
-        key = entry.qualified_name
+        key = (entry.qualified_name, entry.data_paths())  # two scans may read different partitions of one table
         if key not in self._tables:
             self._tables[key] = read_table(self.spark, entry)
         return self._tables[key]
@@ -55,9 +58,12 @@ class StageCompiler:
 
     def _compile(self, node: Node) -> DataFrame:
         if isinstance(node, Scan):
-            source = self.table(node.table)
+            pruner = self.partition_pruners.get(id(node))
+            entry = pruner(node) if pruner is not None else node.table
+            source = self.table(entry)
             read = node.columns + node.filter_only
-            observer = self.scan_observers.get(id(node))
+            # statistics describe whole tables: a scan of some partitions only observes nothing
+            observer = self.scan_observers.get(id(node)) if entry is node.table else None
             if observer is not None:  # sees only the columns the scan reads (it keeps Spark's column pruning)
                 source = observer(jvm.select_sql(source, list(dict.fromkeys(_quoted(src) for _, src in read))))
             df = jvm.select_sql(source, [f"{_quoted(src)} AS {_quoted(name)}" for name, src in read])

@@ -33,7 +33,7 @@ from aipq.ip import staging
 from aipq.ip.candidates import distinct_bound
 from aipq.ip.planner import IpPlanner, StageDecisions, Strategy, SummaryUse
 from aipq.planner import reducers
-from aipq.planner.logical import Sort
+from aipq.planner.logical import Scan, Sort
 from aipq.planner.stages import Stage, StageDag
 
 
@@ -325,6 +325,11 @@ def _output_is_read(stage: Stage, decisions: StageDecisions, analyze: bool) -> b
     return stage.operator != "SCAN" or analyze or any(build.kind == "exact" for build in decisions.builds)
 
 
+def _is_partition_column(scan: Scan, column: str) -> bool:
+    """A summary of this scan column can prune whole partitions: it is one of the table's partition columns."""
+    return scan.table.partitioned and dict(scan.columns + scan.filter_only).get(column) in scan.table.partition_columns
+
+
 def _stage_frame(compiler: StageCompiler, store: SummaryStore, stage: Stage, decisions: StageDecisions,
                  probes: list[ProbeRecord], group: str, statistics: StatisticsCollector | None,
                  fused: bool = False):
@@ -332,9 +337,18 @@ def _stage_frame(compiler: StageCompiler, store: SummaryStore, stage: Stage, dec
     summary, on its output, and the statistics' observers on its first scans. A fused stage is compiled inside its
     consumer's plan; the hooks of both are kept, as their node ids differ."""
     by_input: dict[int, list[SummaryUse]] = {}
+    by_partition: dict[int, list[SummaryUse]] = {}
+    scans = {id(n): n for n in stage.plan.walk() if isinstance(n, Scan)}
     for use in decisions.uses:
         if use.target.place == "input" and use.target.node_id is not None:
-            by_input.setdefault(use.target.node_id, []).append(use)
+            scan = scans.get(use.target.node_id)
+            if scan is not None and _is_partition_column(scan, use.target.column):
+                by_partition.setdefault(use.target.node_id, []).append(use)
+            else:
+                by_input.setdefault(use.target.node_id, []).append(use)
+    compiler.partition_pruners.update({
+        node_id: (lambda scan, uses=uses: store.partitions_left(scan, uses, probes))
+        for node_id, uses in by_partition.items()})
     compiler.input_hooks.update({
         node_id: (lambda df, uses=uses, n=node_id: store.probe(df, uses, probes, f"{group}-in{n}"))
         for node_id, uses in by_input.items()})
@@ -360,7 +374,7 @@ def _run_stage(spark, storage: Storage, compiler: StageCompiler, store: SummaryS
     probes: list[ProbeRecord] = []
     try:
         df = _stage_frame(compiler, store, stage, decisions, probes, group, statistics)
-        compiler.input_hooks, compiler.scan_observers = {}, {}
+        compiler.input_hooks, compiler.scan_observers, compiler.partition_pruners = {}, {}, {}
         if is_final and _final_needs_order(stage):
             df = df.coalesce(1)  # one ordered file: reading it back keeps ORDER BY's order
         observation = Observation(f"{group}-rows")
@@ -398,7 +412,7 @@ def _run_stage(spark, storage: Storage, compiler: StageCompiler, store: SummaryS
     except Exception as error:
         raise spark_error(error, f"stage {stage.name} ({stage.operator})") from error
     finally:
-        compiler.input_hooks, compiler.scan_observers = {}, {}
+        compiler.input_hooks, compiler.scan_observers, compiler.partition_pruners = {}, {}, {}
         sc.setLocalProperty("spark.jobGroup.id", None)
     return StageMetrics(stage.id, stage.operator, seconds, rows, output_bytes, figures,
                         [store.built[b.key] for b in decisions.builds], probes, decisions)

@@ -31,7 +31,7 @@ from aipq.engine.session import read_table, table_rows
 from aipq.errors import AipqError, warn
 from aipq.files import FileSource
 from aipq.ip.planner import StageDecisions
-from aipq.planner.logical import Join, Limit
+from aipq.planner.logical import Join, Limit, Scan
 from aipq.planner.stages import Stage, StageDag
 from aipq.stats import sketches
 from aipq.stats.fingerprint import data_files
@@ -154,7 +154,8 @@ class StatisticsCollector:
         observers: dict[int, Callable[[DataFrame], DataFrame]] = {}
         if self.disabled:
             return observers
-        scan_ids = {id(n) for n in stage.plan.walk()}
+        # a scan that partition pruning left with some partitions only reads part of its table
+        scan_ids = {id(n) for n in stage.plan.walk() if not (isinstance(n, Scan) and n.all_partitions)}
         for need in self.needs:
             if need.entry.path in self._claimed or not (need.collect or self.recollect):
                 continue

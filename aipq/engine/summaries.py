@@ -11,15 +11,17 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 
 from pyspark.sql import Column, DataFrame, Observation
 from pyspark.sql import functions as F
 from pyspark.sql.types import ByteType, DataType, IntegerType, LongType, ShortType
 
+from aipq.catalog import TableEntry
 from aipq.engine import jvm
 from aipq.engine.storage import Storage, join
 from aipq.ip.planner import AUTO_BLOOM_CAP_BYTES, BLOOM_HEADER_BYTES, BuiltInfo, SummaryBuild, SummaryUse
+from aipq.planner.logical import Scan
 from aipq.stats import sketches
 from aipq.stats.sketches import sketch_input_sql
 
@@ -92,6 +94,9 @@ class ProbeRecord:
     skipped: str | None = None
     measured_fpr: float | None = None  # with --analyze: share of non-matching rows the summary let through
     unprobed_rows: int | None = None  # rows a task let through without probing (the probe gate judged it idle)
+    # a summary of a partition column: (partitions left, partitions registered) when it pruned whole partitions
+    # (their folders are never listed or read) instead of probing rows
+    partitions: tuple[int, int] | None = None
     mark: int | None = field(default=None, repr=False, compare=False)  # its counted filter (jvm.counted_filter)
     observation: object = field(default=None, repr=False, compare=False)  # exact summaries: counted by observing
     raw: object = field(default=None, repr=False, compare=False)  # the input before any probe (for --analyze)
@@ -223,6 +228,33 @@ class SummaryStore:
             record.mark = -(2 ** 40) - self._marks
             df = self._apply(df, use.target.column, summary, record.mark, record)
         return df
+
+    def partitions_left(self, scan: Scan, uses: list[SummaryUse], records: list[ProbeRecord]) -> TableEntry:
+        """The scan's table with only the partitions whose value every summary in ``uses`` (of one partition
+        column) may hold: the values are probed exactly as rows would be, on a small frame of one row each."""
+        table = scan.table
+        source = dict(scan.columns + scan.filter_only)[uses[0].target.column]
+        index = table.partition_columns.index(source)
+        texts = sorted({p.values[index] for p in table.partitions if p.values[index] is not None})
+        frame = self.spark.createDataFrame([(t,) for t in texts], "text string")
+        frame = frame.select("text", F.col("text").cast(table.column_types()[source]).alias("key"))
+        for use in uses:
+            summary = self.built[use.summary]
+            record = ProbeRecord(use.producer, use.column, summary.kind, use.target.label, use.target.place,
+                                 use.target.column, use.relation, use.reason)
+            records.append(record)
+            family = key_family(frame.schema["key"].dataType)
+            if family != summary.family:
+                record.skipped = f"key types differ ({family} vs {summary.family})"
+                continue
+            frame = self._apply(frame, "key", summary)
+        kept = {row["text"] for row in frame.collect()}
+        # a NULL partition value never equals a join key: its partition is pruned with the rest
+        left = tuple(p for p in table.partitions if p.values[index] in kept)
+        for record in records[-len(uses):]:
+            if record.skipped is None:
+                record.partitions = (len(left), len(table.partitions))
+        return replace(table, partitions=left)
 
     def measure_false_positives(self, record: ProbeRecord) -> None:
         """Two extra jobs over the probed input (for --analyze only): rows the summary alone keeps, and rows
