@@ -197,3 +197,18 @@ def test_use_puts_unqualified_names_in_that_database(aipq, home, duck, tmp_path)
     assert Catalog(home).lookup("wf_db.wf_regions") is not None and Catalog(home).lookup("wf_regions") is None
     missing = aipq("run", "--sql", "use wf_db; select * from nation")
     assert missing.exit_code == 2 and "unknown table 'wf_db.nation'" in missing.output
+
+
+def test_insert_values_fills_a_table_by_position_and_a_partition(aipq, home, tmp_path):
+    script = tmp_path / "values.sql"
+    script.write_text("""
+        drop table if exists wf_values;
+        create table wf_values (k int, name string, price decimal(10,2)) partitioned by (dt string);
+        insert into wf_values partition (dt='2024-01-01') values (1, 'a', 1.5), (2, null, 2);
+        insert into wf_values values (3, 'c', 3.25, '2024-01-02');
+        select k, name, price, dt from wf_values;
+    """)
+    rows = sorted(run_to_rows(aipq, tmp_path, str(script)))
+    assert [(k, n, float(p), d) for k, n, p, d in rows] == [
+        (1, "a", 1.5, "2024-01-01"), (2, None, 2.0, "2024-01-01"), (3, "c", 3.25, "2024-01-02")]
+    assert [p.values for p in Catalog(home).lookup("wf_values").partitions] == [("2024-01-01",), ("2024-01-02",)]

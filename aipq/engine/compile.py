@@ -17,7 +17,20 @@ from sqlglot import exp
 from aipq.catalog import TableEntry
 from aipq.engine import jvm
 from aipq.engine.session import read_table
-from aipq.planner.logical import Aggregate, Filter, Join, Limit, Node, Project, Scan, Sort, Union, Window, render
+from aipq.planner.logical import (
+    Aggregate,
+    Filter,
+    Join,
+    Limit,
+    Node,
+    Project,
+    Scan,
+    Sort,
+    Union,
+    Values,
+    Window,
+    render,
+)
 from aipq.planner.stages import StageRead
 
 _HOW = {"inner": "inner", "left": "left_outer", "right": "right_outer", "full": "full_outer", "semi": "left_semi",
@@ -77,6 +90,11 @@ class StageCompiler:
             if node.stage_id in self.stage_schemas:
                 reader = reader.schema(self.stage_schemas[node.stage_id])
             return jvm.select_sql(reader.parquet(self.stage_paths[node.stage_id]), [_quoted(c) for c in node.columns])
+        if isinstance(node, Values):
+            if not node.names:
+                return self.spark.range(1).select()  # one row of no columns: SELECT without FROM
+            rows = ", ".join("(" + ", ".join(render(value) for value in row) + ")" for row in node.rows)
+            return self.spark.sql(f"SELECT * FROM VALUES {rows} AS _values({', '.join(map(_quoted, node.names))})")
         if isinstance(node, Filter):
             return self.compile(node.child).filter(render(node.condition))
         if isinstance(node, Project):

@@ -28,6 +28,7 @@ from aipq.planner.logical import (
     Sort,
     SortKey,
     Union,
+    Values,
     Window,
     and_all,
     col,
@@ -465,8 +466,10 @@ class Builder:
     # ---- FROM ---------------------------------------------------------------------------------------
     def build_from(self, select: exp.Select, ctes: dict[str, Block]) -> tuple[list[Relation], Node]:
         from_ = select.args.get("from_") or select.args.get("from")
-        if from_ is None:
-            raise self.unsupported("SELECT without FROM", select)
+        if from_ is None:  # one row of no columns, as Hive and Spark read SELECT 1
+            if select.args.get("joins"):
+                raise self.unsupported("JOIN without FROM", select)
+            return [], Values((), ((),))
         first = self.relation(from_.this, ctes)
         relations = [first]
         joins = select.args.get("joins") or []
@@ -539,7 +542,35 @@ class Builder:
         if isinstance(source, exp.Subquery):
             block = self.build_query(source.this, ctes)
             return Relation(alias, block.node, dict(zip([n.lower() for n in block.names], block.node.output)))
+        if isinstance(source, exp.Values):
+            return self.values(source, alias)
         raise self.unsupported(f"{source.key.upper()} in FROM", source)
+
+    def values(self, source: exp.Values, alias: str) -> Relation:
+        """VALUES (…), (…) AS t(a, b): literal rows, each of as many constants as the alias names columns."""
+        table_alias = source.args.get("alias")
+        visible = [c.name for c in table_alias.columns] if table_alias is not None else []
+        rows = []
+        for row in source.expressions:
+            items = tuple(row.expressions) if isinstance(row, exp.Tuple) else (row,)
+            if not visible:
+                visible = [f"col{i + 1}" for i in range(len(items))]  # Spark's names for unnamed VALUES columns
+            if len(items) != len(visible):
+                raise BadInputError(f"a VALUES row has {len(items)} value(s) where {len(visible)} are named",
+                                    position=node_position(row, self.sql) or node_position(items[0], self.sql),
+                                    source_name=self.source_name,
+                                    hint="give every row the same number of values")
+            for item in items:
+                if item.find(exp.Column, exp.Subquery, exp.AggFunc) is not None:
+                    raise self.unsupported("a VALUES row with columns, subqueries or aggregates", item)
+            rows.append(tuple(item.copy() for item in items))
+        names, mapping = [], {}
+        for column in visible:
+            internal = self.names.allocate(column, qualifier=alias)
+            self.column_sources[internal] = f"{alias}.{column}"
+            names.append(internal)
+            mapping[column.lower()] = internal
+        return Relation(alias, Values(tuple(names), tuple(rows)), mapping)
 
     def reference(self, alias: str, block: Block) -> Relation:
         """A CTE read: fresh names over the shared plan, so two reads of one CTE can be joined."""

@@ -109,6 +109,19 @@ class Scan(Node):
 
 
 @dataclass(frozen=True, eq=False)
+class Values(Node):
+    """Literal rows: ``VALUES (…), (…)`` in FROM or INSERT, and the one row of no columns a SELECT without FROM
+    reads."""
+
+    names: tuple[str, ...]
+    rows: tuple[tuple[exp.Expression, ...], ...]
+
+    @property
+    def output(self) -> tuple[str, ...]:
+        return self.names
+
+
+@dataclass(frozen=True, eq=False)
 class Filter(Node):
     child: Node
     condition: exp.Expression

@@ -123,6 +123,8 @@ def prune_columns(root: Node) -> Node:
             inputs = tuple(_exactly(child, [original.output[i] for i in positions])
                            for child, original in zip(children, node.inputs))
             new = Union(inputs, tuple(node.names[i] for i in positions))
+        elif not node.children:  # literal rows keep their columns
+            new = node
         else:
             new = replace(node, child=children[0])
         memo[id(node)] = new

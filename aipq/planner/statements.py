@@ -218,9 +218,15 @@ def to_step(number: int, statement: exp.Expression, sql: str, source_name: str |
         if not isinstance(target, exp.Table):
             raise _unsupported("INSERT into something other than a table", statement, sql, source_name)
         query = statement.expression
+        if isinstance(query, exp.Values):  # INSERT … VALUES: a SELECT of the literal rows, filled by position
+            width = len(query.expressions[0].expressions) if isinstance(query.expressions[0], exp.Tuple) else 1
+            aliased = query.copy()
+            aliased.set("alias", exp.TableAlias(this=exp.to_identifier("_values"),
+                                                columns=[exp.to_identifier(f"_c{i}") for i in range(width)]))
+            query = exp.select("*").from_(aliased)
         if not isinstance(query, (exp.Select, exp.SetOperation, exp.Subquery)):
-            raise _unsupported("INSERT … VALUES", statement, sql, source_name,
-                               hint="INSERT … SELECT works; load literal rows from a file with aipq table add")
+            raise _unsupported(f"INSERT … {query.key.upper()}", statement, sql, source_name,
+                               hint="write INSERT … SELECT or INSERT … VALUES")
         return WriteStep(number, statement, _target_name(target), query,
                          mode="overwrite" if statement.args.get("overwrite") else "append", columns=columns,
                          partition=partition)

@@ -23,8 +23,8 @@ def _canonical(node: object, dag: StageDag, memo: dict[int, str]) -> str:
         if node.stage_id not in memo:
             memo[node.stage_id] = _canonical(dag.stage(node.stage_id).plan, dag, memo)
         return f"Read({memo[node.stage_id]};{','.join(node.columns)})"
-    if isinstance(node, TableEntry):
-        return f"Table({node.path})"
+    if isinstance(node, TableEntry):  # a partitioned table: the partitions read (pruning left) too
+        return f"Table({node.path}{''.join(';' + path for path in node.data_paths()) if node.partitioned else ''})"
     if isinstance(node, exp.Expression):
         return node.sql(dialect="spark", normalize=True)
     if isinstance(node, (tuple, list)):

@@ -1,2 +1,3 @@
--- expect: 2
-SELECT 1
+-- expect: 0
+-- command: run
+SELECT 1 AS one, 'x' AS letter, 2 + 3 AS five

@@ -1,2 +1,0 @@
--- expect: 2
-INSERT INTO nation VALUES (1, 'x', 1, 'y')
