@@ -34,6 +34,7 @@ from aipq.planner.statements import (
     PartitionStep,
     QueryStep,
     SetStep,
+    ShowStep,
     Step,
     UseStep,
     ViewStep,
@@ -154,7 +155,9 @@ class _Planner:
 
     def plan(self, step: Step) -> PlannedStep:
         planned = PlannedStep(step, self.settings)
-        if isinstance(step, QueryStep):
+        if isinstance(step, ShowStep):
+            planned.planned = self.plan_query(self.catalog_rows(step))
+        elif isinstance(step, QueryStep):
             planned.planned = self.plan_query(step.query)
         elif isinstance(step, ViewStep):
             self.plan_query(step.query)  # only to check it
@@ -228,6 +231,27 @@ class _Planner:
         planned.planned = self.plan_query(step.query, TableShape(step.target, filled, listed, dynamic))
         planned.step = replace(step, partition=spec)
         self.written.add(step.target)
+
+    def catalog_rows(self, step: ShowStep) -> exp.Expression:
+        """SHOW and DESCRIBE as a SELECT of literal rows (Spark's column names), from the catalog as this
+        workflow sees it here."""
+        if step.what == "tables":
+            names = sorted(name for name in self.view.known_names() if "." not in name or
+                           name.startswith(step.target + "."))
+            if step.target != DEFAULT_DATABASE:
+                names = [n for n in names if n.startswith(step.target + ".")]
+            rows = [(step.target, n.split(".")[-1], "true" if n in self.view.views else "false") for n in names]
+            return literal_rows(("namespace", "tablename", "istemporary"), rows)
+        entry = self.view.lookup(step.target)
+        if entry is None:
+            raise self.error_at(step, f"unknown table {step.target}", step.statement, cls=UnknownNameError)
+        if step.what == "partitions":
+            if not entry.partitioned:
+                raise self.error_at(step, f"table {step.target} is not partitioned", step.statement)
+            return literal_rows(("partition",), [(p.spec(entry.partition_columns),) for p in entry.partitions])
+        return literal_rows(("col_name", "data_type", "comment"),
+                            [(c, t, "partition column" if c in entry.partition_columns else None)
+                             for c, t in entry.columns])
 
     def plan_create_table(self, step: CreateTableStep, planned: PlannedStep) -> None:
         if self.view.lookup(step.target) is not None:
@@ -361,6 +385,27 @@ def _change_partitions(context: RunContext, catalog, planner: _Planner, step: Pa
     return StepOutcome(step, message, time.perf_counter() - started)
 
 
+def _in_current_database(step: Step, database: str) -> Step:
+    """The table (or, for SHOW TABLES, the database) a statement read as text names, in the current database
+    when unqualified."""
+    if isinstance(step, ShowStep) and step.what == "tables":
+        return replace(step, target=step.target or database)
+    if isinstance(step, (PartitionStep, ShowStep)) and "." not in step.target:
+        return replace(step, target=f"{database}.{step.target}")
+    return step
+
+
+def literal_rows(names: tuple[str, ...], rows: list[tuple[str | None, ...]]) -> exp.Expression:
+    """SELECT names FROM VALUES rows, in the order given (no row: one row filtered out, since VALUES needs
+    one)."""
+    values = [exp.Tuple(expressions=[exp.Null() if v is None else exp.Literal.string(v) for v in row]
+                        + [exp.Literal.number(i)]) for i, row in enumerate(rows or [tuple("" for _ in names)])]
+    source = exp.Values(expressions=values, alias=exp.TableAlias(
+        this=exp.to_identifier("_catalog"), columns=[exp.to_identifier(n) for n in (*names, "_position")]))
+    query = exp.select(*names).from_(source).order_by("_position")
+    return query if rows else query.where(exp.false())
+
+
 def _written(step: Step, write: WriteStep, query_run: QueryRun, started: float) -> StepOutcome:
     verb = {"create": "created", "overwrite": "overwrote", "append": "appended to"}[write.mode]
     return StepOutcome(step, f"{verb} {write.target}: {query_run.record.result_rows:,} row(s)",
@@ -442,8 +487,7 @@ def plan_workflow(source: SqlSource, context: RunContext, allow_overwrite: bool 
     database, views = DEFAULT_DATABASE, set()
     for number, statement in enumerate(statements, start=1):
         step = to_step(number, in_database(statement, database, views), source.text, source.name)
-        if isinstance(step, PartitionStep) and "." not in step.target:
-            step = replace(step, target=f"{database}.{step.target}")
+        step = _in_current_database(step, database)
         if isinstance(step, UseStep):
             database = step.database
         elif isinstance(step, ViewStep):

@@ -136,3 +136,17 @@ def test_a_summary_of_a_partition_column_prunes_whole_partitions(aipq, home, duc
                             "o_orderdate where o_totalprice > 300000 and l_shipdate >= date '1998-06-01'").fetchall()
     actual = run_to_rows(aipq, tmp_path, "--sql", sql, "--ip", strategy, "--broadcast-threshold", "0")
     assert_same_rows(actual, expected, ordered=False)
+
+
+def test_show_and_describe_answer_from_the_catalog(aipq, partitioned, tmp_path):
+    entry, _ = partitioned
+    shown = run_to_rows(aipq, tmp_path, "--sql", "show partitions pt_orders")
+    assert shown == [(p.spec(entry.partition_columns),) for p in entry.partitions]
+    described = run_to_rows(aipq, tmp_path, "--sql", "describe pt_orders")
+    assert [(c, t) for c, t, _ in described] == list(entry.columns)
+    assert [c for c, _, comment in described if comment == "partition column"] == ["status", "yr"]
+    tables = run_to_rows(aipq, tmp_path, "--sql", "create temporary view pt_v as select 1 as one; show tables")
+    assert ("default", "pt_orders", "false") in tables and ("default", "pt_v", "true") in tables
+    assert ("default", "nation", "false") in tables
+    refused = aipq("run", "--sql", "show partitions nation")
+    assert refused.exit_code == 2 and "not partitioned" in refused.output

@@ -50,6 +50,22 @@ class QueryStep(Step):
 
 
 @dataclass(frozen=True)
+class ShowStep(QueryStep):
+    """SHOW TABLES [IN db], SHOW PARTITIONS t, DESCRIBE t: the catalog's answer as rows, like a SELECT's (the
+    workflow plans it as literal rows once it knows what the catalog holds at that point)."""
+
+    what: str = "tables"  # tables | partitions | describe
+    target: str = ""  # the database (tables) or the table
+
+    @property
+    def kind(self) -> str:
+        return {"tables": "SHOW TABLES", "partitions": "SHOW PARTITIONS", "describe": "DESCRIBE"}[self.what]
+
+    def describe(self) -> str:
+        return f"{self.kind} {self.target}"
+
+
+@dataclass(frozen=True)
 class WriteStep(Step):
     """CREATE TABLE … AS SELECT, INSERT OVERWRITE TABLE or INSERT INTO: a query whose rows go to a table."""
 
@@ -256,6 +272,8 @@ def to_step(number: int, statement: exp.Expression, sql: str, source_name: str |
         return _add_partitions(number, statement, sql, source_name)
     if isinstance(statement, exp.Command):
         return _command_step(number, statement, sql, source_name)
+    if isinstance(statement, exp.Describe) and isinstance(statement.this, exp.Table):
+        return ShowStep(number, statement, "describe", _target_name(statement.this))
     if isinstance(statement, exp.Use):
         kind = statement.args.get("kind")
         if kind is not None and kind.name.upper() not in ("DATABASE", "SCHEMA"):
@@ -441,6 +459,15 @@ def _command_step(number: int, statement: exp.Command, sql: str, source_name: st
         if match is None:
             raise _unsupported("this form of MSCK", statement, sql, source_name, hint="write MSCK REPAIR TABLE name")
         return PartitionStep(number, statement, match.group(1).replace("`", "").lower(), "repair")
+    if command == "SHOW":
+        match = re.match(r"^\s*(?:(tables)(?:\s+(?:in|from)\s+([\w`]+))?|(partitions)\s+([\w.`]+))\s*$", text,
+                         re.IGNORECASE)
+        if match is None:
+            raise _unsupported(f"SHOW {text.split()[0].upper() if text.split() else ''}".strip(), statement, sql,
+                               source_name, hint="aipq answers SHOW TABLES [IN db], SHOW PARTITIONS t and DESCRIBE t")
+        if match.group(1):  # the current database unless named (the workflow fills it in)
+            return ShowStep(number, statement, "tables", (match.group(2) or "").replace("`", "").lower())
+        return ShowStep(number, statement, "partitions", match.group(4).replace("`", "").lower())
     if command == "ALTER":
         match = _ADD_PARTITION.match(text)
         if match is not None:
