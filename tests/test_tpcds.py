@@ -1,7 +1,9 @@
-"""TPC-DS data from ``aipq tpcds gen`` (tpcgen-cli), and queries in TPC-DS's shapes — ROLLUP reports, EXISTS
-and IN under OR — giving DuckDB's rows on the same files under information passing."""
+"""TPC-DS data from ``aipq tpcds gen`` (tpcgen-cli), its 99 queries (``tpcds:N``) and queries in its shapes —
+ROLLUP reports, EXISTS and IN under OR — giving DuckDB's rows on the same files under information passing."""
 
 from __future__ import annotations
+
+import json
 
 import duckdb
 import pytest
@@ -97,3 +99,14 @@ def test_a_missing_generator_is_a_clear_error(aipq, monkeypatch, tmp_path):
     monkeypatch.setenv("PATH", str(tmp_path))
     result = aipq("tpcds", "gen", "--sf", "0.02")
     assert result.exit_code == 1 and "pip install 'aipq[tpcds]'" in result.output
+
+
+@pytest.mark.slow
+def test_bench_tpcds_runs_each_strategy_and_spark_with_equal_rows(aipq, tpcds, tmp_path):
+    out = tmp_path / "bench"
+    result = aipq("bench", "tpcds", "--sf", "0.01", "--queries", "25", "--strategies", "off,adaptive,spark",
+                  "--repeat", "1", "--joins", "repartition", "--out", str(out))
+    assert result.exit_code == 0, result.output
+    results = json.loads((out / "results.json").read_text())["results"]
+    assert {(r["query"], r["strategy"]) for r in results} == {("DS25", s) for s in ("off", "adaptive", "spark")}
+    assert aipq("bench", "tpcds", "--queries", "100").exit_code == 2

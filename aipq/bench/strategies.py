@@ -92,6 +92,12 @@ def tpch_workload(numbers: list[int]) -> list[BenchQuery]:
     return [BenchQuery(f"Q{n}", query_text(n)) for n in numbers]
 
 
+def tpcds_workload(numbers: list[int]) -> list[BenchQuery]:
+    from aipq.tpcds.queries import query_text as tpcds_text
+
+    return [BenchQuery(f"DS{n}", tpcds_text(n)) for n in numbers]
+
+
 @dataclass
 class Measurement:
     """One timed run."""

@@ -195,14 +195,47 @@ def run_tpch_bench(home: Path, scale_factor: float, queries: str, strategies: st
     chosen = _strategies(strategies)
     with Console(stderr=True).status(f"preparing TPC-H SF {scale_factor:g}…"):
         app.generate_tpch(home, scale_factor, "default")
-    thresholds = _thresholds(joins, settings)
-    results = _run_strategies(home, tpch_workload(numbers), chosen, thresholds, repeat, settings, "bench tpch",
-                              min_run_seconds)
-    context = _context(f"TPC-H SF {scale_factor:g}: information passing strategies (median of {repeat})",
+    return _strategy_bench(home, "TPC-H", scale_factor, tpch_workload(numbers), chosen, repeat, joins, out_dir,
+                           settings, command, min_run_seconds)
+
+
+def _strategy_bench(home: Path, benchmark: str, scale_factor: float, workload, chosen: list[str], repeat: int,
+                    joins: str, out_dir: Path | None, settings: Settings, command: str, min_run_seconds: float):
+    """A benchmark's queries under each strategy and spark.sql, reported and written to ``out_dir``."""
+    results = _run_strategies(home, workload, chosen, _thresholds(joins, settings), repeat, settings,
+                              f"bench {benchmark.lower().replace('-', '')}", min_run_seconds)
+    context = _context(f"{benchmark} SF {scale_factor:g}: information passing strategies (median of {repeat})",
                        command, settings, home, scale_factor=scale_factor, repeat=repeat,
                        warmup_rounds=_warmup_rounds(), min_run_seconds=min_run_seconds)
     _finish(results, context, out_dir, synthetic=False)
     return results
+
+
+# TPC-DS queries joining a sales table with its returns or several dimensions, where summaries can act.
+TPCDS_JOIN_HEAVY = "17,25,29,50,72,85"
+
+
+@bench.command("tpcds")
+@click.option("--sf", "scale_factor", type=float, default=1.0, show_default=True)
+@click.option("--queries", default=TPCDS_JOIN_HEAVY, show_default=True,
+              help="TPC-DS query numbers (1 to 99), comma-separated.")
+@with_strategy_options
+@planning_options
+@click.pass_context
+def bench_tpcds(ctx, scale_factor, queries, strategies, repeat, min_run_seconds, joins, out_dir, settings: Settings):
+    """TPC-DS (needs aipq[tpcds]) under each strategy and spark.sql, as bench tpch."""
+    from aipq.bench.strategies import tpcds_workload
+
+    home = home_dir(ctx)
+    numbers = _numbers(queries, "--queries")
+    bad = [n for n in numbers if not 1 <= n <= 99]
+    if bad:
+        raise BadInputError(f"there is no TPC-DS query {bad[0]}", hint="query numbers run from 1 to 99")
+    chosen = _strategies(strategies)
+    with Console(stderr=True).status(f"preparing TPC-DS SF {scale_factor:g}…"):
+        app.generate_tpcds(RunContext(home, settings), scale_factor, "tpcds")
+    _strategy_bench(home, "TPC-DS", scale_factor, tpcds_workload(numbers), chosen, repeat, joins, out_dir, settings,
+                    invocation(ctx), min_run_seconds)
 
 
 @bench.command("synthetic")
