@@ -16,7 +16,7 @@ from pathlib import Path
 
 import duckdb
 import pytest
-from conftest import assert_same_rows, oracle_rows
+from conftest import assert_same_rows, oracle_connection, oracle_rows
 
 from aipq.tpch import generate as tpch_generate
 from aipq.tpch.queries import query_text
@@ -140,7 +140,7 @@ def test_tpch_queries_and_a_workflow_on_a_standalone_cluster_give_duckdbs_rows(c
                          env=env)
     assert ran.returncode == 0, ran.stderr
     assert "Traceback" not in ran.stderr
-    duck = duckdb.connect()
+    duck = oracle_connection()
     for table in tpch_generate.TABLES:
         duck.execute(f"CREATE VIEW {table} AS SELECT * FROM read_parquet('{tpch_generate.table_path(folder, table)}"
                      f"{'/*.parquet' if tpch_generate.table_path(folder, table).is_dir() else ''}')")

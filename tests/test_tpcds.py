@@ -5,9 +5,8 @@ from __future__ import annotations
 
 import json
 
-import duckdb
 import pytest
-from conftest import assert_same_rows, oracle_rows, run_to_rows
+from conftest import assert_same_rows, oracle_connection, oracle_rows, run_to_rows
 
 from aipq.catalog import Catalog
 from aipq.tpcds.generate import TABLES
@@ -43,7 +42,7 @@ def tpcds(aipq, home):
     assert result.exit_code == 0, result.output
     entries = {e.name: e for e in Catalog(home).entries() if e.database == "tpcds"}
     assert set(entries) == set(TABLES)
-    duck = duckdb.connect()
+    duck = oracle_connection()
     duck.execute("CREATE SCHEMA tpcds")
     for name, entry in entries.items():
         duck.execute(f"CREATE VIEW tpcds.{name} AS SELECT * FROM read_parquet('{entry.path}')")
