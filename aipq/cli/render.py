@@ -68,6 +68,8 @@ def explain_tree(info: dict[str, Any]) -> Tree:
             node.add(f"limit {stage['limit']}")
         for join in stage["broadcast_joins"]:
             node.add(f"map-side: {_join_line(join)} [dim](broadcast {join['broadcast_side']})[/dim]")
+        for view in stage.get("lateral_views", []):
+            node.add(f"map-side: LATERAL VIEW {view}")
         for source in stage["inputs"]:
             if source["kind"] == "table":
                 filters = f" [yellow]where {' and '.join(source['filters'])}[/yellow]" if source["filters"] else ""

@@ -20,6 +20,7 @@ from aipq.engine.session import read_table
 from aipq.planner.logical import (
     Aggregate,
     Filter,
+    Generate,
     Join,
     Limit,
     Node,
@@ -39,6 +40,15 @@ _HOW = {"inner": "inner", "left": "left_outer", "right": "right_outer", "full": 
 
 def _quoted(name: str) -> str:
     return "`" + name.replace("`", "``") + "`"
+
+
+def _generator_sql(node: Generate) -> str:
+    """The generator in Spark SQL; OUTER as Spark spells it (explode_outer, posexplode_outer, inline_outer)."""
+    text = render(node.generator)
+    if not node.outer:
+        return text
+    name, _, rest = text.partition("(")
+    return f"{name}_OUTER({rest}" if name.upper() in ("EXPLODE", "POSEXPLODE", "INLINE") else text
 
 
 class StageCompiler:
@@ -95,6 +105,10 @@ class StageCompiler:
                 return self.spark.range(1).select()  # one row of no columns: SELECT without FROM
             rows = ", ".join("(" + ", ".join(render(value) for value in row) + ")" for row in node.rows)
             return self.spark.sql(f"SELECT * FROM VALUES {rows} AS _values({', '.join(map(_quoted, node.names))})")
+        if isinstance(node, Generate):
+            child = self.compile(node.child)
+            return jvm.select_sql(child, [_quoted(c) for c in node.child.output]
+                                  + [f"{_generator_sql(node)} AS ({', '.join(map(_quoted, node.names))})"])
         if isinstance(node, Filter):
             return self.compile(node.child).filter(render(node.condition))
         if isinstance(node, Project):

@@ -7,7 +7,7 @@ from typing import Any
 from aipq.config import KNOBS, Settings
 from aipq.ip import staging
 from aipq.ip.planner import EdgeEstimator, IpPlanner, StageDecisions, SummaryBuild, SummaryUse
-from aipq.planner.logical import Aggregate, Join, Limit, Node, Scan, Sort, Window, render
+from aipq.planner.logical import Aggregate, Generate, Join, Limit, Node, Scan, Sort, Window, render
 from aipq.planner.stages import Stage, StageDag, StageRead
 
 
@@ -71,6 +71,8 @@ def stage_info(dag: StageDag, stage: Stage) -> dict[str, Any]:
         "reduce": reduce,
         "limit": limits[0] if limits else None,
         "broadcast_joins": [_join_info(n) for n in nodes if isinstance(n, Join) and n.physical == "broadcast"],
+        "lateral_views": [f"{'OUTER ' if n.outer else ''}{show(n.generator)} AS {', '.join(n.names)}"
+                          for n in nodes if isinstance(n, Generate)],
         "output_columns": list(stage.output_columns),
         "consumers": dag.dataflow.get(stage.id, []),
         "depends_on": dag.dependency.get(stage.id, []),

@@ -18,6 +18,7 @@ from aipq.planner.grouping import expand_group_by
 from aipq.planner.logical import (
     Aggregate,
     Filter,
+    Generate,
     Join,
     JoinBlock,
     Limit,
@@ -211,7 +212,7 @@ class Builder:
 
     def build_select(self, select: exp.Select, outer_ctes: dict[str, Block], outer: Outer | None = None) -> Block:
         ctes = self.with_ctes(select, outer_ctes)
-        for key in ("qualify", "offset", "laterals", "pivots"):
+        for key in ("qualify", "offset", "pivots"):
             if select.args.get(key):
                 raise self.unsupported(f"{key.upper()} clause", select.args[key] if isinstance(
                     select.args[key], exp.Expression) else select)
@@ -221,7 +222,14 @@ class Builder:
         relations, node = self.build_from(select, ctes)
         scope = {rel.alias.lower(): rel for rel in relations}
         inner_columns = {c for rel in relations for c in rel.node.output}
-        node, correlated = self.build_where(select, node, scope, ctes, outer)
+        laterals = select.args.get("laterals") or []
+        after_laterals = self.lateral_conjuncts(select, laterals)
+        node, correlated = self.build_where(select, node, scope, ctes, outer, skip=after_laterals)
+        if laterals:
+            node = self.build_laterals(node, laterals, scope, relations)
+            inner_columns |= {c for rel in relations for c in rel.node.output}
+            conditions = [self.translate(c, scope) for c in after_laterals]
+            node = self.attach_where(node, conditions)
 
         select_exprs = list(select.expressions)
         group = select.args.get("group")
@@ -306,12 +314,16 @@ class Builder:
         return Block(node, visible, tuple(correlated), one_row_per_group=one_row, empty_value=empty_value)
 
     def build_where(self, select: exp.Select, node: Node, scope: dict[str, Relation], ctes: dict[str, Block],
-                    outer: Outer | None) -> tuple[Node, list[exp.Expression]]:
+                    outer: Outer | None, skip: list[exp.Expression] = ()) -> tuple[Node, list[exp.Expression]]:
         """WHERE: local conjuncts filter ``node``, IN/EXISTS conjuncts become semi/anti joins, and conjuncts that
-        read an enclosing query's columns are returned (the correlation the enclosing query joins on)."""
+        read an enclosing query's columns are returned (the correlation the enclosing query joins on). Those in
+        ``skip`` (reading LATERAL VIEW columns) are applied by the caller, above the laterals."""
         where = select.args.get("where")
         local, correlated, with_subqueries = [], [], []
+        skipped = {id(part) for part in skip}
         for part in conjuncts(where.this) if where is not None else []:
+            if id(part) in skipped:
+                continue
             self.refuse_aggregate(part, "WHERE", hint="filter on aggregates with HAVING")
             if is_subquery_predicate(part):
                 with_subqueries.append(part)
@@ -323,6 +335,47 @@ class Builder:
         for part in with_subqueries:
             node = self.subqueries.apply_conjunct(node, part, scope, ctes)
         return node, correlated
+
+    def lateral_conjuncts(self, select: exp.Select, laterals: list[exp.Expression]) -> list[exp.Expression]:
+        """The WHERE conjuncts that read a LATERAL VIEW's columns: they filter above the laterals, the rest
+        (join conditions among the FROM's tables included) below them."""
+        aliases = {lateral.alias_or_name.lower() for lateral in laterals}
+        if not aliases:
+            return []
+        where = select.args.get("where")
+        found = [part for part in (conjuncts(where.this) if where is not None else [])
+                 if any(c.table.lower() in aliases for c in part.find_all(exp.Column))]
+        for part in found:
+            if is_subquery_predicate(part) or part.find(exp.Subquery) is not None:
+                raise self.unsupported("a subquery in a condition on LATERAL VIEW columns", part)
+        return found
+
+    def build_laterals(self, node: Node, laterals: list[exp.Expression], scope: dict[str, Relation],
+                       relations: list[Relation]) -> Node:
+        """LATERAL VIEW [OUTER] udtf(…) alias AS col, …: a Generate per view, in order (a later view may read an
+        earlier one's columns); each alias joins the scope."""
+        for lateral in laterals:
+            generator, alias = lateral.this, lateral.args.get("alias")
+            if not isinstance(lateral, exp.Lateral) or not lateral.args.get("view") or alias is None:
+                raise self.unsupported("LATERAL other than LATERAL VIEW udtf(…) alias AS columns", lateral)
+            if generator.find(exp.Subquery, exp.AggFunc, exp.Window) is not None:
+                raise self.unsupported("a subquery, aggregate or window in a LATERAL VIEW", generator)
+            visible = [c.name for c in alias.columns]
+            if not visible:
+                raise BadInputError("a LATERAL VIEW needs its column names", position=node_position(
+                    lateral, self.sql), source_name=self.source_name, hint="write … LATERAL VIEW explode(x) t AS x")
+            translated = self.translate(generator, scope)
+            names, mapping = [], {}
+            for column in visible:
+                internal = self.names.allocate(column, qualifier=alias.name)
+                self.column_sources[internal] = f"{alias.name}.{column}"
+                names.append(internal)
+                mapping[column.lower()] = internal
+            node = Generate(node, translated, tuple(names), bool(lateral.args.get("outer")))
+            relation = Relation(alias.name, node, mapping)
+            relations.append(relation)
+            scope[alias.name.lower()] = relation
+        return node
 
     def order_items(self, order: exp.Expression | None, aliases: dict[str, exp.Expression],
                     scope: dict[str, Relation]) -> list[tuple[exp.Expression, bool, bool | None]]:

@@ -122,6 +122,25 @@ class Values(Node):
 
 
 @dataclass(frozen=True, eq=False)
+class Generate(Node):
+    """LATERAL VIEW [OUTER] explode(…) t AS a[, b]: each input row once per value the generator yields (with
+    OUTER, once with NULLs when it yields none), the generated columns after the input's."""
+
+    child: Node
+    generator: exp.Expression  # explode, posexplode, inline, stack, json_tuple, … over internal names
+    names: tuple[str, ...]
+    outer: bool = False
+
+    @property
+    def children(self) -> tuple[Node, ...]:
+        return (self.child,)
+
+    @property
+    def output(self) -> tuple[str, ...]:
+        return self.child.output + self.names
+
+
+@dataclass(frozen=True, eq=False)
 class Filter(Node):
     child: Node
     condition: exp.Expression

@@ -11,6 +11,7 @@ from dataclasses import replace
 from aipq.planner.logical import (
     Aggregate,
     Filter,
+    Generate,
     Join,
     JoinBlock,
     Limit,
@@ -69,6 +70,8 @@ def _child_needs(node: Node, needed: set[str]) -> list[set[str]]:
     if isinstance(node, JoinBlock):
         extra = set().union(*(refs(c) for c in node.conditions))
         return [(needed | extra) & set(c.output) for c in node.children]
+    if isinstance(node, Generate):
+        return [(needed & set(node.child.output)) | refs(node.generator)]
     if isinstance(node, Union):
         positions = _union_positions(node, needed)
         return [{child.output[i] for i in positions} for child in node.inputs]
