@@ -38,7 +38,6 @@ def test_unknown_column_names_it_with_its_position(aipq):
         ("select l_orderkey from lineitem order by rank() over (order by l_quantity)",
          "a window function outside the SELECT list"),
         ("select rank() over v from nation window w as (order by n_name)", "no window named 'v'"),
-        ("select n_name from nation intersect all select r_name from region", "INTERSECT ALL"),
         ("use catalog tpch", "USE CATALOG"),
         ("create view v as select * from nation", "CREATE VIEW"),
         ("create table t (a int) as select 1", "CREATE TABLE with both a column list and AS SELECT"),

@@ -44,6 +44,11 @@ QUERIES = [
     "select k from nulls_a except select k from nulls_b",
     "select k from nulls_a union select k from nulls_b",
     "select k from nulls_a union all select k from nulls_b",
+    # ALL: the k-th copy meets the k-th copy (nulls_b holds 3 twice and NULL once)
+    "select k from nulls_b intersect all select k from nulls_b where k is null or k > 1 union all select 3",
+    "select k, g from nulls_b except all select k, g from nulls_b where k = 3 and g = 10",
+    "select g from nulls_a intersect all select g from nulls_b",
+    "select g from nulls_a except all select g from nulls_b",
 ]
 
 

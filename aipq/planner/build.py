@@ -148,7 +148,7 @@ class Builder:
         raise self.unsupported(f"{query.key.upper()} statement", query)
 
     def build_set_operation(self, query: exp.SetOperation, ctes: dict[str, Block]) -> Block:
-        """UNION [ALL] by position; INTERSECT/EXCEPT as a semi/anti join on all columns (NULLs equal)."""
+        """UNION [ALL] by position; INTERSECT/EXCEPT [ALL] as a semi/anti join on all columns (NULLs equal)."""
         ctes = self.with_ctes(query, ctes)
         left, right = self.build_query(query.this, ctes), self.build_query(query.expression, ctes)
         if len(left.names) != len(right.names):
@@ -166,16 +166,29 @@ class Builder:
             if distinct:
                 node = Aggregate(node, tuple((n, col(n)) for n in names), ())
         else:
-            if not distinct:
-                raise self.unsupported(f"{query.key.upper()} ALL", query, hint=f"use {query.key.upper()} DISTINCT")
-            left_columns = left.node.output[:width]
-            unique = Aggregate(left.node, tuple((n, col(n)) for n in left_columns), ())
+            left_columns, right_columns = left.node.output[:width], right.node.output[:width]
             kind = "semi" if isinstance(query, exp.Intersect) else "anti"
-            joined = Join(unique, right.node, kind, tuple(left_columns), tuple(right.node.output[:width]),
-                          null_safe=True)
+            if distinct:
+                unique = Aggregate(left.node, tuple((n, col(n)) for n in left_columns), ())
+                joined = Join(unique, right.node, kind, tuple(left_columns), tuple(right_columns), null_safe=True)
+            else:
+                # ALL: the k-th copy of a row on the left meets the k-th copy on the right, so INTERSECT ALL keeps
+                # min(m, n) copies and EXCEPT ALL max(m - n, 0)
+                numbered_left, left_copy = self.copy_numbers(left.node, left_columns)
+                numbered_right, right_copy = self.copy_numbers(right.node, right_columns)
+                joined = Join(numbered_left, numbered_right, kind, (*left_columns, left_copy),
+                              (*right_columns, right_copy), null_safe=True)
             node = Project(joined, tuple((n, col(c)) for n, c in zip(names, left_columns)))
         node = self.order_and_limit(node, query, names, left.names)
         return Block(node, left.names)
+
+    def copy_numbers(self, node: Node, columns: tuple[str, ...]) -> tuple[Node, str]:
+        """``node`` with each row numbered among the rows equal to it on ``columns`` (1, 2, …)."""
+        number = self.names.allocate("_copy")
+        keys = [col(c) for c in columns]
+        window = exp.Window(this=exp.RowNumber(), partition_by=keys,
+                            order=exp.Order(expressions=[exp.Ordered(this=k.copy()) for k in keys]))
+        return Window(node, ((number, window),)), number
 
     def order_and_limit(self, node: Node, query: exp.Expression, names: tuple[str, ...],
                         visible: list[str]) -> Node:
