@@ -136,6 +136,8 @@ class Catalog:
             )
             if "partition_columns" not in {row[1] for row in con.execute("PRAGMA table_info(tables)")}:
                 con.execute("ALTER TABLE tables ADD COLUMN partition_columns TEXT NOT NULL DEFAULT '[]'")
+            con.execute("CREATE TABLE IF NOT EXISTS views (database TEXT NOT NULL, name TEXT NOT NULL,"
+                        " query TEXT NOT NULL, PRIMARY KEY (database, name))")
             con.execute(
                 "CREATE TABLE IF NOT EXISTS partitions (database TEXT NOT NULL, name TEXT NOT NULL,"
                 " partition_values TEXT NOT NULL, path TEXT NOT NULL, PRIMARY KEY (database, name, partition_values))"
@@ -163,6 +165,7 @@ class Catalog:
                 con.execute("CREATE TABLE tables (database TEXT, name TEXT, path TEXT, format TEXT, columns TEXT,"
                             " options TEXT, registered_at REAL, partition_columns TEXT)")
                 con.execute("CREATE TABLE partitions (database TEXT, name TEXT, partition_values TEXT, path TEXT)")
+                con.execute("CREATE TABLE views (database TEXT, name TEXT, query TEXT)")
             else:
                 raise BadInputError(f"cannot open the catalog {self.path}: {exc}",
                                     hint="check the permissions of the aipq home and of catalog.db") from exc
@@ -221,6 +224,34 @@ class Catalog:
                 con.execute("DELETE FROM partitions WHERE database=? AND name=? AND partition_values=?",
                             (database, table, json.dumps(partition.values)))
             _insert_partitions(con, database, table, added)
+
+    def register_view(self, name: str, query: str) -> None:
+        """A view kept in the catalog: its query's text (Hive's dialect), read in place of its name."""
+        database, view = split_name(name)
+        with self._connect(write=True) as con:
+            con.execute("INSERT OR REPLACE INTO views VALUES (?,?,?)", (database, view, query))
+
+    def drop_view(self, name: str) -> bool:
+        database, view = split_name(name)
+        with self._connect(write=True) as con:
+            return con.execute("DELETE FROM views WHERE database=? AND name=?", (database, view)).rowcount > 0
+
+    def view_query(self, name: str) -> str | None:
+        database, view = split_name(name)
+        with self._connect() as con:
+            try:
+                row = con.execute("SELECT query FROM views WHERE database=? AND name=?", (database, view)).fetchone()
+            except sqlite3.OperationalError:  # a read-only catalog from before views were kept
+                return None
+        return row[0] if row else None
+
+    def view_names(self) -> list[str]:
+        with self._connect() as con:
+            try:
+                rows = con.execute("SELECT database, name FROM views ORDER BY database, name").fetchall()
+            except sqlite3.OperationalError:
+                return []
+        return [name if database == DEFAULT_DATABASE else f"{database}.{name}" for database, name in rows]
 
     def drop(self, name: str) -> bool:
         database, table = split_name(name)

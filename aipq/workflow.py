@@ -27,6 +27,7 @@ from aipq.errors import BadInputError, ExecutionError, UnknownNameError
 from aipq.pipeline import PlannedQuery, plan_statement
 from aipq.planner.logical import Project
 from aipq.planner.parse import node_position, parse_statements
+from aipq.planner.resolve import referenced_tables
 from aipq.planner.statements import (
     AnalyzeStep,
     CreateTableStep,
@@ -42,6 +43,7 @@ from aipq.planner.statements import (
     WriteStep,
     in_database,
     to_step,
+    view_query,
 )
 from aipq.planner.table_output import TableShape
 from aipq.setting_aliases import alias_for, apply_alias
@@ -159,6 +161,8 @@ class _Planner:
             planned.planned = self.plan_query(self.catalog_rows(step))
         elif isinstance(step, QueryStep):
             planned.planned = self.plan_query(step.query)
+        elif isinstance(step, ViewStep) and step.persistent:
+            self.plan_kept_view(step, planned)
         elif isinstance(step, ViewStep):
             self.plan_query(step.query)  # only to check it
             self.view.define_view(step, self.source.text, self.source.name)
@@ -308,11 +312,30 @@ class _Planner:
         if not step.scan:
             planned.skip_reason = "NOSCAN reads no rows (file sizes are read when a query is planned)"
 
+    def plan_kept_view(self, step: ViewStep, planned: PlannedStep) -> None:
+        if self.view.view_query(step.target) is not None and not step.replace:
+            if step.if_not_exists:
+                planned.skip_reason = "the view exists (IF NOT EXISTS)"
+                return
+            raise self.error_at(step, f"view {step.target} already exists", step.statement.this,
+                                hint="use CREATE OR REPLACE VIEW, or DROP VIEW first")
+        if self.view.lookup(step.target) is not None:
+            raise self.error_at(step, f"{step.target} is a table", step.statement.this,
+                                hint="give the view another name")
+        temporary = [t for t in referenced_tables(step.query) if not t.db and t.name.lower() in self.view.views]
+        if temporary:
+            raise self.error_at(step, f"a view kept in the catalog cannot read the temporary view {temporary[0].name}",
+                                temporary[0], hint="make it a TEMPORARY VIEW too, or read the tables directly")
+        self.plan_query(view_query(step))  # only to check it
+        self.view.kept_views[step.target] = view_query(step).sql(dialect="hive")
+
     def plan_drop(self, step: DropStep, planned: PlannedStep) -> None:
         name = step.target.removeprefix("default.")
         if step.view:
             if name in self.view.views:
                 del self.view.views[name]
+            elif self.view.view_query(step.target) is not None:
+                self.view.kept_views[step.target] = None
             elif not step.if_exists:
                 raise self.error_at(step, f"unknown view {name}", cls=UnknownNameError)
             return
@@ -605,6 +628,14 @@ def _run_step(planner: _Planner, step: Step, listener, run: WorkflowRun, result_
         return _create_table(context, catalog, planner, step, started)
     if isinstance(step, PartitionStep):
         return _change_partitions(context, catalog, planner, step, started)
+    if isinstance(step, ViewStep) and step.persistent:
+        catalog.register_view(step.target, planner.view.kept_views.pop(step.target, None) or
+                              view_query(step).sql(dialect="hive"))
+        return StepOutcome(step, f"created view {step.target}", time.perf_counter() - started)
+    if isinstance(step, DropStep) and step.view and catalog.view_query(step.target) is not None:
+        catalog.drop_view(step.target)
+        planner.view.kept_views.pop(step.target, None)
+        return StepOutcome(step, f"dropped view {step.target}", time.perf_counter() - started)
     if isinstance(step, DropStep) and not step.view:
         entry = catalog.lookup(step.target)
         if entry is not None:

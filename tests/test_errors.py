@@ -39,7 +39,7 @@ def test_unknown_column_names_it_with_its_position(aipq):
          "a window function outside the SELECT list"),
         ("select rank() over v from nation window w as (order by n_name)", "no window named 'v'"),
         ("use catalog tpch", "USE CATALOG"),
-        ("create view v as select * from nation", "CREATE VIEW"),
+        ("create view nation as select * from region", "default.nation is a table"),
         ("create table t (a int) as select 1", "CREATE TABLE with both a column list and AS SELECT"),
         ("create table t (a int) stored as textfile", "STORED AS TEXTFILE"),
         ("create table t partitioned by (dt string) as select n_name, 'x' as dt from nation",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import duckdb
-from conftest import run_to_rows
+from conftest import assert_same_rows, run_to_rows
 
 from aipq.catalog import Catalog
 from aipq.engine.context import RunContext
@@ -212,3 +212,24 @@ def test_insert_values_fills_a_table_by_position_and_a_partition(aipq, home, tmp
     assert [(k, n, float(p), d) for k, n, p, d in rows] == [
         (1, "a", 1.5, "2024-01-01"), (2, None, 2.0, "2024-01-01"), (3, "c", 3.25, "2024-01-02")]
     assert [p.values for p in Catalog(home).lookup("wf_values").partitions] == [("2024-01-01",), ("2024-01-02",)]
+
+
+def test_a_view_kept_in_the_catalog_serves_later_runs(aipq, home, duck, tmp_path):
+    made = aipq("run", "--sql", """
+        create or replace view wf_rich (custkey, total) as
+          select o_custkey, sum(o_totalprice) from orders group by o_custkey having sum(o_totalprice) > 1500000;
+        use wf_views;
+        create or replace view wf_rich_names as
+          select c_name, total from default.customer join default.wf_rich on c_custkey = custkey""")
+    assert made.exit_code == 0, made.output
+    rows = run_to_rows(aipq, tmp_path, "--sql", "select * from wf_views.wf_rich_names")  # a later run
+    expected = duck.execute("select c_name, sum(o_totalprice) from customer join orders on c_custkey = o_custkey "
+                            "group by c_name having sum(o_totalprice) > 1500000").fetchall()
+    assert_same_rows(rows, expected, ordered=False)
+    assert rows
+    again = aipq("run", "--sql", "create view wf_rich as select 1 as one")
+    assert again.exit_code == 2 and "already exists" in again.output
+    dropped = aipq("run", "--sql", "drop view wf_views.wf_rich_names; drop view wf_rich")
+    assert dropped.exit_code == 0, dropped.output
+    gone = aipq("run", "--sql", "select * from wf_rich")
+    assert gone.exit_code == 2 and "unknown table" in gone.output

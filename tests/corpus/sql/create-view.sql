@@ -1,2 +1,5 @@
 -- expect: 2
-CREATE VIEW v AS SELECT * FROM nation
+-- position: yes
+-- contains: cannot read the temporary view t
+CREATE TEMPORARY VIEW t AS SELECT * FROM nation;
+CREATE VIEW v AS SELECT * FROM t
