@@ -74,8 +74,8 @@ def plan_statement(statement: exp.Expression, sql: str, catalog, settings: Setti
     if table is not None:
         plan = shape_for_table(plan, table, sql, source_name)
     dag = add_scan_summaries(cut_stages(plan), settings, sizes)
-    if table is not None and table.partition_by:
-        dag = replace(dag, partition_by=table.partition_by)
+    if table is not None:
+        dag = replace(dag, partition_by=table.partition_by, write_format=table.format)
     return PlannedQuery(sql=sql, statement=statement, qualified=qualified, dag=dag,
                         source_name=source_name)
 

@@ -29,6 +29,7 @@ from aipq.planner.logical import Project
 from aipq.planner.parse import node_position, parse_statements
 from aipq.planner.resolve import referenced_tables
 from aipq.planner.statements import (
+    WRITE_FORMATS,
     AnalyzeStep,
     CreateTableStep,
     DropStep,
@@ -202,25 +203,27 @@ class _Planner:
                 raise self.error_at(step, f"unknown table {step.target}", step.statement.this,
                                     hint="create it first with CREATE TABLE", cls=UnknownNameError)
         if mode == "create":
-            planned.planned = self.plan_query(step.query, TableShape(step.target, partition_by=step.partitioned_by))
+            planned.planned = self.plan_query(step.query, TableShape(step.target, partition_by=step.partitioned_by,
+                                                                     format=step.format))
             database, name = split_name(step.target)
             self.view.changes[step.target] = TableEntry(
-                database, name, self.context.managed_location(database, name), "parquet",
+                database, name, self.context.managed_location(database, name), step.format,
                 _table_columns(planned.planned), partition_columns=step.partitioned_by)
             self.created.add(step.target)
             planned.step = replace(step, mode="create")
             return
         assert existing is not None
-        if existing.format != "parquet" or existing.source == "spark":
-            raise self.error_at(step, f"table {step.target} is {existing.format} data; aipq writes parquet tables",
-                                step.statement.this)
+        if existing.format not in WRITE_FORMATS or existing.source == "spark":
+            raise self.error_at(step, f"table {step.target} is {existing.format} data; aipq writes parquet and ORC "
+                                "tables", step.statement.this)
         if mode == "overwrite":
             self.check_replace(step, step.target, existing, "overwrite")
         if not existing.partitioned:
             if step.partition is not None:
                 raise self.error_at(step, f"table {step.target} is not partitioned", step.statement.this,
                                     hint="leave out the PARTITION clause")
-            planned.planned = self.plan_query(step.query, TableShape(step.target, existing.columns, step.columns))
+            planned.planned = self.plan_query(step.query, TableShape(step.target, existing.columns, step.columns,
+                                                                     format=existing.format))
             return
         spec = step.partition if step.partition is not None else tuple((c, None) for c in existing.partition_columns)
         if [c for c, _ in spec] != list(existing.partition_columns):
@@ -232,7 +235,8 @@ class _Planner:
         data = tuple((c, t) for c, t in existing.columns if c not in existing.partition_columns)
         filled = data + tuple((c, types[c]) for c in dynamic)
         listed = step.columns + dynamic if step.columns else ()
-        planned.planned = self.plan_query(step.query, TableShape(step.target, filled, listed, dynamic))
+        planned.planned = self.plan_query(step.query, TableShape(step.target, filled, listed, dynamic,
+                                                                 existing.format))
         planned.step = replace(step, partition=spec)
         self.written.add(step.target)
 
@@ -445,7 +449,7 @@ def _commit_partitions(context: RunContext, catalog, creator: str | None, planne
             raise BadInputError(f"{location} already holds data that no registered table owns",
                                 hint="move or delete it, or register it with aipq table add")
         database, name = split_name(write.target)
-        table = TableEntry(database, name, location, "parquet", _table_columns(planned),
+        table = TableEntry(database, name, location, write.format, _table_columns(planned),
                            ((CREATED_BY, creator or "workflow"),), partition_columns=write.partitioned_by)
         storage.mkdirs(location)
         spec = tuple((c, None) for c in write.partitioned_by)
@@ -609,8 +613,8 @@ def _run_step(planner: _Planner, step: Step, listener, run: WorkflowRun, result_
                                  context.settings.commit)
                 if write.mode == "create":
                     options = ((CREATED_BY, planner.creator or "workflow"),)
-                    catalog.register(TableEntry(database, name, commit.path, "parquet",
-                                                read_schema(context.spark, storage, commit.path, "parquet"),
+                    catalog.register(TableEntry(database, name, commit.path, write.format,
+                                                read_schema(context.spark, storage, commit.path, write.format),
                                                 options))
                     planner.view.changes.pop(write.target, None)
                 elif commit.path != location:

@@ -46,7 +46,7 @@ def test_unknown_column_names_it_with_its_position(aipq):
          "PARTITIONED BY with column types"),
         ("insert overwrite table nation partition (n_regionkey, n_name='x') select 1, 2", "static partition value"),
         ("select * from (values (1, n_name)) t(a, b)", "unknown column 'n_name'"),
-        ("create table t stored as orc as select * from nation", "STORED AS ORC"),
+        ("create table t stored as avro as select * from nation", "STORED AS AVRO"),
         ("select n_name from nation where n_nationkey > all (select r_regionkey from region)", "ANY/ALL"),
         ("select n_name from nation where n_nationkey = 1 or n_regionkey in "
          "(select r_regionkey from region group by r_regionkey)", "GROUP BY, HAVING, DISTINCT, LIMIT"),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import duckdb
 from conftest import assert_same_rows, run_to_rows
@@ -233,3 +234,18 @@ def test_a_view_kept_in_the_catalog_serves_later_runs(aipq, home, duck, tmp_path
     assert dropped.exit_code == 0, dropped.output
     gone = aipq("run", "--sql", "select * from wf_rich")
     assert gone.exit_code == 2 and "unknown table" in gone.output
+
+
+def test_orc_tables_are_written_and_read_back(aipq, home, duck, tmp_path):
+    rows = run_to_rows(aipq, tmp_path, "--sql", """
+        drop table if exists wf_orc;
+        create table wf_orc stored as orc as select n_nationkey, n_name, n_regionkey from nation;
+        insert into wf_orc values (99, 'ATLANTIS', 9);
+        drop table if exists wf_orc_parts;
+        create table wf_orc_parts (k int, name string) partitioned by (region int) stored as orc;
+        insert overwrite table wf_orc_parts partition (region) select n_nationkey, n_name, n_regionkey from wf_orc;
+        select region, count(*) as n from wf_orc_parts group by region""")
+    expected = duck.execute("select n_regionkey, count(*) from nation group by all").fetchall() + [(9, 1)]
+    assert_same_rows(rows, expected, ordered=False)
+    entry = Catalog(home).lookup("wf_orc")
+    assert entry.format == "orc" and list(Path(entry.path).glob("part-*.orc"))

@@ -280,7 +280,8 @@ def _run_stages(run_state: _DagRun) -> None:
                 run = functools.partial(_run_stage, spark, storage, compiler, store, stage, decisions, paths[stage.id],
                                         group, is_final=stage is dag.final,
                                         write=_output_is_read(stage, decisions, analyze), fused=inputs, text=text,
-                                        partition_by=dag.partition_by if stage is dag.final else ())
+                                        partition_by=dag.partition_by if stage is dag.final else (),
+                                        write_format=dag.write_format if stage is dag.final else "parquet")
                 try:
                     metrics = run(statistics=statistics)
                 except BadInputError:
@@ -364,7 +365,7 @@ def _run_stage(spark, storage: Storage, compiler: StageCompiler, store: SummaryS
                decisions: StageDecisions, path: str, group: str, is_final: bool,
                statistics: StatisticsCollector | None = None, write: bool = True,
                fused: list[_Fused] | None = None, text: tuple[str, tuple[str, ...]] | None = None,
-               partition_by: tuple[str, ...] = ()) -> StageMetrics:
+               partition_by: tuple[str, ...] = (), write_format: str = "parquet") -> StageMetrics:
     """Run one stage's job: its rows written as parquet (or, for the result with ``text`` = (csv or json, column
     names), in that form; with ``partition_by``, a folder per value as Hive lays out partitions), its summaries
     built and its statistics observed in the same pass."""
@@ -388,7 +389,7 @@ def _run_stage(spark, storage: Storage, compiler: StageCompiler, store: SummaryS
             write_text_frame(df, text[1], text[0], path)
         elif write:
             writer = df.write.partitionBy(*partition_by) if partition_by else df.write
-            writer.mode("errorifexists").parquet(path)
+            writer.format(write_format).mode("errorifexists").save(path)
         else:
             df.write.format("noop").mode("overwrite").save()
         compiler.stage_schemas[stage.id] = df.schema

@@ -73,6 +73,7 @@ class StageDag:
     scan_sources: dict[int, int] = field(default_factory=dict)
     # a write to a partitioned table: the final stage writes a folder per value of these columns
     partition_by: tuple[str, ...] = ()
+    write_format: str = "parquet"  # the final stage's format (a table write: the table's)
 
     @property
     def final(self) -> Stage:

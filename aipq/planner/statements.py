@@ -20,6 +20,8 @@ from aipq.setting_aliases import alias_for
 
 # Settings a Hive workflow sets for MapReduce that have no meaning here; accepted and ignored (except those
 # naming one of aipq's knobs: setting_aliases).
+# the formats aipq writes tables in (Spark data source names, as Hive's STORED AS names them)
+WRITE_FORMATS = ("parquet", "orc")
 IGNORED_SETTING_PREFIXES = ("hive.", "mapred.", "mapreduce.", "tez.", "yarn.", "dfs.", "io.")
 
 
@@ -77,6 +79,7 @@ class WriteStep(Step):
     # INSERT … PARTITION (dt='2024-01-01', country): (column, static value or None for a dynamic one)
     partition: tuple[tuple[str, str | None], ...] | None = None
     partitioned_by: tuple[str, ...] = ()  # CREATE TABLE … PARTITIONED BY (dt) AS SELECT
+    format: str = "parquet"  # CREATE TABLE … STORED AS ORC AS SELECT
 
     @property
     def kind(self) -> str:
@@ -332,11 +335,14 @@ def _create_step(number: int, statement: exp.Create, sql: str, source_name: str 
     if kind != "TABLE":
         raise _unsupported(f"CREATE {kind}", statement, sql, source_name)
     partitioned_by: tuple[str, ...] = ()
+    fmt = "parquet"
     properties = statement.args.get("properties")
     for prop in properties.expressions if properties is not None else []:
-        if isinstance(prop, exp.FileFormatProperty) and prop.name.lower() != "parquet":
-            raise _unsupported(f"STORED AS {prop.name.upper()}", prop, sql, source_name,
-                               hint="aipq writes parquet; drop the STORED AS clause")
+        if isinstance(prop, exp.FileFormatProperty):
+            fmt = prop.name.lower()
+            if fmt not in WRITE_FORMATS:
+                raise _unsupported(f"STORED AS {prop.name.upper()}", prop, sql, source_name,
+                                   hint="aipq writes parquet and ORC tables")
         if isinstance(prop, exp.PartitionedByProperty):
             members = prop.this.expressions if isinstance(prop.this, exp.Schema) else [prop.this]
             if not all(isinstance(m, (exp.Identifier, exp.Column)) for m in members):
@@ -348,9 +354,9 @@ def _create_step(number: int, statement: exp.Create, sql: str, source_name: str 
                                hint="create the table with its columns, then INSERT into it")
     if statement.args.get("replace"):
         return WriteStep(number, statement, _target_name(target), query, mode="overwrite",
-                         partitioned_by=partitioned_by)
+                         partitioned_by=partitioned_by, format=fmt)
     return WriteStep(number, statement, _target_name(target), query, mode="create",
-                     if_not_exists=bool(statement.args.get("exists")), partitioned_by=partitioned_by)
+                     if_not_exists=bool(statement.args.get("exists")), partitioned_by=partitioned_by, format=fmt)
 
 
 def _spark_type(kind: exp.DataType) -> str:
@@ -368,7 +374,7 @@ def _create_table_step(number: int, statement: exp.Create, sql: str, source_name
             raise _unsupported("a column without a type", definition, sql, source_name, hint="write name TYPE")
         columns.append((definition.name.lower(), _spark_type(definition.args["kind"])))
     partition_columns: list[tuple[str, str]] = []
-    fmt, location, external = "parquet", None, False
+    fmt, location = "parquet", None
     properties = statement.args.get("properties")
     for prop in properties.expressions if properties is not None else []:
         if isinstance(prop, exp.PartitionedByProperty):
@@ -381,11 +387,9 @@ def _create_table_step(number: int, statement: exp.Create, sql: str, source_name
             fmt = prop.name.lower()
         elif isinstance(prop, exp.LocationProperty):
             location = prop.this.name if isinstance(prop.this, exp.Literal) else prop.this.sql()
-        elif isinstance(prop, exp.ExternalProperty):
-            external = True
-    if fmt not in ("parquet", "orc") or (fmt != "parquet" and not external):
+    if fmt not in WRITE_FORMATS:
         raise _unsupported(f"STORED AS {fmt.upper()}", statement, sql, source_name,
-                           hint="aipq writes parquet tables; ORC data can be registered as an EXTERNAL table")
+                           hint="aipq writes parquet and ORC tables")
     names = [name for name, _ in columns + partition_columns]
     duplicate = next((n for n in names if names.count(n) > 1), None)
     if duplicate is not None:

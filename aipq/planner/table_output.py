@@ -29,6 +29,7 @@ class TableShape:
     # the partition columns whose values the rows carry (last, in this order): the final stage writes one
     # folder per value, as Hive's dynamic partitions
     partition_by: tuple[str, ...] = ()
+    format: str = "parquet"  # the table's data source format
 
 
 def table_column_names(names: tuple[str, ...], target: str, source_name: str | None) -> list[str]:
