@@ -27,6 +27,7 @@ from aipq.errors import BadInputError, ExecutionError, UnknownNameError
 from aipq.pipeline import PlannedQuery, plan_statement
 from aipq.planner.logical import Project
 from aipq.planner.parse import node_position, parse_statements
+from aipq.planner.partitions import value_fits
 from aipq.planner.resolve import referenced_tables
 from aipq.planner.statements import (
     WRITE_FORMATS,
@@ -232,6 +233,7 @@ class _Planner:
                                 hint="name every partition column, in order: PARTITION (col = 'value', …) or (col)")
         dynamic = tuple(c for c, value in spec if value is None)
         types = existing.column_types()
+        self.check_partition_values(step, spec, types)
         data = tuple((c, t) for c, t in existing.columns if c not in existing.partition_columns)
         filled = data + tuple((c, types[c]) for c in dynamic)
         listed = step.columns + dynamic if step.columns else ()
@@ -261,6 +263,12 @@ class _Planner:
                             [(c, t, "partition column" if c in entry.partition_columns else None)
                              for c, t in entry.columns])
 
+    def check_partition_values(self, step: Step, spec, types: dict[str, str]) -> None:
+        for column, value in spec:
+            if column in types and not value_fits(value, types[column]):
+                raise self.error_at(step, f"partition value {value!r} of column {column} is not of type {types[column]}",
+                                    step.statement, hint=f"give {column} a {types[column]} value")
+
     def plan_create_table(self, step: CreateTableStep, planned: PlannedStep) -> None:
         if self.view.lookup(step.target) is not None:
             if step.if_not_exists:
@@ -285,6 +293,8 @@ class _Planner:
                 raise self.error_at(step, f"table {step.target} is partitioned by "
                                     f"({', '.join(entry.partition_columns)}), not ({', '.join(columns)})",
                                     step.statement, hint="give a value for every partition column, in order")
+        for spec in step.specs:
+            self.check_partition_values(step, spec, entry.column_types())
         if step.action == "repair" or step.target in self.written:
             return
         if step.action == "add":

@@ -109,6 +109,7 @@ def test_msck_repair_registers_partition_folders_written_outside(aipq, partition
     ("alter table pt_orders drop partition (status = 'nope')", "has no partition (status='nope')"),
     ("alter table pt_orders add partition (status = 'F', yr = 1992)", "already exists"),
     ("alter table pt_orders add partition (yr = 1992)", "give a value for every partition column"),
+    ("insert into pt_orders partition (status = 'F', yr = 'soon') select 1, 2, 3", "is not of type int"),
 ])
 def test_partition_mistakes_are_clear_errors(aipq, partitioned, sql, message):
     result = aipq("run", "--sql", sql)

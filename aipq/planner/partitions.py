@@ -50,6 +50,14 @@ def may_hold(scan: Scan, partition: Partition) -> bool:
     return True
 
 
+def value_fits(text: str | None, spark_type: str) -> bool:
+    """Whether a static partition value reads back as a value of its column's type (not as NULL)."""
+    if text is None:
+        return True
+    base = spark_type.split("(")[0].lower()
+    return base not in (*_NUMERIC, "date") or _typed(text, spark_type) is not _UNKNOWN
+
+
 def _typed(text: str | None, spark_type: str):
     if text is None:
         return None
