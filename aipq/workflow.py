@@ -266,8 +266,8 @@ class _Planner:
     def check_partition_values(self, step: Step, spec, types: dict[str, str]) -> None:
         for column, value in spec:
             if column in types and not value_fits(value, types[column]):
-                raise self.error_at(step, f"partition value {value!r} of column {column} is not of type {types[column]}",
-                                    step.statement, hint=f"give {column} a {types[column]} value")
+                raise self.error_at(step, f"partition value {value!r} of column {column} is not of type "
+                                    f"{types[column]}", step.statement, hint=f"give {column} a {types[column]} value")
 
     def plan_create_table(self, step: CreateTableStep, planned: PlannedStep) -> None:
         if self.view.lookup(step.target) is not None:
