@@ -82,6 +82,14 @@ def _numbers(text: str, option: str, kind=int) -> list:
     return values
 
 
+def _query_numbers(queries: str, benchmark: str, last: int) -> list[int]:
+    numbers = _numbers(queries, "--queries")
+    bad = [n for n in numbers if not 1 <= n <= last]
+    if bad:
+        raise BadInputError(f"there is no {benchmark} query {bad[0]}", hint=f"query numbers run from 1 to {last}")
+    return numbers
+
+
 ALL_PARTS = ("tpch", "synthetic", "stats", "decisions")  # the parts of `aipq bench all`, in document order
 
 
@@ -188,10 +196,7 @@ def run_tpch_bench(home: Path, scale_factor: float, queries: str, strategies: st
                    out_dir: Path | None, settings: Settings, command: str, min_run_seconds: float = 0.0):
     from aipq.bench.strategies import tpch_workload
 
-    numbers = _numbers(queries, "--queries")
-    bad = [n for n in numbers if not 1 <= n <= 22]
-    if bad:
-        raise BadInputError(f"there is no TPC-H query {bad[0]}", hint="query numbers run from 1 to 22")
+    numbers = _query_numbers(queries, "TPC-H", 22)
     chosen = _strategies(strategies)
     with Console(stderr=True).status(f"preparing TPC-H SF {scale_factor:g}…"):
         app.generate_tpch(home, scale_factor, "default")
@@ -227,10 +232,7 @@ def bench_tpcds(ctx, scale_factor, queries, strategies, repeat, min_run_seconds,
     from aipq.bench.strategies import tpcds_workload
 
     home = home_dir(ctx)
-    numbers = _numbers(queries, "--queries")
-    bad = [n for n in numbers if not 1 <= n <= 99]
-    if bad:
-        raise BadInputError(f"there is no TPC-DS query {bad[0]}", hint="query numbers run from 1 to 99")
+    numbers = _query_numbers(queries, "TPC-DS", 99)
     chosen = _strategies(strategies)
     with Console(stderr=True).status(f"preparing TPC-DS SF {scale_factor:g}…"):
         app.generate_tpcds(RunContext(home, settings), scale_factor, "tpcds")
