@@ -33,7 +33,8 @@ CASES = {
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
-@pytest.mark.parametrize("strategy", ["off", "always", "adaptive"])
+@pytest.mark.parametrize("strategy", [pytest.param("off", marks=pytest.mark.matrix), "always",
+                                      pytest.param("adaptive", marks=pytest.mark.matrix)])
 def test_lateral_views_give_the_oracles_rows(aipq, duck, tmp_path, case, strategy):
     hive_sql, duck_sql = CASES[case]
     expected = duck.execute(duck_sql).fetchall()

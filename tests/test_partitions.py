@@ -116,7 +116,7 @@ def test_partition_mistakes_are_clear_errors(aipq, partitioned, sql, message):
     assert result.exit_code == 2 and message in result.output, result.output
 
 
-@pytest.mark.parametrize("strategy", ["always", "oracle"])
+@pytest.mark.parametrize("strategy", ["always", pytest.param("oracle", marks=pytest.mark.matrix)])
 def test_a_summary_of_a_partition_column_prunes_whole_partitions(aipq, home, duck, tmp_path, strategy):
     """The rows of a filtered table's join keys, summarized in a pre-pass, leave only the partitions whose value
     they may hold: the other folders are never listed or read (dynamic partition pruning from a summary)."""
