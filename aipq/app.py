@@ -6,13 +6,14 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from aipq.catalog import FORMATS, Catalog, TableEntry, split_name
+from aipq.catalog import FORMATS, Catalog, Partition, TableEntry, split_name
 from aipq.config import master_cores
 from aipq.engine.context import RunContext
 from aipq.engine.executor import RunRecord, StageListener, keep_work_dir, remove_work_dir, run_dag
 from aipq.engine.session import read_schema
 from aipq.engine.statistics import collector_for
 from aipq.engine.storage import Storage, is_local, local_path
+from aipq.engine.tables import partition_folders
 from aipq.errors import BadInputError, ExecutionError
 from aipq.estimator.edge_inputs import EdgeEstimator, SessionFacts
 from aipq.pipeline import PlannedQuery
@@ -145,7 +146,10 @@ def execute(planned: PlannedQuery, context: RunContext, listener: StageListener 
     return QueryRun(context.spark, planned, record, context.storage)
 
 
-def add_table(context: RunContext, name: str, path: str, fmt: str) -> tuple[TableEntry, bool]:
+def add_table(context: RunContext, name: str, path: str, fmt: str,
+              partitioned_by: tuple[str, ...] = ()) -> tuple[TableEntry, bool]:
+    """Register data at ``path``; with ``partitioned_by``, data in Hive's layout (``col=value/`` folders), its
+    partition folders registered as partitions and the columns' types as Spark infers them from the names."""
     if fmt not in FORMATS:
         raise BadInputError(f"unknown format {fmt!r}", hint=f"use one of {', '.join(FORMATS)}")
     database, table = split_name(name)
@@ -159,7 +163,20 @@ def add_table(context: RunContext, name: str, path: str, fmt: str) -> tuple[Tabl
     if not context.storage.exists(location):
         raise BadInputError(f"no data at {path}")
     columns = read_schema(context.spark, context.storage, location, fmt)
-    entry = TableEntry(database, table, location, fmt, columns)
+    partitions: tuple[Partition, ...] = ()
+    if partitioned_by:
+        found = [c for c, _ in columns[-len(partitioned_by):]]
+        if found != list(partitioned_by):
+            raise BadInputError(f"no {'/'.join(f'{c}=…' for c in partitioned_by)} folders below {path}",
+                                hint=f"Spark found the columns {', '.join(c for c, _ in columns)}; name the "
+                                     "partition folders' columns, outermost first")
+        partitions = tuple(Partition(values, folder) for values, folder in
+                           partition_folders(context.storage, location, partitioned_by))
+        if not partitions and context.storage.data_files(location):
+            raise BadInputError(f"no {'/'.join(f'{c}=…' for c in partitioned_by)} folders below {path}",
+                                hint="name every level of the partition folders, outermost first")
+    entry = TableEntry(database, table, location, fmt, columns, partition_columns=partitioned_by,
+                       partitions=partitions)
     replaced = catalog.register(entry)
     return entry, replaced
 

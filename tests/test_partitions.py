@@ -151,3 +151,17 @@ def test_show_and_describe_answer_from_the_catalog(aipq, partitioned, tmp_path):
     assert ("default", "nation", "false") in tables
     refused = aipq("run", "--sql", "show partitions nation")
     assert refused.exit_code == 2 and "not partitioned" in refused.output
+
+
+def test_table_add_registers_data_in_hives_layout_with_its_partitions(aipq, partitioned, home, duck, tmp_path):
+    entry, _ = partitioned
+    added = aipq("table", "add", "pt_again", entry.path, "--partitioned-by", "status,yr")
+    assert added.exit_code == 0, added.output
+    found = Catalog(home).lookup("pt_again")
+    assert found.partition_columns == ("status", "yr") and len(found.partitions) == len(entry.partitions)
+    rows = run_to_rows(aipq, tmp_path, "--sql", "select yr, count(*) from pt_again where status = 'F' group by yr")
+    expected = duck.execute("select year(o_orderdate), count(*) from orders where o_orderstatus = 'F' "
+                            "group by all").fetchall()
+    assert_same_rows(rows, expected, ordered=False)
+    wrong = aipq("table", "add", "pt_wrong", entry.path, "--partitioned-by", "yr")
+    assert wrong.exit_code == 2 and "no yr=… folders" in wrong.output

@@ -356,13 +356,18 @@ def table():
 @click.argument("name")
 @click.argument("path")
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="parquet", show_default=True)
+@click.option("--partitioned-by", "partitioned_by", default="", metavar="COLUMNS",
+              help="Data in Hive's layout: the partition columns of its col=value/ folders, outermost first.")
 @planning_options
 @click.pass_context
-def table_add(ctx, name, path, fmt, settings: Settings):
+def table_add(ctx, name, path, fmt, partitioned_by, settings: Settings):
     """Register data at PATH as table NAME (or DATABASE.NAME)."""
-    entry, replaced = app.add_table(RunContext(home_dir(ctx), settings), name, path, fmt)
+    columns = tuple(c.strip().lower() for c in partitioned_by.split(",") if c.strip())
+    entry, replaced = app.add_table(RunContext(home_dir(ctx), settings), name, path, fmt, columns)
     verb = "replaced" if replaced else "registered"
-    Console(stderr=True).print(f"{verb} {entry.qualified_name} ({len(entry.columns)} columns, {fmt}) → {entry.path}")
+    parts = f", {len(entry.partitions)} partitions" if entry.partitioned else ""
+    Console(stderr=True).print(f"{verb} {entry.qualified_name} ({len(entry.columns)} columns{parts}, {fmt}) → "
+                               f"{entry.path}")
 
 
 @table.command("list")
