@@ -479,7 +479,7 @@ def new_table(context: RunContext, step: CreateTableStep) -> TableEntry:
     """The catalog entry of CREATE TABLE (no data yet, or an external table's data at its LOCATION)."""
     database, name = split_name(step.target)
     location = step.location or context.managed_location(database, name)
-    options = () if step.location else ((CREATED_BY, "workflow"),)
+    options = step.options if step.location else ((CREATED_BY, "workflow"),)
     return TableEntry(database, name, location, step.format, step.columns, options,
                       partition_columns=step.partition_columns)
 

@@ -249,3 +249,17 @@ def test_orc_tables_are_written_and_read_back(aipq, home, duck, tmp_path):
     assert_same_rows(rows, expected, ordered=False)
     entry = Catalog(home).lookup("wf_orc")
     assert entry.format == "orc" and list(Path(entry.path).glob("part-*.orc"))
+
+
+def test_an_external_text_table_reads_hives_delimited_files(aipq, tmp_path):
+    folder = tmp_path / "raw"
+    folder.mkdir()
+    (folder / "part-0").write_text("1\x01alpha\x012024-01-02\n2\x01\\N\x012024-01-03\n")
+    (folder / "part-1").write_text('3\x01"quoted"\x01\\N\n')
+    rows = run_to_rows(aipq, tmp_path, "--sql", f"""
+        create external table wf_raw (id int, name string, day date) stored as textfile location '{folder}';
+        select id, name, day from wf_raw""")
+    from datetime import date
+    assert sorted(rows) == [(1, "alpha", date(2024, 1, 2)), (2, None, date(2024, 1, 3)), (3, '"quoted"', None)]
+    refused = aipq("run", "--sql", "insert into wf_raw values (4, 'x', null)")
+    assert refused.exit_code == 2 and "aipq writes parquet and ORC" in refused.output

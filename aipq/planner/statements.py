@@ -152,6 +152,7 @@ class CreateTableStep(Step):
     format: str = "parquet"
     location: str | None = None
     if_not_exists: bool = False
+    options: tuple[tuple[str, str], ...] = ()  # how Spark reads the format (a text table's delimiter)
 
     @property
     def kind(self) -> str:
@@ -374,7 +375,7 @@ def _create_table_step(number: int, statement: exp.Create, sql: str, source_name
             raise _unsupported("a column without a type", definition, sql, source_name, hint="write name TYPE")
         columns.append((definition.name.lower(), _spark_type(definition.args["kind"])))
     partition_columns: list[tuple[str, str]] = []
-    fmt, location = "parquet", None
+    fmt, location, delimiter = "parquet", None, "\x01"  # Hive's default field delimiter: Ctrl-A
     properties = statement.args.get("properties")
     for prop in properties.expressions if properties is not None else []:
         if isinstance(prop, exp.PartitionedByProperty):
@@ -387,9 +388,15 @@ def _create_table_step(number: int, statement: exp.Create, sql: str, source_name
             fmt = prop.name.lower()
         elif isinstance(prop, exp.LocationProperty):
             location = prop.this.name if isinstance(prop.this, exp.Literal) else prop.this.sql()
-    if fmt not in WRITE_FORMATS:
+        elif isinstance(prop, exp.RowFormatDelimitedProperty) and prop.args.get("fields") is not None:
+            delimiter = prop.args["fields"].name
+    options: tuple[tuple[str, str], ...] = ()
+    if fmt == "textfile" and location is not None:  # Hive's delimited text, read as Spark's CSV without header
+        fmt, options = "csv", (("header", "false"), ("sep", delimiter), ("inferSchema", "false"),
+                               ("nullValue", "\\N"), ("quote", ""))  # Hive writes NULL as \N and quotes nothing
+    elif fmt not in WRITE_FORMATS:
         raise _unsupported(f"STORED AS {fmt.upper()}", statement, sql, source_name,
-                           hint="aipq writes parquet and ORC tables")
+                           hint="aipq writes parquet and ORC tables; a TEXTFILE table is read from its LOCATION")
     names = [name for name, _ in columns + partition_columns]
     duplicate = next((n for n in names if names.count(n) > 1), None)
     if duplicate is not None:
@@ -397,7 +404,7 @@ def _create_table_step(number: int, statement: exp.Create, sql: str, source_name
                             source_name=source_name, hint="a partition column is not also a data column in Hive")
     return CreateTableStep(number, statement, _target_name(schema.this), tuple(columns + partition_columns),
                            tuple(name for name, _ in partition_columns), fmt, location,
-                           bool(statement.args.get("exists")))
+                           bool(statement.args.get("exists")), options)
 
 
 def _partition_spec(partition: exp.Expression, sql: str, source_name: str | None,
