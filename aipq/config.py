@@ -176,13 +176,13 @@ KNOBS: tuple[Knob, ...] = (
          "known; for measuring the overhead), 'off' (neither collect nor store).",
          "--statistics", "choice", ("collect", "recollect", "off"),
          help="Piggybacked statistics: collect what the repository lacks, collect again, or neither."),
-    Knob("scan_summaries", 64 * MB, "A base table whose files are at most this many bytes and that the query "
-         "filters may summarize its join keys in a pre-pass (a SCAN stage that reads it with its filters before "
-         "the stages that can use the summary); strategies 'always', 'oracle' and 'adaptive'. 0: stage outputs "
-         "only, as in the paper.",
+    Knob("scan_summaries", 64 * MB, "A base table whose files are at most this many bytes (or an eighth of the "
+         "query's largest table, when that is more) and that the query filters may summarize its join keys in a "
+         "pre-pass (a SCAN stage that reads it with its filters before the stages that can use the summary); "
+         "strategies 'always', 'oracle' and 'adaptive'. 0: stage outputs only, as in the paper.",
          "--scan-summaries", "size", low=0, shown="64MB",
-         help="Filtered tables of at most SIZE may summarize their join keys in a pre-pass (always, oracle, "
-              "adaptive); 0 = stage outputs only."),
+         help="Filtered tables of at most SIZE (or an eighth of the query's largest table) may summarize their "
+              "join keys in a pre-pass (always, oracle, adaptive); 0 = stage outputs only."),
     Knob("stats_lg_k", 12, "HyperLogLog precision: log2 of the sketch's buckets (4–21); the relative standard "
          "error is 1.04/sqrt(2^lg_k), 1.6 % at 12 (Spark's default).",
          "--stats-lg-k", "int", low=4, high=21,

@@ -40,9 +40,26 @@ def test_scan_summaries_belong_to_the_strategies_that_pass_them(tpch):
     for settings in (Settings(ip="off", **REPARTITION), Settings(ip="hip", **REPARTITION),
                      Settings(ip="always", scan_summaries=0, **REPARTITION)):
         assert not scan_stages(plan_query(query_text(9), tpch, settings, LOCAL_FILES).dag)
-    # a table larger than the limit is not read twice
+    # a table larger than the limit, and more than an eighth of the query's largest, is not read twice
     tiny = Settings(ip="always", scan_summaries=1024, **REPARTITION)
-    assert not scan_stages(plan_query(query_text(9), tpch, tiny, LOCAL_FILES).dag)
+    close = SizedFiles({"part": 100_000, "lineitem": 700_000})
+    assert not scan_stages(plan_query(query_text(9), tpch, tiny, close).dag)
+    # the bound grows with the data: part at a sixtieth of lineitem (66 MB against 2.4 GB at SF 10) is read twice
+    [scan] = scan_stages(plan_query(query_text(9), tpch, tiny, SizedFiles({"part": 66_000, "lineitem": 2_400_000})).dag)
+    assert scan.tables == ("default.part",)
+
+
+class SizedFiles:
+    """Every table a given size (bytes by table name; 10 bytes for the others)."""
+
+    def __init__(self, sizes: dict[str, int]):
+        self.sizes = sizes
+
+    def data_files(self, uri: str):
+        from aipq.files import FileInfo
+
+        size = next((b for name, b in self.sizes.items() if f"/{name}." in uri or uri.endswith(f"/{name}")), 10)
+        return [FileInfo(uri, "", size, 0)]
 
 
 def test_a_broadcast_join_below_the_shuffle_prunes_by_itself(tpch):

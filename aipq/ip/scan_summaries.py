@@ -31,6 +31,20 @@ from aipq.planner.stages import Stage, StageDag
 SCAN_STRATEGIES = ("always", "oracle", "adaptive")
 
 
+# A filtered table may also be read twice when it is at most this share of the query's largest table: the
+# bound grows with the data (TPC-H SF 10's part, 66 MB against lineitem's 2.4 GB) while a table as large as the
+# one it would prune is never read twice (docs/decisions.md).
+SCAN_SUMMARY_SHARE_OF_LARGEST = 1 / 8
+
+
+def scan_summary_bound(dag: StageDag, max_bytes: int, sizes: Callable[[str], int | None]) -> int:
+    """The largest table a filtered scan's pre-pass may read: ``--scan-summaries``, or a share of the query's
+    largest table when that is more."""
+    largest = max((table_bytes(sizes, n.table) or 0 for stage in dag.stages for n in stage.plan.walk()
+                   if isinstance(n, Scan)), default=0)
+    return max(max_bytes, int(largest * SCAN_SUMMARY_SHARE_OF_LARGEST))
+
+
 def filtered_scans(dag: StageDag, max_bytes: int, sizes: Callable[[str], int | None]) -> list[Scan]:
     """Scans with map-side filters, of tables at most ``max_bytes``, in stages that join."""
     found: dict[int, Scan] = {}
@@ -48,8 +62,8 @@ def filtered_scans(dag: StageDag, max_bytes: int, sizes: Callable[[str], int | N
 def add_scan_summaries(dag: StageDag, settings: Settings, sizes: Callable[[str], int | None]) -> StageDag:
     """``dag`` with a SCAN stage, run before the others, for each filtered scan whose keys some stage may use."""
     if settings.ip not in SCAN_STRATEGIES or settings.scan_summaries <= 0:
-        return dag
-    scans = filtered_scans(dag, settings.scan_summaries, sizes)
+        return dag  # 0 turns pre-passes off, whatever the tables' sizes
+    scans = filtered_scans(dag, scan_summary_bound(dag, settings.scan_summaries, sizes), sizes)
     if not scans:
         return dag
     first = max(s.id for s in dag.stages) + 1
