@@ -165,16 +165,14 @@ def add_table(context: RunContext, name: str, path: str, fmt: str,
     columns = read_schema(context.spark, context.storage, location, fmt)
     partitions: tuple[Partition, ...] = ()
     if partitioned_by:
-        found = [c for c, _ in columns[-len(partitioned_by):]]
-        if found != list(partitioned_by):
-            raise BadInputError(f"no {'/'.join(f'{c}=…' for c in partitioned_by)} folders below {path}",
-                                hint=f"Spark found the columns {', '.join(c for c, _ in columns)}; name the "
-                                     "partition folders' columns, outermost first")
+        missing = f"no {'/'.join(f'{c}=…' for c in partitioned_by)} folders below {path}"
+        if [c for c, _ in columns[-len(partitioned_by):]] != list(partitioned_by):
+            raise BadInputError(missing, hint=f"Spark found the columns {', '.join(c for c, _ in columns)}; name "
+                                              "the partition folders' columns, outermost first")
         partitions = tuple(Partition(values, folder) for values, folder in
                            partition_folders(context.storage, location, partitioned_by))
         if not partitions and context.storage.data_files(location):
-            raise BadInputError(f"no {'/'.join(f'{c}=…' for c in partitioned_by)} folders below {path}",
-                                hint="name every level of the partition folders, outermost first")
+            raise BadInputError(missing, hint="name every level of the partition folders, outermost first")
     entry = TableEntry(database, table, location, fmt, columns, partition_columns=partitioned_by,
                        partitions=partitions)
     replaced = catalog.register(entry)

@@ -57,6 +57,11 @@ def unescape_partition_value(text: str) -> str | None:
     return "".join(out)
 
 
+def partition_spec(columns: tuple[str, ...], values: tuple[str | None, ...]) -> str:
+    """``dt=2024-01-01/country=US``: a partition's folder below its table's, as Hive names it."""
+    return "/".join(f"{c}={escape_partition_value(v)}" for c, v in zip(columns, values))
+
+
 @dataclass(frozen=True)
 class Partition:
     """One partition of a partitioned table: its values (text, in the table's partition-column order; None is
@@ -66,8 +71,7 @@ class Partition:
     path: str
 
     def spec(self, columns: tuple[str, ...]) -> str:
-        """``dt=2024-01-01/country=US``: the partition's folder below the table's, as Hive names it."""
-        return "/".join(f"{c}={escape_partition_value(v)}" for c, v in zip(columns, self.values))
+        return partition_spec(columns, self.values)
 
 
 @dataclass(frozen=True)
@@ -93,6 +97,10 @@ class TableEntry:
 
     def column_types(self) -> dict[str, str]:
         return dict(self.columns)
+
+    def partition_folder(self, values: tuple[str | None, ...]) -> str:
+        """Where Hive's layout puts the partition with ``values``: its folder below the table's."""
+        return f"{self.path.rstrip('/')}/{partition_spec(self.partition_columns, values)}"
 
     def data_paths(self) -> tuple[str, ...]:
         """Where the rows are: the table's path, or the folder of each partition."""

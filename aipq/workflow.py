@@ -21,7 +21,6 @@ from aipq.engine.context import RunContext
 from aipq.engine.executor import StageListener
 from aipq.engine.session import read_schema
 from aipq.engine.statistics import collect_table
-from aipq.engine.storage import join
 from aipq.engine.tables import partition_folders, publish, publish_partitions, remove_data
 from aipq.errors import BadInputError, ExecutionError, UnknownNameError
 from aipq.pipeline import PlannedQuery, plan_statement
@@ -246,10 +245,8 @@ class _Planner:
         """SHOW and DESCRIBE as a SELECT of literal rows (Spark's column names), from the catalog as this
         workflow sees it here."""
         if step.what == "tables":
-            names = sorted(name for name in self.view.known_names() if "." not in name or
-                           name.startswith(step.target + "."))
-            if step.target != DEFAULT_DATABASE:
-                names = [n for n in names if n.startswith(step.target + ".")]
+            names = [name for name in self.view.known_names()
+                     if ("." not in name if step.target == DEFAULT_DATABASE else name.startswith(step.target + "."))]
             rows = [(step.target, n.split(".")[-1], "true" if n in self.view.views else "false") for n in names]
             return literal_rows(("namespace", "tablename", "istemporary"), rows)
         entry = self.view.lookup(step.target)
@@ -404,8 +401,7 @@ def _change_partitions(context: RunContext, catalog, planner: _Planner, step: Pa
                 values = tuple(v for _, v in spec)
                 if values in known:
                     continue
-                partition = Partition(values, location or join(entry.path, Partition(values, "").spec(
-                    entry.partition_columns)))
+                partition = Partition(values, location or entry.partition_folder(values))
                 storage.mkdirs(partition.path)
                 added.append(partition)
             catalog.set_partitions(step.target, added=tuple(added))

@@ -16,7 +16,7 @@ from sqlglot import exp
 
 from aipq.catalog import TableEntry
 from aipq.engine import jvm
-from aipq.engine.session import read_table
+from aipq.engine.session import read_table, union_frames
 from aipq.planner.logical import (
     Aggregate,
     Filter,
@@ -128,11 +128,7 @@ class StageCompiler:
         if isinstance(node, Limit):
             return self.compile(node.child).limit(node.count)
         if isinstance(node, Union):
-            inputs = [self.compile(child).toDF(*node.names) for child in node.inputs]
-            while len(inputs) > 1:  # pairwise, so that a 500-term UNION ALL is a plan 9 levels deep, not 500
-                inputs = [inputs[i].union(inputs[i + 1]) if i + 1 < len(inputs) else inputs[i]
-                          for i in range(0, len(inputs), 2)]
-            return inputs[0]
+            return union_frames([self.compile(child).toDF(*node.names) for child in node.inputs])
         raise TypeError(f"cannot compile {type(node).__name__}")
 
     def grouping_sets(self, node: Aggregate) -> DataFrame:

@@ -11,7 +11,6 @@ from pathlib import Path
 from aipq.catalog import SPARK_CATALOG_PREFIX, TableEntry
 from aipq.config import Settings
 from aipq.engine import class_archive
-from aipq.engine.storage import join
 from aipq.errors import BadInputError, EnvironmentProblem
 from aipq.files import FileSource, total_bytes
 
@@ -197,24 +196,31 @@ def _read_partitions(spark, entry: TableEntry):
     reader = spark.read.format(entry.format).options(**dict(entry.options))
     types = entry.column_types()
     data_columns = [(c, t) for c, t in entry.columns if c not in entry.partition_columns]
-    standard = [p.path for p in entry.partitions if p.path == join(entry.path, p.spec(entry.partition_columns))]
+    standard = [p.path for p in entry.partitions if p.path == entry.partition_folder(p.values)]
     frames = []
     if standard:
         frames.append(reader.schema(_ddl(entry.columns)).option("basePath", entry.path).load(standard))
+    in_layout = set(standard)
     for partition in entry.partitions:
-        if partition.path in standard:
+        if partition.path in in_layout:
             continue
         values = [F.lit(v).cast(types[c]).alias(c) for c, v in zip(entry.partition_columns, partition.values)]
         frames.append(reader.schema(_ddl(data_columns)).load(partition.path).select("*", *values))
     names = [c for c, _ in entry.columns]
-    frames = [frame.select(*names) for frame in frames]
+    return union_frames([frame.select(*names) for frame in frames])
+
+
+def union_frames(frames: list):
+    """UNION ALL of frames with the same columns, pairwise, so that 500 inputs make a plan 9 levels deep, not
+    500."""
     while len(frames) > 1:
         frames = [frames[i].union(frames[i + 1]) if i + 1 < len(frames) else frames[i]
                   for i in range(0, len(frames), 2)]
     return frames[0]
 
 
-_TABLE_ROWS: dict[tuple[tuple[str, ...], int], int] = {}  # (path, bytes stored) → rows, for this process
+# (data paths, bytes stored) → rows, for this process
+_TABLE_ROWS: dict[tuple[tuple[str, ...], int], int] = {}
 
 
 def table_rows(spark, files: FileSource, entry: TableEntry) -> int:

@@ -142,8 +142,8 @@ def partition_folders(storage: Storage, root: str,
         deeper = []
         for values, folder in found:
             for path, is_dir, _ in storage.children(folder):
-                key, _, text = name(path).partition("=")
-                if is_dir and key.lower() == column and _:
+                key, equals, text = name(path).partition("=")
+                if is_dir and equals and key.lower() == column:
                     deeper.append(((*values, unescape_partition_value(text)), path))
         found = deeper
     return found
@@ -161,8 +161,7 @@ def publish_partitions(storage: Storage, result: str, table: TableEntry,
     current = {p.values: p.path for p in table.partitions}
     written: list[tuple[Partition, Commit]] = []
     for values, folder in partition_folders(storage, result, dynamic):
-        partition = Partition((*static, *values), "")
-        location = current.get(partition.values) or join(table.path, partition.spec(table.partition_columns))
-        done = publish(storage, folder, location, mode, commit)
-        written.append((Partition(partition.values, done.path), done))
+        values = (*static, *values)
+        done = publish(storage, folder, current.get(values) or table.partition_folder(values), mode, commit)
+        written.append((Partition(values, done.path), done))
     return written

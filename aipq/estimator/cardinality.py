@@ -76,9 +76,9 @@ class Cardinality:
     def __init__(self, lookup: StatsLookup):
         self.lookup = lookup
         # figures of one outermost estimate, by (kind, node id, column): estimates nest (a join's rows need its
-        # inputs' rows and key NDVs, a stage read its stage's plan), and without this a deep plan is priced in
-        # exponential time (TPC-DS Q14 took minutes); cleared when the outermost call returns, since the
-        # figures a lookup gives change as stages finish
+        # inputs' rows and key NDVs, a stage read its stage's plan), so each node is priced once rather than in
+        # time exponential in the plan's depth; cleared when the outermost call returns, since the figures a
+        # lookup gives change as stages finish
         self._memo: dict[tuple[str, int, str], float | None] = {}
         self._depth = 0
 

@@ -414,11 +414,9 @@ def _partition_spec(partition: exp.Expression, sql: str, source_name: str | None
     spec: list[tuple[str, str | None]] = []
     for item in partition.expressions:
         if isinstance(item, exp.EQ) and isinstance(item.this, exp.Column) and isinstance(
-                item.expression, (exp.Literal, exp.Neg, exp.Null)):
+                item.expression, (exp.Literal, exp.Neg)):
             value = item.expression
-            text = None if isinstance(value, exp.Null) else (
-                f"-{value.this.name}" if isinstance(value, exp.Neg) else value.name)
-            spec.append((item.this.name.lower(), text))
+            spec.append((item.this.name.lower(), f"-{value.this.name}" if isinstance(value, exp.Neg) else value.name))
         elif isinstance(item, exp.Column) and not static_only:
             spec.append((item.name.lower(), None))
         else:
@@ -438,7 +436,7 @@ def _drop_partitions(number: int, statement: exp.Alter, sql: str, source_name: s
             raise _unsupported("this ALTER TABLE", action, sql, source_name)
         if_exists = if_exists or bool(action.args.get("exists"))
         for partition in action.expressions:
-            specs.append(tuple((c, v) for c, v in _partition_spec(partition, sql, source_name, static_only=True)))
+            specs.append(_partition_spec(partition, sql, source_name, static_only=True))
     return PartitionStep(number, statement, _target_name(statement.this), "drop", tuple(specs),
                          tuple(None for _ in specs), if_exists)
 
@@ -449,7 +447,7 @@ def _add_partitions(number: int, statement: exp.Alter, sql: str, source_name: st
         if not isinstance(action, exp.AddPartition):
             raise _unsupported("this ALTER TABLE", action, sql, source_name)
         if_not_exists = if_not_exists or bool(action.args.get("exists"))
-        specs.append(tuple((c, v) for c, v in _partition_spec(action.this, sql, source_name, static_only=True)))
+        specs.append(_partition_spec(action.this, sql, source_name, static_only=True))
         location = action.args.get("location")
         locations.append(location.this.name if isinstance(location, exp.LocationProperty) else None)
     return PartitionStep(number, statement, _target_name(statement.this), "add", tuple(specs), tuple(locations),
@@ -493,8 +491,7 @@ def _command_step(number: int, statement: exp.Command, sql: str, source_name: st
                     raise _unsupported("this ALTER TABLE … ADD PARTITION", statement, sql, source_name,
                                        hint="write ALTER TABLE t ADD PARTITION (col = 'value') [LOCATION 'path']")
                 parsed = parse_one(f"INSERT INTO t PARTITION {one.group('spec')} SELECT 1", read="hive")
-                specs.append(tuple((c, v) for c, v in _partition_spec(parsed.this.args["partition"], sql, source_name,
-                                                                       static_only=True)))
+                specs.append(_partition_spec(parsed.this.args["partition"], sql, source_name, static_only=True))
                 locations.append(one.group("location")[1:-1] if one.group("location") else None)
                 rest = rest[one.end():]
             return PartitionStep(number, statement, match.group("table").replace("`", "").lower(), "add",
