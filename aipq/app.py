@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from aipq.catalog import FORMATS, Catalog, Partition, TableEntry, split_name
@@ -16,7 +16,7 @@ from aipq.engine.storage import Storage, is_local, local_path
 from aipq.engine.tables import partition_folders
 from aipq.errors import BadInputError, ExecutionError
 from aipq.estimator.edge_inputs import EdgeEstimator, SessionFacts
-from aipq.pipeline import PlannedQuery
+from aipq.pipeline import PlannedQuery, worst_order_text
 from aipq.planner.resolve import find_word
 from aipq.planner.stages import StageDag
 from aipq.stats.fingerprint import data_files
@@ -177,6 +177,31 @@ def add_table(context: RunContext, name: str, path: str, fmt: str,
                        partitions=partitions)
     replaced = catalog.register(entry)
     return entry, replaced
+
+
+def collect_missing_statistics(context: RunContext, collected_by: str, database: str = "default") -> None:
+    """Statistics of every TPC-H table in ``database`` that the repository lacks for its files as they are now
+    (one pass each, as ``aipq stats collect``)."""
+    from aipq.engine.statistics import collect_table
+    from aipq.estimator.join_estimates import KnownTables
+
+    known = KnownTables(context.repository, context.storage)
+    for name in tpch_generate.TABLES:
+        entry = context.catalog.lookup(f"{database}.{name}")
+        if entry is not None and known.stats(entry.path) is None:
+            collect_table(context, entry, None, collected_by)
+
+
+def worst_order_tpch_query(context: RunContext, number: int) -> str:
+    """TPC-H query ``number`` with its FROM list in the worst order that still joins each table to an earlier one
+    (issue 42's bad-order variant), from the statistics of the tables as they are now."""
+    settings = replace(context.settings, plan="cost")
+    text = worst_order_text(query_text(number), context.catalog, settings, context.storage,
+                            context.with_settings(settings).join_costing())
+    if text is None:
+        raise BadInputError(f"TPC-H Q{number} has no bad-order variant here: its FROM list is not comma joins, or "
+                            "a table has no statistics", hint="collect them with: aipq stats collect")
+    return text
 
 
 def generate_tpcds(context: RunContext, scale_factor: float, database: str) -> list[TableEntry]:

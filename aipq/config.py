@@ -51,6 +51,7 @@ def default_home() -> Path:
 
 
 STRATEGIES = ("off", "hip", "always", "oracle", "adaptive")
+PLANS = ("linear", "bushy", "cost")  # join tree shapes and orders (--plan)
 
 
 @dataclass(frozen=True)
@@ -118,9 +119,11 @@ class Knob:
 
 
 KNOBS: tuple[Knob, ...] = (
-    Knob("plan", "linear", "Join tree shape: 'linear' (left-deep, join order as written, like Hive) or 'bushy' "
-         "(independent joins become sibling stages, the paper's Fig. 5b/5c).",
-         "--plan", "choice", ("linear", "bushy"), help="Join tree shape."),
+    Knob("plan", "linear", "Join tree shape: 'linear' (left-deep, join order as written, like Hive), 'bushy' "
+         "(independent joins become sibling stages, the paper's Fig. 5b/5c) or 'cost' (the cheapest tree, bushy "
+         "allowed, from the statistics repository's rows and distinct counts; the written order while a table "
+         "has no statistics).",
+         "--plan", "choice", PLANS, help="Join tree shape or order."),
     Knob("broadcast_threshold", 10 * MB, "A base table (with its map-side filters) whose files are at most this "
          "many bytes is joined map-side (broadcast) inside a stage; 0 or less: repartition joins only (the "
          "paper's Hive setting). Same default as Spark's spark.sql.autoBroadcastJoinThreshold.",

@@ -17,8 +17,9 @@ from aipq.files import FileSource, Sizes
 from aipq.ip.scan_summaries import add_scan_summaries
 from aipq.planner.build import build_plan
 from aipq.planner.cartesian import check_cartesian
-from aipq.planner.joins import order_joins
-from aipq.planner.logical import QueryPlan
+from aipq.planner.join_order import JoinCosting, worst_connected_order
+from aipq.planner.joins import join_graph, order_joins
+from aipq.planner.logical import JoinBlock, QueryPlan
 from aipq.planner.parse import parse_statements
 from aipq.planner.partitions import prune_partitions
 from aipq.planner.physical import choose_physical_joins
@@ -51,24 +52,28 @@ def display_names(statement: exp.Expression) -> list[str] | None:
     return names
 
 
-def optimize_plan(plan: QueryPlan, settings: Settings, sizes: Sizes) -> QueryPlan:
+def optimize_plan(plan: QueryPlan, settings: Settings, sizes: Sizes,
+                  costing: JoinCosting | None = None) -> QueryPlan:
     root = prune_partitions(push_down_filters(plan.root))
-    root = order_joins(root, settings.plan)
+    notes: list[str] = []
+    root = order_joins(root, settings.plan, costing, notes)
     root = prune_columns(root)
     root = choose_physical_joins(root, settings.broadcast_threshold, sizes)
     root = order_scan_filters(root)
-    return replace(plan, root=root)
+    return replace(plan, root=root, join_order=tuple(notes))
 
 
 def plan_statement(statement: exp.Expression, sql: str, catalog, settings: Settings, files: FileSource,
-                   source_name: str | None = None, table: TableShape | None = None) -> PlannedQuery:
+                   source_name: str | None = None, table: TableShape | None = None,
+                   costing: JoinCosting | None = None) -> PlannedQuery:
     """Plan one query statement; with ``table`` its output is shaped (named and typed) for a table write. Table
-    sizes come from ``files`` (engine/storage.py, or a test's own)."""
+    sizes come from ``files`` (engine/storage.py, or a test's own); ``--plan cost`` prices join orders with
+    ``costing`` (the estimator's, over the statistics repository)."""
     sizes = Sizes(files)
     tables = lookup_tables(statement, catalog, sql, source_name)
     qualified = qualify_statement(statement, tables, sql, settings.dialect, source_name)
     plan = build_plan(qualified, tables, sql, source_name, display_names(statement))
-    plan = optimize_plan(plan, settings, sizes)
+    plan = optimize_plan(plan, settings, sizes, costing)
     if settings.cartesian == "refuse":
         check_cartesian(plan.root, sql, source_name, sizes)
     if table is not None:
@@ -81,9 +86,44 @@ def plan_statement(statement: exp.Expression, sql: str, catalog, settings: Setti
 
 
 def plan_query(sql: str, catalog: Catalog, settings: Settings, files: FileSource,
-               source_name: str | None = None) -> PlannedQuery:
+               source_name: str | None = None, costing: JoinCosting | None = None) -> PlannedQuery:
     """Plan a text holding one query (``aipq explain`` of a single SELECT, benchmarks, tests)."""
     statements = parse_statements(sql, settings.dialect, source_name)
     if len(statements) > 1 or not isinstance(statements[0], (exp.Select, exp.SetOperation, exp.Subquery)):
         raise UnsupportedSqlError("expected a single query", source_name=source_name)
-    return plan_statement(statements[0], sql, catalog, settings, files, source_name)
+    return plan_statement(statements[0], sql, catalog, settings, files, source_name, costing=costing)
+
+
+def worst_order_text(sql: str, catalog: Catalog, settings: Settings, files: FileSource,
+                     costing: JoinCosting) -> str | None:
+    """The query with its largest comma-joined FROM list reordered so that every table has a join condition with
+    one before it and the written (left-deep) order costs the most (``join_order.worst_connected_order``):
+    issue 42's bad-order variants. None when no FROM list of three or more comma joins has a join block of its
+    own, or a table lacks statistics."""
+    statement = parse_statements(sql, settings.dialect)[0]
+    lists = [(select, select.args.get("from_") or select.args.get("from"), select.args.get("joins") or [])
+             for select in statement.find_all(exp.Select)]
+    lists = [(select, from_, joins) for select, from_, joins in lists if from_ is not None and len(joins) >= 2
+             and all(_is_comma_join(join) for join in joins)]
+    if not lists:
+        return None
+    select, from_, joins = max(lists, key=lambda found: len(found[2]))
+    tables = lookup_tables(statement, catalog, sql, None)
+    plan = build_plan(qualify_statement(statement.copy(), tables, sql, settings.dialect, None), tables, sql, None)
+    root = prune_partitions(push_down_filters(plan.root))
+    blocks = [node for node in root.walk() if isinstance(node, JoinBlock) and len(node.relations) == len(joins) + 1]
+    if len(blocks) != 1:
+        return None
+    order = worst_connected_order(join_graph(blocks[0]), costing)
+    if order is None:
+        return None
+    items = [from_.this.copy()] + [join.this.copy() for join in joins]
+    from_.set("this", items[order[0]])
+    for join, index in zip(joins, order[1:]):
+        join.set("this", items[index])
+    return statement.sql(dialect=settings.dialect, pretty=True)
+
+
+def _is_comma_join(join: exp.Join) -> bool:
+    return (not join.args.get("on") and not join.args.get("using") and not join.args.get("side")
+            and (join.args.get("kind") or "CROSS").upper() == "CROSS")

@@ -154,7 +154,7 @@ class _Planner:
 
     def plan_query(self, query: exp.Expression, table: TableShape | None = None) -> PlannedQuery:
         return plan_statement(self.view.expand_views(query), self.source.text, self.view, self.settings,
-                              self.context.storage, self.source.name, table)
+                              self.context.storage, self.source.name, table, self.context.join_costing())
 
     def plan(self, step: Step) -> PlannedStep:
         planned = PlannedStep(step, self.settings)

@@ -21,6 +21,7 @@ from aipq.engine.context import RunContext
 from aipq.engine.session import get_session
 from aipq.engine.storage import local_storage
 from aipq.files import total_bytes
+from aipq.tpch.generate import TABLES as TPCH_TABLES
 
 SF = float(os.environ.get("AIPQ_TEST_SF", "0.01"))
 # The test session's JVM would otherwise start a class archive builder as pytest exits (engine/class_archive.py);
@@ -93,6 +94,14 @@ class Aipq:
 @pytest.fixture(scope="session")
 def aipq(home, tpch) -> Aipq:
     return Aipq(home)
+
+
+@pytest.fixture(scope="session")
+def tpch_statistics(aipq) -> None:
+    """Every TPC-H table's statistics in the repository (``--plan cost`` orders joins from them)."""
+    for table in TPCH_TABLES:
+        result = aipq("stats", "collect", table)
+        assert result.exit_code == 0, result.output
 
 
 ALL_QUERIES = tuple(range(1, 23))

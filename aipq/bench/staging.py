@@ -94,7 +94,7 @@ def compare_staging(context: RunContext, queries: list[int], thresholds: list[in
             spark_sql = spark_sql_text(text, context.settings.dialect)
             for threshold in thresholds:
                 run = context.with_settings(replace(context.settings, broadcast_threshold=threshold))
-                dag = plan_query(text, run.catalog, run.settings, run.storage).dag
+                dag = plan_query(text, run.catalog, run.settings, run.storage, costing=run.join_costing()).dag
                 result = StagingResult(number, threshold, len(dag.stages))
                 _time_aipq(run, dag)  # warm-up
                 _time_spark_sql(run, spark_sql, scratch)

@@ -62,16 +62,28 @@ MAX_EXECUTIONS = 20
 WITHOUT_SUMMARIES = ("off", SPARK, SPARK_BF, OFF_AGAIN)
 
 
+def series_parts(name: str) -> tuple[str, str | None, str | None]:
+    """A series name ``STRATEGY[@STAGING][/PLAN]`` (``adaptive@adaptive/cost``) split into its parts."""
+    head, _, plan = name.partition("/")
+    strategy, _, staging = head.partition("@")
+    return strategy, staging or None, plan or None
+
+
 def aipq_strategy(name: str) -> str:
     """The aipq strategy a benchmark series runs: ``spark`` and ``off-again`` run off's (plain) plan;
     ``adaptive@none`` is strategy adaptive with staging none."""
-    name = name.split("@", 1)[0]
-    return "off" if name in (*SPARK_ANCHORS, OFF_AGAIN) else name
+    strategy = series_parts(name)[0]
+    return "off" if strategy in (*SPARK_ANCHORS, OFF_AGAIN) else strategy
 
 
 def series_staging(name: str, default: str) -> str:
     """The staging a series runs: the part after ``@``, else the benchmark's own setting."""
-    return name.split("@", 1)[1] if "@" in name else default
+    return series_parts(name)[1] or default
+
+
+def series_plan(name: str, default: str) -> str:
+    """The join order a series plans with: the part after ``/``, else the benchmark's own setting."""
+    return series_parts(name)[2] or default
 
 
 @dataclass(frozen=True)
@@ -90,6 +102,19 @@ class BenchQuery:
 
 def tpch_workload(numbers: list[int]) -> list[BenchQuery]:
     return [BenchQuery(f"Q{n}", query_text(n)) for n in numbers]
+
+
+def reorder_workload(context: RunContext, numbers: list[int]) -> list[BenchQuery]:
+    """Each query as written and in its worst connected order (``app.worst_order_tpch_query``), after collecting
+    the statistics the repository lacks for the TPC-H tables (the bad order is chosen from them)."""
+    from aipq import app
+
+    app.collect_missing_statistics(context, "aipq bench reopt")
+    workload = []
+    for number in numbers:
+        workload += [BenchQuery(f"Q{number}", query_text(number)),
+                     BenchQuery(f"Q{number} worst", app.worst_order_tpch_query(context, number))]
+    return workload
 
 
 def tpcds_workload(numbers: list[int]) -> list[BenchQuery]:
@@ -167,7 +192,7 @@ class QueryRunner:
         to back; the figures but the time are the first execution's."""
         planning = time.perf_counter()
         run = self.context.with_settings(settings)
-        dag = plan_query(text, self.catalog, settings, run.storage).dag
+        dag = plan_query(text, self.catalog, settings, run.storage, costing=run.join_costing()).dag
         self.last_dag = dag
         planning_seconds = time.perf_counter() - planning
         stolen = steal_seconds()
@@ -250,8 +275,10 @@ def compare_strategies(context: RunContext, workload: list[BenchQuery], strategi
                 by_strategy = {}
                 for strategy in strategies:
                     settings = replace(base, broadcast_threshold=threshold, ip=aipq_strategy(strategy),
-                                       staging=series_staging(strategy, base.staging))
-                    stages = len(plan_query(text, catalog, settings, context.storage).dag.stages)
+                                       staging=series_staging(strategy, base.staging),
+                                       plan=series_plan(strategy, base.plan))
+                    stages = len(plan_query(text, catalog, settings, context.storage,
+                                            costing=context.with_settings(settings).join_costing()).dag.stages)
                     by_strategy[strategy] = (StrategyResult(query.label, strategy, threshold, stages, query.ratio),
                                              settings)
                 one_round = partial(_run_round, runner, query.label, text, list(by_strategy.values()), [], progress)

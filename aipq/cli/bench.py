@@ -17,7 +17,7 @@ from rich.console import Console
 from aipq import app
 from aipq.cli.bench_render import staging_table, strategy_table
 from aipq.cli.options import home_dir, planning_options
-from aipq.config import MB, STRATEGIES, Settings
+from aipq.config import MB, PLANS, STRATEGIES, Settings
 from aipq.engine.context import RunContext
 from aipq.errors import BadInputError, EnvironmentProblem
 
@@ -56,16 +56,24 @@ def invocation(ctx: click.Context) -> str:
 
 
 def _strategies(text: str) -> list[str]:
-    from aipq.bench.strategies import OFF_AGAIN, SPARK_ANCHORS, STAGINGS
+    from aipq.bench.strategies import OFF_AGAIN, SPARK_ANCHORS, STAGINGS, series_parts
 
     chosen = [s.strip() for s in text.split(",") if s.strip()]
     known = (*STRATEGIES, *SPARK_ANCHORS, OFF_AGAIN)
-    unknown = [s for s in chosen if s.split("@", 1)[0] not in known
-               or ("@" in s and (s.split("@", 1)[1] not in STAGINGS or s.split("@", 1)[0] in SPARK_ANCHORS))]
+
+    def valid(series: str) -> bool:
+        strategy, staging, plan = series_parts(series)
+        if strategy not in known:
+            return False
+        if strategy in SPARK_ANCHORS and (staging or plan):
+            return False
+        return (staging is None or staging in STAGINGS) and (plan is None or plan in PLANS)
+
+    unknown = [s for s in chosen if not valid(s)]
     if unknown:
         raise BadInputError(f"unknown strategy {unknown[0]!r}",
-                            hint=f"use {', '.join(known)}; an aipq strategy may name its staging: "
-                                 f"adaptive@{'|'.join(STAGINGS)}")
+                            hint=f"use {', '.join(known)}; an aipq strategy may name its staging and join "
+                                 f"order: adaptive@{'|'.join(STAGINGS)}/{'|'.join(PLANS)}")
     if not chosen:
         raise BadInputError("--strategies is empty", hint=f"use some of {', '.join(known)}")
     return chosen
@@ -214,6 +222,36 @@ def _strategy_bench(home: Path, benchmark: str, scale_factor: float, workload, c
                        warmup_rounds=_warmup_rounds(), min_run_seconds=min_run_seconds)
     _finish(results, context, out_dir, synthetic=False)
     return results
+
+
+# The join-heavy queries whose FROM list has a bad-order variant (Q2's and Q11's have none: tpch query --order).
+REORDER_QUERIES = "3,5,7,8,9,10,18,21"
+REORDER_SERIES = "off,off-again,off/bushy,off/cost,adaptive@adaptive,adaptive@adaptive/cost,spark"
+
+
+@bench.command("reopt")
+@click.option("--sf", "scale_factor", type=float, default=1.0, show_default=True)
+@click.option("--queries", default=REORDER_QUERIES, show_default=True,
+              help="TPC-H query numbers: each runs as written and in its worst connected order.")
+@with_strategy_options
+@planning_options
+@click.pass_context
+def bench_reopt(ctx, scale_factor, queries, strategies, repeat, min_run_seconds, joins, out_dir, settings: Settings):
+    """Join orders: TPC-H as written and written in a bad order, under the written order (linear), bushy and
+    --plan cost (series STRATEGY[@STAGING]/PLAN), with the tables' statistics collected first."""
+    from aipq.bench.strategies import reorder_workload
+
+    if ctx.get_parameter_source("strategies") == ParameterSource.DEFAULT:
+        strategies = REORDER_SERIES
+    home = home_dir(ctx)
+    numbers = _query_numbers(queries, "TPC-H", 22)
+    chosen = _strategies(strategies)
+    err = Console(stderr=True)
+    with err.status(f"preparing TPC-H SF {scale_factor:g} and its statistics…"):
+        app.generate_tpch(home, scale_factor, "default")
+        workload = reorder_workload(RunContext(home, settings), numbers)
+    _strategy_bench(home, "TPC-H join orders", scale_factor, workload, chosen, repeat, joins, out_dir, settings,
+                    invocation(ctx), min_run_seconds)
 
 
 # TPC-DS queries joining a sales table with its returns or several dimensions, where summaries can act.

@@ -334,9 +334,16 @@ def tpcds_gen(ctx, scale_factor, database, settings: Settings):
 
 @tpch.command("query")
 @click.argument("number", type=click.IntRange(1, 22))
-def tpch_query(number):
+@click.option("--order", type=click.Choice(["written", "worst"]), default="written", show_default=True,
+              help="'worst': the FROM list reordered to the connected order the cost model prices highest "
+                   "(needs the tables' statistics: aipq stats collect).")
+@click.pass_context
+def tpch_query(ctx, number, order):
     """Print the text of TPC-H query NUMBER."""
-    click.echo(query_text(number))
+    if order == "written":
+        click.echo(query_text(number))
+    else:
+        click.echo(app.worst_order_tpch_query(RunContext(home_dir(ctx), Settings()), number))
 
 
 @tpcds.command("query")

@@ -36,6 +36,8 @@ def explain_tree(info: dict[str, Any]) -> Tree:
                     else f"{partitions} shuffle partitions")
     root = Tree(f"[bold]{len(stages)} stage(s)[/bold] · plan {settings['plan']['value']} · {broadcast} · "
                 f"{reduce_phase}")
+    for note in info.get("join_order", []):
+        root.add(f"[dim]join order: {note}[/dim]")
     shown: set[int] = set()
 
     def add(parent: Tree, stage_id: int) -> None:

@@ -10,10 +10,12 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from aipq.catalog import Catalog
-from aipq.config import Settings, home_writable
+from aipq.config import Settings, home_writable, master_cores
 from aipq.engine.session import SparkCatalogLookup, get_session
 from aipq.engine.storage import Storage, join
+from aipq.estimator.join_estimates import KnownTables, join_costing
 from aipq.estimator.parameters import Calibration, load_calibration
+from aipq.planner.join_order import JoinCosting
 from aipq.stats.repository import StatsRepository
 
 
@@ -81,6 +83,14 @@ class RunContext:
         if self._shared.calibration is None:
             self._shared.calibration = load_calibration(self.home, self.settings.master)
         return self._shared.calibration
+
+    def join_costing(self) -> JoinCosting | None:
+        """With ``--plan cost``, what join orders are priced with: the repository's statistics of the tables as
+        they are now, and the calibrated unit costs."""
+        if self.settings.plan != "cost":
+            return None
+        return join_costing(self.settings, KnownTables(self.repository, self.storage), self.calibration,
+                            master_cores(self.settings.master))
 
     @property
     def warehouse(self) -> str:

@@ -29,6 +29,7 @@ from aipq.catalog import TableEntry
 from aipq.config import Settings
 from aipq.estimator.benefit import EdgeEstimate, EdgeInputs, best_estimate, materialization_cost
 from aipq.estimator.cardinality import Cardinality, StatsLookup, kept_distinct
+from aipq.estimator.join_estimates import KnownTables
 from aipq.estimator.parameters import PAGE_BYTES, Calibration, parse_memory, sort_buffer_pages
 from aipq.files import FileSource, NoFiles
 from aipq.ip.candidates import Candidate, Target, distinct_bound
@@ -37,7 +38,7 @@ from aipq.planner.logical import Join, Scan, path_to
 from aipq.planner.reducers import reduce_tasks, stage_input_bytes
 from aipq.planner.stages import Stage, StageDag, StageRead
 from aipq.stats import sketches
-from aipq.stats.fingerprint import DataFiles, data_files
+from aipq.stats.fingerprint import DataFiles
 from aipq.stats.plan_key import stage_plan_key
 from aipq.stats.repository import StatsRepository
 
@@ -115,8 +116,9 @@ class EdgeEstimator:
         self.state = state or RunState()
         self.session = session or SessionFacts()
         self.sort_buffer = self._sort_buffer_pages()
-        self._tables: dict[str, object] = {}
-        self._listed: dict[str, DataFiles] = {}
+        # tables' files and statistics, listed and looked up once per estimator: every candidate edge asks again,
+        # and tables (and stage outputs once written) do not change during a run
+        self.known = KnownTables(repository, self.session.files)
         self._stages: dict[int, object] = {}
         self._planning: set[int] = set()  # stages whose plan's rows are being estimated
         # the pruning chosen so far, as the IP planner hands it with the edge being priced (the repository keeps
@@ -127,11 +129,7 @@ class EdgeEstimator:
             stage_rows=self._stage_rows, stage_distinct=self._stage_distinct))
 
     def _files(self, path: str) -> DataFiles:
-        """A path's files, listed once per estimator: every candidate edge asks again, and tables (and stage
-        outputs once written) do not change during a run."""
-        if path not in self._listed:
-            self._listed[path] = data_files(self.session.files, path)
-        return self._listed[path]
+        return self.known.files(path)
 
     def __call__(self, candidate: Candidate, built: BuiltInfo | None,
                  pruning: Pruning = NO_PRUNING) -> EdgeEstimate | None:
@@ -349,14 +347,7 @@ class EdgeEstimator:
     # ---- helpers -------------------------------------------------------------------------------------------
     def _table_stats(self, path: str):
         """The repository's statistics of a table, if they match its files as they are now."""
-        if self.repository is None:
-            return None
-        fingerprint = self._files(path).fingerprint
-        if not fingerprint:
-            return None
-        if path not in self._tables:
-            self._tables[path] = self.repository.table(path, fingerprint)
-        return self._tables[path]
+        return self.known.stats(path)
 
     def _table_rows(self, scan: Scan) -> tuple[float | None, str]:
         files = self._files(scan.table.path)

@@ -1,4 +1,4 @@
-"""Join ordering: an unordered JoinBlock becomes a tree of binary Joins, linear or bushy.
+"""Join ordering: an unordered JoinBlock becomes a tree of binary Joins, linear, bushy or cost-based.
 
 Equality predicates between columns of different relations form equivalence classes of join keys (in Q5,
 ``c_nationkey = s_nationkey = n_nationkey`` is one class). Two groups of relations are connected when a class
@@ -12,6 +12,8 @@ from dataclasses import dataclass
 
 from sqlglot import exp
 
+from aipq.config import PLANS
+from aipq.planner.join_order import JoinCosting, JoinGraph, Shape, choose_order
 from aipq.planner.logical import Filter, Join, JoinBlock, Node, and_all, refs, transform_up
 
 
@@ -42,6 +44,7 @@ class KeyClasses:
 class Group:
     node: Node
     members: frozenset[int]  # relation indexes
+    shape: Shape  # the same tree over relation indexes
 
 
 def equi_join_classes(block: JoinBlock) -> tuple[KeyClasses, list[exp.Expression]]:
@@ -60,13 +63,25 @@ def equi_join_classes(block: JoinBlock) -> tuple[KeyClasses, list[exp.Expression
     return classes, residuals
 
 
-def order_joins(root: Node, shape: str) -> Node:
-    if shape not in ("linear", "bushy"):
+def join_graph(block: JoinBlock) -> JoinGraph:
+    """The block's relations and, per key class, each member relation's (first) column."""
+    owner = {name: i for i, rel in enumerate(block.relations) for name in rel.output}
+    classes, _ = equi_join_classes(block)
+    members = [sorted(names, key=lambda n: (owner[n], n)) for names in classes.classes()]
+    return JoinGraph(block.relations, tuple({owner[m]: m for m in reversed(names)} for names in members))
+
+
+def order_joins(root: Node, shape: str, costing: JoinCosting | None = None,
+                notes: list[str] | None = None) -> Node:
+    """Every join block as a tree of the given shape; ``cost`` needs ``costing`` (without it, or without
+    statistics, the written order) and appends how each block was ordered to ``notes``."""
+    if shape not in PLANS:
         raise ValueError(f"unknown plan shape {shape!r}")
-    return transform_up(root, lambda n: _join_tree(n, shape) if isinstance(n, JoinBlock) else n)
+    notes = notes if notes is not None else []
+    return transform_up(root, lambda n: _join_tree(n, shape, costing, notes) if isinstance(n, JoinBlock) else n)
 
 
-def _join_tree(block: JoinBlock, shape: str) -> Node:
+def _join_tree(block: JoinBlock, shape: str, costing: JoinCosting | None, notes: list[str]) -> Node:
     owner = {name: i for i, rel in enumerate(block.relations) for name in rel.output}
     classes, residuals = equi_join_classes(block)
     class_members = [sorted(members, key=lambda n: (owner[n], n)) for members in classes.classes()]
@@ -87,10 +102,22 @@ def _join_tree(block: JoinBlock, shape: str) -> Node:
                       and not rels <= b.members]
         residual = and_all(applicable)
         kind = "inner" if left_keys or residual is not None else "cross"
-        return Group(Join(a.node, b.node, kind, tuple(left_keys), tuple(right_keys), residual), members)
+        return Group(Join(a.node, b.node, kind, tuple(left_keys), tuple(right_keys), residual), members,
+                     (a.shape, b.shape))
 
-    groups = [Group(rel, frozenset({i})) for i, rel in enumerate(block.relations)]
-    result = _linear(groups, connected, join) if shape == "linear" else _bushy(groups, connected, join)
+    def build(tree: Shape) -> Group:
+        return groups[tree] if isinstance(tree, int) else join(build(tree[0]), build(tree[1]))
+
+    groups = [Group(rel, frozenset({i}), i) for i, rel in enumerate(block.relations)]
+    result = _bushy(groups, connected, join) if shape == "bushy" else _linear(groups, connected, join)
+    if shape == "cost" and len(groups) > 2:
+        if costing is None:
+            notes.append("as written: no statistics repository")
+        else:
+            choice = choose_order(join_graph(block), costing, result.shape)
+            notes.append(choice.note)
+            if choice.shape is not None:
+                result = build(choice.shape)
     leftover = and_all(c for c, rels in pending if not rels)
     return Filter(result.node, leftover) if leftover is not None else result.node
 

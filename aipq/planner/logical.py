@@ -328,6 +328,7 @@ class QueryPlan:
     root: Node
     output_names: tuple[str, ...]
     column_sources: dict[str, str] = field(default_factory=dict)  # internal name → "alias.column", for display
+    join_order: tuple[str, ...] = ()  # how each join block was ordered (``--plan cost``), for explain
 
     def __post_init__(self) -> None:
         assert len(self.output_names) == len(self.root.output), "one visible name per output column"

@@ -1,0 +1,86 @@
+"""What the cost-based join order (``planner/join_order.py``) is priced with: rows and distinct values of a join
+block's relations from the statistics repository, and seconds per shuffled row, per written row and per stage
+from the calibrated unit costs — the estimator's own figures, before anything runs."""
+
+from __future__ import annotations
+
+from aipq.config import Settings
+from aipq.estimator.benefit import materialization_cost
+from aipq.estimator.cardinality import Cardinality, StatsLookup
+from aipq.estimator.parameters import PAGE_BYTES, Calibration
+from aipq.files import FileSource, Sizes
+from aipq.planner.join_order import JoinCosting
+from aipq.planner.logical import Node, Scan
+from aipq.stats.fingerprint import DataFiles, data_files
+from aipq.stats.repository import ColumnStats, StatsRepository, TableStats
+
+# Bytes of a shuffled row in the unit costs' pages (TPC-H Q8 at SF 10 shuffles 22 bytes a row): join order is
+# chosen before columns are pruned, so rows are priced at one nominal width; only ratios between orders matter.
+NOMINAL_ROW_BYTES = 24.0
+
+
+class KnownTables:
+    """The repository's statistics of tables, valid only for their files as they are now; each path listed
+    and looked up once."""
+
+    def __init__(self, repository: StatsRepository | None, files: FileSource):
+        self.repository = repository
+        self.source = files
+        self._listed: dict[str, DataFiles] = {}
+        self._stats: dict[str, TableStats | None] = {}
+
+    def files(self, path: str) -> DataFiles:
+        if path not in self._listed:
+            self._listed[path] = data_files(self.source, path)
+        return self._listed[path]
+
+    def stats(self, path: str) -> TableStats | None:
+        if self.repository is None:
+            return None
+        if path not in self._stats:
+            fingerprint = self.files(path).fingerprint
+            self._stats[path] = self.repository.table(path, fingerprint) if fingerprint else None
+        return self._stats[path]
+
+
+class JoinEstimates:
+    """``planner.join_order.RowEstimates`` over the repository: a relation's rows and key counts, and which of
+    its tables the repository knows nothing of."""
+
+    def __init__(self, tables: KnownTables):
+        self.tables = tables
+        self.cardinality = Cardinality(StatsLookup(table_rows=self._table_rows, column=self._column,
+                                                   stage_rows=lambda read: None,
+                                                   stage_distinct=lambda read, column: None))
+
+    def _table_rows(self, scan: Scan) -> float | None:
+        stats = self.tables.stats(scan.table.path)
+        return float(stats.rows) if stats is not None else None
+
+    def _column(self, scan: Scan, column: str) -> ColumnStats | None:
+        stats = self.tables.stats(scan.table.path)
+        return stats.columns.get(column) if stats is not None else None
+
+    def rows(self, node: Node) -> float | None:
+        return self.cardinality.rows(node)
+
+    def distinct(self, node: Node, name: str) -> float | None:
+        return self.cardinality.distinct(node, name)
+
+    def missing_statistics(self, node: Node) -> list[str]:
+        return sorted({scan.table.qualified_name for scan in node.walk()
+                       if isinstance(scan, Scan) and self.tables.stats(scan.table.path) is None})
+
+
+def join_costing(settings: Settings, tables: KnownTables, calibration: Calibration, cores: int) -> JoinCosting:
+    """Unit costs of a join tree: a shuffled row is written, sent and read (C_W + C_T + C_R per page), a stage
+    output's row written and read back, and a repartition join's stage pays a job's fixed cost
+    (``benefit.materialization_cost`` of nothing); spread over the cores."""
+    costs = calibration.costs
+    page_share = NOMINAL_ROW_BYTES / PAGE_BYTES / max(cores, 1)
+    return JoinCosting(
+        estimates=JoinEstimates(tables), sizes=Sizes(tables.source),
+        broadcast_threshold=settings.broadcast_threshold, passing=settings.ip != "off",
+        shuffled_row_seconds=(costs.c_write + costs.c_transfer + costs.c_read) * page_share,
+        written_row_seconds=(costs.c_write + costs.c_read) * page_share,
+        stage_seconds=materialization_cost(0.0, cores, calibration))
