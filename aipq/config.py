@@ -124,6 +124,10 @@ KNOBS: tuple[Knob, ...] = (
          "allowed, from the statistics repository's rows and distinct counts; the written order while a table "
          "has no statistics).",
          "--plan", "choice", PLANS, help="Join tree shape or order."),
+    Knob("preaggregate", "auto", "GROUP BY above a repartition join whose aggregates (SUM, COUNT, MIN, MAX) read "
+         "one input: 'auto' aggregates that input partially below the join where the statistics say its groups "
+         "are few enough to pay (explain says where), 'always' wherever the aggregates allow, 'off' never.",
+         "--preaggregate", "choice", ("auto", "always", "off"), help="Pre-aggregate below joins where it pays."),
     Knob("broadcast_threshold", 10 * MB, "A base table (with its map-side filters) whose files are at most this "
          "many bytes is joined map-side (broadcast) inside a stage; 0 or less: repartition joins only (the "
          "paper's Hive setting). Same default as Spark's spark.sql.autoBroadcastJoinThreshold.",
@@ -228,6 +232,7 @@ class Settings:
     """The knob values for one invocation (each default is the knob's, declared in ``KNOBS``)."""
 
     plan: str = default_of("plan")
+    preaggregate: str = default_of("preaggregate")
     broadcast_threshold: int = default_of("broadcast_threshold")
     shuffle_partitions: int = default_of("shuffle_partitions")
     reducer_bytes: int = default_of("reducer_bytes")

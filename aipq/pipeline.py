@@ -1,7 +1,7 @@
 """The planner pipeline, in order. Each pass is a pure function of its input.
 
 SQL text ─parse→ statements ─resolve→ qualified AST ─build→ logical plan ─push_down_filters→
-─order_joins→ ─prune_columns→ ─choose_physical_joins→ ─cut_stages→ ─add_scan_summaries→ StageDag
+─order_joins→ ─prune_columns→ ─choose_physical_joins→ ─preaggregate→ ─cut_stages→ ─add_scan_summaries→ StageDag
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from aipq.planner.logical import JoinBlock, QueryPlan
 from aipq.planner.parse import parse_statements
 from aipq.planner.partitions import prune_partitions
 from aipq.planner.physical import choose_physical_joins
+from aipq.planner.preaggregate import PreaggregationCosting, preaggregate
 from aipq.planner.predicate_order import order_scan_filters
 from aipq.planner.prune import prune_columns
 from aipq.planner.pushdown import push_down_filters
@@ -59,8 +60,12 @@ def optimize_plan(plan: QueryPlan, settings: Settings, sizes: Sizes,
     root = order_joins(root, settings.plan, costing, notes)
     root = prune_columns(root)
     root = choose_physical_joins(root, settings.broadcast_threshold, sizes)
+    preaggregated: list[str] = []
+    if settings.preaggregate != "off":
+        root = preaggregate(root, PreaggregationCosting(costing, settings.staging == "hive",
+                                                        always=settings.preaggregate == "always"), preaggregated)
     root = order_scan_filters(root)
-    return replace(plan, root=root, join_order=tuple(notes))
+    return replace(plan, root=root, join_order=tuple(notes), preaggregations=tuple(preaggregated))
 
 
 def plan_statement(statement: exp.Expression, sql: str, catalog, settings: Settings, files: FileSource,

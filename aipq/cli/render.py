@@ -38,6 +38,8 @@ def explain_tree(info: dict[str, Any]) -> Tree:
                 f"{reduce_phase}")
     for note in info.get("join_order", []):
         root.add(f"[dim]join order: {note}[/dim]")
+    for note in info.get("preaggregation", []):
+        root.add(f"[dim]{note}[/dim]")
     shown: set[int] = set()
 
     def add(parent: Tree, stage_id: int) -> None:

@@ -84,11 +84,9 @@ class RunContext:
             self._shared.calibration = load_calibration(self.home, self.settings.master)
         return self._shared.calibration
 
-    def join_costing(self) -> JoinCosting | None:
-        """With ``--plan cost``, what join orders are priced with: the repository's statistics of the tables as
-        they are now, and the calibrated unit costs."""
-        if self.settings.plan != "cost":
-            return None
+    def join_costing(self) -> JoinCosting:
+        """What join orders (``--plan cost``) and pre-aggregation are priced with: the repository's statistics of
+        the tables as they are now, and the calibrated unit costs."""
         return join_costing(self.settings, KnownTables(self.repository, self.storage), self.calibration,
                             master_cores(self.settings.master))
 

@@ -124,6 +124,7 @@ def explain_dict(dag: StageDag, settings: Settings, decisions: list[StageDecisio
         "settings": {k.name: {"value": values[k.name], "default": k.default, "doc": k.doc} for k in KNOBS},
         "output_columns": list(dag.plan.output_names),
         "join_order": list(dag.plan.join_order),
+        "preaggregation": list(dag.plan.preaggregations),
         "final_stage": dag.final.id,
         "stages": stages,
         "dataflow_graph": {str(k): v for k, v in dag.dataflow.items()},
