@@ -138,6 +138,14 @@ def test_pruning_a_sibling_output_also_saves_its_write_and_read():
     assert as_output.total == pytest.approx(as_input.total + saved)
 
 
+def test_a_partition_columns_summary_also_saves_the_read_of_the_partitions_it_skips():
+    by_rows = estimate(edge(0.05), 64 * 1024, CALIBRATION)
+    by_partitions = estimate(edge(0.05, partition_pages=600.0), 64 * 1024, CALIBRATION)
+    probe = 6e6 / 5 * CALIBRATION.probe_seconds_per_row * 5  # per row, in each of 5 map tasks on one core
+    read = (1 - by_rows.survive) * 600 * CALIBRATION.costs.c_read
+    assert by_partitions.total == pytest.approx(by_rows.total + probe + read)
+
+
 def test_building_is_charged_before_the_summary_exists_and_sunk_after():
     before = estimate(edge(0.05, summary_rows=4e6, cores=2), 64 * 1024, CALIBRATION)
     after = estimate(edge(0.05, cores=2), 64 * 1024, CALIBRATION)

@@ -13,6 +13,8 @@ summary's cost). aipq also prices what the paper leaves out:
 - pruning an input also prunes what the stage makes of those rows further on the same path (its output, the
   reader's input): ``with_downstream`` adds the largest saving of the places the edge makes redundant (the
   largest, not the sum: a stage's output and its reader's input save partly the same work);
+- a summary of a partition column prunes whole partitions before they are read (``SummaryStore.partitions_left``):
+  it saves the read of their pages too, and costs no probe per row;
 - rows that no shuffle follows (a stage input joined map-side, by broadcast) save no sort, shuffle or merge:
   there the probe is pure cost (docs/decisions.md); and where a map-side join or filter between
   the probed input and the shuffle drops rows anyway, M counts only the share that reaches the shuffle
@@ -65,6 +67,7 @@ class EdgeInputs:
     cores: int = 1  # tasks running at once: the build's per-row cost is spread over them
     prepass_pages: float | None = None  # a SCAN stage's summary still to be built: pages of the table it reads
     savings_share: float = 1.0  # of the estimated savings, the share the decision counts on (1 / (1 + margin))
+    partition_pages: float = 0.0  # the key is a partition column: pages of the partitions the summary may skip
     sources: dict[str, str] = field(default_factory=dict)
 
 
@@ -77,7 +80,8 @@ class EdgeEstimate:
     delta_pages: float
     job: model.JobShape
     inputs: EdgeInputs
-    written_saved: float = 0.0  # output places: the write and the consumer's read of the pruned pages
+    written_saved: float = 0.0  # output places: the write and the consumer's read of the pruned pages;
+    # a partition column's summary: the read of the partitions it skips
     one_time: float = 0.0  # included in ``benefit.extra`` as a cost: building the summary (once for all its edges)
     downstream: float = 0.0  # included in ``benefit.extra``: what pruning here saves further on (``with_downstream``)
 
@@ -147,6 +151,8 @@ def estimate(inputs: EdgeInputs, filter_bytes: int, calibration: Calibration) ->
     delta = pruned_pages(job.pages_per_map, survive)
     map_waves = task_waves(job.m, inputs.cores)
     probe_cost = inputs.probed_rows / job.m * calibration.probe_seconds_per_row * map_waves
+    if inputs.partition_pages:  # probed once per partition value, not per row; skipped partitions are not read
+        probe_cost = 0.0
     if inputs.feeds_shuffle:
         base = stage_seconds(model.spark_benefit(job, delta, costs, filter_bytes, inputs.partials, inputs.nodes),
                              job, inputs.cores)
@@ -155,6 +161,7 @@ def estimate(inputs: EdgeInputs, filter_bytes: int, calibration: Calibration) ->
     build_cost = inputs.summary_rows / max(inputs.cores, 1) * calibration.build_seconds_per_row
     # an output place saves its write and the consumer's read of those pages, in each of its map tasks
     written_saved = delta * (costs.c_write + costs.c_read) * map_waves if inputs.place == "output" else 0.0
+    written_saved += (1.0 - survive) * inputs.partition_pages * costs.c_read / max(inputs.cores, 1)
     # the costs are paid for sure, the savings are a prediction: count only the share the margin allows
     share = inputs.savings_share
     written_saved *= share

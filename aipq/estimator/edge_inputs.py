@@ -65,6 +65,7 @@ class ProbedInput:
     feeds_shuffle: bool
     source: str
     shuffle_share: float = 1.0  # of its rows, the share that reaches the stage's shuffle
+    partition_bytes: float = 0.0  # the key is a partition column: bytes of the partitions a summary could skip
 
 
 @dataclass
@@ -156,7 +157,7 @@ class EdgeEstimator:
             sort_buffer_pages=self.sort_buffer, nodes=self.session.executors,
             partials=self.reduce_tasks(candidate.producer),
             feeds_shuffle=probed.feeds_shuffle, shuffle_share=probed.shuffle_share, place=candidate.target.place,
-            summary_is_bound=summary.bound,
+            summary_is_bound=summary.bound, partition_pages=probed.partition_bytes / PAGE_BYTES,
             summary_rows=self.producer_rows(candidate.producer, candidate.column) if built is None else 0.0,
             cores=self._parallelism(), prepass_pages=self.prepass_pages(candidate.producer) if built is None else None,
             savings_share=1.0 / (1.0 + self.settings.margin),
@@ -271,7 +272,10 @@ class EdgeEstimator:
             column_stats = stats.columns[source_column]
             keys = KeySet(column_stats.ndv, column_stats.sketch, "repository: the column's HLL sketch")
         splits = stats.splits if stats else files.splits(parallelism=self._parallelism())
-        return ProbedInput(rows, rows * width, max(splits, 1), keys, shuffled, source)
+        probed = ProbedInput(rows, rows * width, max(splits, 1), keys, shuffled, source)
+        if entry.partitioned and source_column in entry.partition_columns:
+            probed.partition_bytes = float(sum(self._files(path).bytes for path in entry.data_paths()))
+        return probed
 
     def _stage_output(self, stage: Stage, column: str, shuffled: bool) -> ProbedInput | None:
         written = self.state.rows_written.get(stage.id)
