@@ -87,6 +87,7 @@ class _Pricing:
             self.distinct.append(counts)
         self.broadcast_bytes = broadcast_bytes
         self._rows: dict[int, float] = {}
+        self._shuffled: dict[int, float] = {}
         self.full = (1 << len(rows)) - 1
 
     def rows(self, subset: int) -> float:
@@ -134,6 +135,11 @@ class _Pricing:
     def shuffled(self, subset: int) -> float:
         """Rows of ``subset`` that reach a shuffle: with information passing, after each other relation's
         summary keeps only the keys it has."""
+        if subset not in self._shuffled:
+            self._shuffled[subset] = self._pruned_rows(subset)
+        return self._shuffled[subset]
+
+    def _pruned_rows(self, subset: int) -> float:
         rows = self.rows(subset)
         if not self.costing.passing:
             return rows
@@ -189,7 +195,7 @@ def _dynamic_programming(pricing: _Pricing) -> dict[int, tuple[float, Shape]]:
     count = len(pricing.base_rows)
     best: dict[int, tuple[float, Shape]] = {1 << i: (0.0, i) for i in range(count)}
     for subset in sorted(range(1, pricing.full + 1), key=lambda s: bin(s).count("1")):
-        if subset in best:
+        if subset in best or not pricing.is_connected(subset):
             continue
         low = subset & -subset
         found: tuple[float, Shape] | None = None
