@@ -8,12 +8,22 @@ from conftest import ALL_QUERIES, assert_same_rows, oracle_rows, run_to_rows
 from aipq.tpch.queries import query_text
 
 
-@pytest.mark.parametrize("plan", ["linear", "bushy"])
+@pytest.mark.parametrize("plan", ["linear", "bushy", "cost"])
 @pytest.mark.parametrize("broadcast", ["0", "10MB"])
 @pytest.mark.parametrize("number", ALL_QUERIES)
-def test_tpch_query_matches_duckdb(aipq, duck, tmp_path, number, plan, broadcast):
+def test_tpch_query_matches_duckdb(aipq, duck, tmp_path, request, number, plan, broadcast):
+    if plan == "cost":
+        request.getfixturevalue("tpch_statistics")  # the order comes from them
     sql = query_text(number)
     actual = run_to_rows(aipq, tmp_path, f"tpch:{number}", "--plan", plan, "--broadcast-threshold", broadcast)
+    assert_same_rows(actual, oracle_rows(duck, sql), ordered="order by" in sql.lower())
+
+
+@pytest.mark.matrix
+@pytest.mark.parametrize("number", ALL_QUERIES)
+def test_tpch_query_matches_duckdb_preaggregated_wherever_possible(aipq, duck, tmp_path, number):
+    sql = query_text(number)
+    actual = run_to_rows(aipq, tmp_path, f"tpch:{number}", "--preaggregate", "always", "--broadcast-threshold", "0")
     assert_same_rows(actual, oracle_rows(duck, sql), ordered="order by" in sql.lower())
 
 
