@@ -81,6 +81,12 @@ def series_staging(name: str, default: str) -> str:
     return series_parts(name)[1] or default
 
 
+def series_preaggregate(name: str, default: str) -> str:
+    """``off`` and its control run the Hive baseline, which has no pre-aggregation below joins; the other series
+    run the benchmark's setting."""
+    return "off" if aipq_strategy(name) == "off" else default
+
+
 def series_plan(name: str, default: str) -> str:
     """The join order a series plans with: the part after ``/``, else the benchmark's own setting."""
     return series_parts(name)[2] or default
@@ -276,7 +282,8 @@ def compare_strategies(context: RunContext, workload: list[BenchQuery], strategi
                 for strategy in strategies:
                     settings = replace(base, broadcast_threshold=threshold, ip=aipq_strategy(strategy),
                                        staging=series_staging(strategy, base.staging),
-                                       plan=series_plan(strategy, base.plan))
+                                       plan=series_plan(strategy, base.plan),
+                                       preaggregate=series_preaggregate(strategy, base.preaggregate))
                     stages = len(plan_query(text, catalog, settings, context.storage,
                                             costing=context.with_settings(settings).join_costing()).dag.stages)
                     by_strategy[strategy] = (StrategyResult(query.label, strategy, threshold, stages, query.ratio),
