@@ -177,8 +177,10 @@ class _Pricing:
                 + costing.written_row_seconds * out + costing.stage_seconds)
 
     def oriented(self, a: int, b: int, shapes: dict[int, Shape]) -> Shape:
-        """The larger input on the left (the probe side of a map-side join, the fact side of a linear tree)."""
-        if self.rows(b) > self.rows(a):
+        """The smaller input on the left: its stages run first (stages follow the tree left to right), so their
+        summaries can prune the larger input before it is shuffled (Ives & Taylor's feed-forward order; Hive
+        likewise streams the largest table last)."""
+        if self.rows(a) > self.rows(b):
             a, b = b, a
         return (shapes[a], shapes[b])
 
