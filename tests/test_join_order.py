@@ -82,3 +82,11 @@ def test_a_block_that_needs_a_cartesian_product_joins_its_parts_last(aipq, duck,
            "group by r_name, n_name")
     actual = run_to_rows(aipq, tmp_path, "--sql", sql, "--plan", "cost", "--cartesian", "allow", *REPARTITION)
     assert_same_rows(actual, oracle_rows(duck, sql), ordered=False)
+
+
+def test_the_smaller_input_goes_first_so_its_summary_can_prune_the_larger(aipq, tpch_statistics):
+    """Stages run left to right: with lineitem on the right of Q3's last join, the customer–orders stage runs
+    first and its summary of o_orderkey prunes lineitem before its shuffle (Ives & Taylor's feed-forward)."""
+    info = explained(aipq, "tpch:3", "--plan", "cost", "--preaggregate", "off", *REPARTITION)
+    last = [j for s in info["stages"] for j in s["reduce"].get("joins", [])][-1]  # stages run in this order
+    assert last["right"] == "lineitem", last
