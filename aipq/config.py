@@ -124,9 +124,10 @@ KNOBS: tuple[Knob, ...] = (
          "allowed, from the statistics repository's rows and distinct counts; the written order while a table "
          "has no statistics).",
          "--plan", "choice", PLANS, help="Join tree shape or order."),
-    Knob("preaggregate", "auto", "GROUP BY above a repartition join whose aggregates (SUM, COUNT, MIN, MAX) read "
+    Knob("preaggregate", "off", "GROUP BY above a repartition join whose aggregates (SUM, COUNT, MIN, MAX) read "
          "one input: 'auto' aggregates that input partially below the join where the statistics say its groups "
-         "are few enough to pay (explain says where), 'always' wherever the aggregates allow, 'off' never.",
+         "are few enough to pay (explain says where), 'always' wherever the aggregates allow, 'off' never (the "
+         "default until it is measured).",
          "--preaggregate", "choice", ("auto", "always", "off"), help="Pre-aggregate below joins where it pays."),
     Knob("broadcast_threshold", 10 * MB, "A base table (with its map-side filters) whose files are at most this "
          "many bytes is joined map-side (broadcast) inside a stage; 0 or less: repartition joins only (the "

@@ -41,7 +41,7 @@ NOT_DECOMPOSABLE = {
 
 
 def preaggregations(aipq, *args: str) -> list[str]:
-    result = aipq("explain", "--format", "json", *REPARTITION, *args)
+    result = aipq("explain", "--format", "json", "--preaggregate", "auto", *REPARTITION, *args)
     assert result.exit_code == 0, result.output
     return json.loads(result.output)["preaggregation"]
 
@@ -66,6 +66,8 @@ def test_the_statistics_decide_where_and_explain_says_so(aipq, tpch_statistics):
     # l_returnflag's three values times the orders: about as many groups as lines
     assert preaggregations(aipq, "--sql", BOTH_SIDES_GROUPED, "--staging", "adaptive") == []
     assert preaggregations(aipq, "--sql", ORDERS_GROUPED, "--preaggregate", "off") == []
+    default = aipq("explain", "--format", "json", *REPARTITION, "--sql", ORDERS_GROUPED)
+    assert json.loads(default.output)["preaggregation"] == []  # off unless asked for
 
 
 @pytest.mark.parametrize("kind", sorted(NOT_DECOMPOSABLE))
