@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 from aipq.catalog import FORMATS, Catalog, Partition, TableEntry, split_name
@@ -195,9 +195,7 @@ def collect_missing_statistics(context: RunContext, collected_by: str, database:
 def worst_order_tpch_query(context: RunContext, number: int) -> str:
     """TPC-H query ``number`` with its FROM list in the worst order that still joins each table to an earlier one
     (issue 42's bad-order variant), from the statistics of the tables as they are now."""
-    settings = replace(context.settings, plan="cost")
-    text = worst_order_text(query_text(number), context.catalog, settings, context.storage,
-                            context.with_settings(settings).join_costing())
+    text = worst_order_text(query_text(number), context.catalog, context.settings, context.join_costing())
     if text is None:
         raise BadInputError(f"TPC-H Q{number} has no bad-order variant here: its FROM list is not comma joins, or "
                             "a table has no statistics", hint="collect them with: aipq stats collect")

@@ -53,6 +53,14 @@ def display_names(statement: exp.Expression) -> list[str] | None:
     return names
 
 
+def _build(statement: exp.Expression, sql: str, catalog, settings: Settings,
+           source_name: str | None) -> tuple[exp.Expression, QueryPlan]:
+    """The qualified statement and its logical plan, as written (join blocks unordered)."""
+    tables = lookup_tables(statement, catalog, sql, source_name)
+    qualified = qualify_statement(statement, tables, sql, settings.dialect, source_name)
+    return qualified, build_plan(qualified, tables, sql, source_name, display_names(statement))
+
+
 def optimize_plan(plan: QueryPlan, settings: Settings, sizes: Sizes,
                   costing: JoinCosting | None = None) -> QueryPlan:
     root = prune_partitions(push_down_filters(plan.root))
@@ -75,9 +83,7 @@ def plan_statement(statement: exp.Expression, sql: str, catalog, settings: Setti
     sizes come from ``files`` (engine/storage.py, or a test's own); ``--plan cost`` prices join orders with
     ``costing`` (the estimator's, over the statistics repository)."""
     sizes = Sizes(files)
-    tables = lookup_tables(statement, catalog, sql, source_name)
-    qualified = qualify_statement(statement, tables, sql, settings.dialect, source_name)
-    plan = build_plan(qualified, tables, sql, source_name, display_names(statement))
+    qualified, plan = _build(statement, sql, catalog, settings, source_name)
     plan = optimize_plan(plan, settings, sizes, costing)
     if settings.cartesian == "refuse":
         check_cartesian(plan.root, sql, source_name, sizes)
@@ -99,8 +105,7 @@ def plan_query(sql: str, catalog: Catalog, settings: Settings, files: FileSource
     return plan_statement(statements[0], sql, catalog, settings, files, source_name, costing=costing)
 
 
-def worst_order_text(sql: str, catalog: Catalog, settings: Settings, files: FileSource,
-                     costing: JoinCosting) -> str | None:
+def worst_order_text(sql: str, catalog: Catalog, settings: Settings, costing: JoinCosting) -> str | None:
     """The query with its largest comma-joined FROM list reordered so that every table has a join condition with
     one before it and the written (left-deep) order costs the most (``join_order.worst_connected_order``):
     issue 42's bad-order variants. None when no FROM list of three or more comma joins has a join block of its
@@ -113,9 +118,8 @@ def worst_order_text(sql: str, catalog: Catalog, settings: Settings, files: File
     if not lists:
         return None
     select, from_, joins = max(lists, key=lambda found: len(found[2]))
-    tables = lookup_tables(statement, catalog, sql, None)
-    plan = build_plan(qualify_statement(statement.copy(), tables, sql, settings.dialect, None), tables, sql, None)
-    root = prune_partitions(push_down_filters(plan.root))
+    _, plan = _build(statement.copy(), sql, catalog, settings, None)
+    root = prune_partitions(push_down_filters(plan.root))  # the blocks hold their filters, as ordering sees them
     blocks = [node for node in root.walk() if isinstance(node, JoinBlock) and len(node.relations) == len(joins) + 1]
     if len(blocks) != 1:
         return None

@@ -7,7 +7,9 @@ from __future__ import annotations
 import json
 
 import pytest
+import sqlglot
 from conftest import assert_same_rows, oracle_rows, run_to_rows
+from sqlglot import exp
 
 from aipq.tpch.queries import query_text
 
@@ -23,6 +25,14 @@ def explained(aipq, source: str, *args: str) -> dict:
 def joined_tables(info: dict) -> list[str]:
     """Each repartition join's two sides, innermost stage first."""
     return [f"{j['left']} ⋈ {j['right']}" for s in info["stages"] for j in s["reduce"].get("joins", [])]
+
+
+def from_list(sql: str) -> list[str]:
+    """The tables of the query's longest FROM list, in their written order."""
+    selects = sqlglot.parse_one(sql, read="hive").find_all(exp.Select)
+    longest = max(selects, key=lambda s: len(s.args.get("joins") or []))
+    from_ = longest.args.get("from_") or longest.args.get("from")
+    return [from_.this.alias_or_name] + [j.this.alias_or_name for j in longest.args.get("joins") or []]
 
 
 def worst_text(aipq, number: int) -> str:
@@ -56,7 +66,8 @@ def test_the_cost_based_order_is_estimated_cheaper_than_a_bad_written_order(aipq
 @pytest.mark.parametrize("plan", ["linear", "cost"])
 def test_bad_order_variants_give_the_oracles_rows(aipq, duck, tpch_statistics, tmp_path, number, plan):
     text = worst_text(aipq, number)
-    assert text.strip() != query_text(number).strip()
+    if number in (5, 8, 9):  # written well (for others the written order may already be the worst one)
+        assert from_list(text) != from_list(query_text(number))
     query = tmp_path / f"q{number}-worst.sql"
     query.write_text(text)
     actual = run_to_rows(aipq, tmp_path, str(query), "--plan", plan, *REPARTITION)

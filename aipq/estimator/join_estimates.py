@@ -14,8 +14,8 @@ from aipq.planner.logical import Node, Scan
 from aipq.stats.fingerprint import DataFiles, data_files
 from aipq.stats.repository import ColumnStats, StatsRepository, TableStats
 
-# Bytes of a shuffled row in the unit costs' pages (TPC-H Q8 at SF 10 shuffles 22 bytes a row): join order is
-# chosen before columns are pruned, so rows are priced at one nominal width; only ratios between orders matter.
+# Bytes of a shuffled row in the unit costs' pages (docs/decisions.md): join order is chosen before columns are
+# pruned, so rows are priced at one nominal width; only ratios between orders matter.
 NOMINAL_ROW_BYTES = 24.0
 
 

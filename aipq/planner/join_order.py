@@ -74,7 +74,6 @@ class _Pricing:
     """Rows, key counts and join costs of subsets of one block's relations (bitmasks), memoized."""
 
     def __init__(self, graph: JoinGraph, costing: JoinCosting, rows: list[float], broadcast_bytes: list[int | None]):
-        self.graph = graph
         self.costing = costing
         self.base_rows = rows
         self.masks = graph.class_masks()
