@@ -134,6 +134,12 @@ KNOBS: tuple[Knob, ...] = (
          "paper's Hive setting). Same default as Spark's spark.sql.autoBroadcastJoinThreshold.",
          "--broadcast-threshold", "size", shown="10MB",
          help="Join a base table map-side when its files are at most SIZE; 0 = repartition joins only."),
+    Knob("runtime_broadcast", "on", "A join input that turns out small while the query runs is broadcast: an "
+         "earlier stage's output measured at most broadcast_threshold bytes is copied to the tasks of the join "
+         "that reads it (Hive's conditional map join), and inside a job that runs fused stages Spark's adaptive "
+         "execution converts joins likewise; 'off': every join runs as planned.",
+         "--runtime-broadcast", "choice", ("on", "off"),
+         help="Broadcast a join input measured small while the query runs."),
     Knob("shuffle_partitions", 8, "The most reduce tasks a stage runs (spark.sql.shuffle.partitions); every "
          "stage runs this many when reducer_bytes is 0. Spark's 200 is very slow on a 2-core machine.",
          "--shuffle-partitions", "int", low=1, high=10000,
@@ -235,6 +241,7 @@ class Settings:
     plan: str = default_of("plan")
     preaggregate: str = default_of("preaggregate")
     broadcast_threshold: int = default_of("broadcast_threshold")
+    runtime_broadcast: str = default_of("runtime_broadcast")
     shuffle_partitions: int = default_of("shuffle_partitions")
     reducer_bytes: int = default_of("reducer_bytes")
     dialect: str = default_of("dialect")

@@ -123,9 +123,19 @@ def test_a_short_query_runs_back_to_back_within_each_timed_run(home, tpch):
 def test_bench_rejects_an_unknown_strategy(aipq):
     result = aipq("bench", "tpch", "--sf", str(SF), "--strategies", "off,magic")
     assert result.exit_code == 2 and "unknown strategy 'magic'" in result.output
-    for series in ("adaptive@fast", "spark@none"):
+    for series in ("adaptive@fast", "spark@none", "adaptive+aipq.nothing=1", "adaptive+aipq.runtime.broadcast=x",
+                   "spark+aipq.runtime.broadcast=off"):
         result = aipq("bench", "tpch", "--sf", str(SF), "--strategies", f"off,{series}")
         assert result.exit_code == 2 and f"unknown strategy '{series}'" in result.output
+
+
+def test_a_series_name_gives_settings_over_the_benchmarks():
+    from aipq.bench.strategies import series_parts, series_settings
+
+    name = "adaptive@adaptive/cost+aipq.runtime.broadcast=off+spark.sql.shuffle.partitions=4"
+    assert series_parts(name) == ("adaptive", "adaptive", "cost")
+    assert series_settings(name) == [("aipq.runtime.broadcast", "off"), ("spark.sql.shuffle.partitions", "4")]
+    assert series_settings("off@hive") == []
 
 
 @pytest.mark.slow

@@ -119,3 +119,38 @@ def test_analyze_shows_the_joins_spark_ran_in_fused_jobs(aipq):
     for stage in hive["stages"]:
         if stage["operator"] == "JOIN":
             assert stage["measured"]["spark_joins"].get("SortMergeJoin", 0) >= 1, stage["name"]
+
+
+SMALL_AGGREGATE = "(SELECT o_custkey, COUNT(*) AS n FROM orders WHERE o_orderkey < 40 GROUP BY o_custkey) a"
+
+
+def _broadcast_measures(info: dict) -> list[dict]:
+    return [note for stage in info["stages"] for note in stage["measured"].get("measured_broadcasts", [])]
+
+
+@pytest.mark.parametrize(("staging", "strategy"), [("hive", "off"), ("adaptive", "always")])
+def test_a_stage_output_measured_small_is_broadcast_to_its_join(aipq, duck, tmp_path, staging, strategy):
+    """Hive's conditional map join: a finished stage's output within the broadcast threshold is copied to the
+    tasks of the join that reads it, which then shuffles neither input; the rows stay the same. (Adaptive staging
+    writes the stages that build summaries.)"""
+    args = ("tpch:18", "--staging", staging, "--ip", strategy, "--broadcast-threshold", "16KB")
+    info = json.loads(aipq("explain", *args, "--analyze", "--format", "json").output)
+    notes = _broadcast_measures(info)
+    assert notes and all(0 < size <= 16 * 1024 for n in notes for size in n["stage_bytes"].values()), notes
+    ran = sum(s["measured"]["spark_joins"].get("BroadcastHashJoin", 0) for s in info["stages"])
+    assert ran >= len(notes), info["stages"]
+    assert_same_rows(run_to_rows(aipq, tmp_path, *args), oracle_rows(duck, query_text(18)), ordered=True)
+    planned = json.loads(aipq("explain", *args, "--runtime-broadcast", "off", "--analyze", "--format", "json").output)
+    assert not _broadcast_measures(planned)
+
+
+@pytest.mark.parametrize(("kind", "broadcast"), [("LEFT", False), ("FULL", False), ("RIGHT", True), ("", True)])
+def test_a_small_stage_output_on_the_preserved_side_of_an_outer_join_is_not_broadcast(aipq, duck, tmp_path, kind,
+                                                                                       broadcast):
+    """Spark builds a broadcast hash table only from the side whose unmatched rows are dropped."""
+    sql = (f"SELECT c_name, n FROM {SMALL_AGGREGATE} {kind} JOIN customer ON a.o_custkey = c_custkey "
+           "WHERE c_nationkey < 5 OR c_nationkey IS NULL")
+    args = ("--sql", sql, "--staging", "hive", "--ip", "off", "--broadcast-threshold", "16KB")
+    info = json.loads(aipq("explain", *args, "--analyze", "--format", "json").output)
+    assert bool(_broadcast_measures(info)) == broadcast, info["stages"]
+    assert_same_rows(run_to_rows(aipq, tmp_path, *args), oracle_rows(duck, sql), ordered=False)

@@ -37,6 +37,7 @@ from aipq.errors import ExecutionError
 from aipq.ip.planner import Strategy
 from aipq.pipeline import plan_query
 from aipq.planner.stages import StageDag
+from aipq.setting_aliases import apply_alias
 from aipq.tpch.queries import query_text
 
 SPARK = "spark"
@@ -63,8 +64,9 @@ WITHOUT_SUMMARIES = ("off", SPARK, SPARK_BF, OFF_AGAIN)
 
 
 def series_parts(name: str) -> tuple[str, str | None, str | None]:
-    """A series name ``STRATEGY[@STAGING][/PLAN]`` (``adaptive@adaptive/cost``) split into its parts."""
-    head, _, plan = name.partition("/")
+    """A series name ``STRATEGY[@STAGING][/PLAN][+SETTING=VALUE…]`` (``adaptive@adaptive/cost``) split into its
+    strategy, staging and plan."""
+    head, _, plan = name.split("+")[0].partition("/")
     strategy, _, staging = head.partition("@")
     return strategy, staging or None, plan or None
 
@@ -85,6 +87,12 @@ def series_preaggregate(name: str, default: str) -> str:
     """``off`` and its control run the Hive baseline, which has no pre-aggregation below joins; the other series
     run the benchmark's setting."""
     return "off" if aipq_strategy(name) == "off" else default
+
+
+def series_settings(name: str) -> list[tuple[str, str]]:
+    """The settings a series name gives after ``+`` (``adaptive@adaptive+aipq.runtime.broadcast=off``): each
+    (setting, value), applied over the benchmark's own (``setting_aliases.apply_alias``)."""
+    return [(key.strip(), value.strip()) for key, _, value in (item.partition("=") for item in name.split("+")[1:])]
 
 
 def series_plan(name: str, default: str) -> str:
@@ -284,6 +292,8 @@ def compare_strategies(context: RunContext, workload: list[BenchQuery], strategi
                                        staging=series_staging(strategy, base.staging),
                                        plan=series_plan(strategy, base.plan),
                                        preaggregate=series_preaggregate(strategy, base.preaggregate))
+                    for key, value in series_settings(strategy):
+                        settings = apply_alias(settings, key, value)
                     stages = len(plan_query(text, catalog, settings, context.storage,
                                             costing=context.with_settings(settings).join_costing()).dag.stages)
                     by_strategy[strategy] = (StrategyResult(query.label, strategy, threshold, stages, query.ratio),

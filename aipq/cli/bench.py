@@ -20,6 +20,7 @@ from aipq.cli.options import home_dir, planning_options
 from aipq.config import MB, PLANS, STRATEGIES, Settings
 from aipq.engine.context import RunContext
 from aipq.errors import BadInputError, EnvironmentProblem
+from aipq.setting_aliases import alias_for, apply_alias
 
 TPCH_JOIN_HEAVY = "2,3,5,7,8,9,10,11,18,21"
 DEFAULT_STRATEGIES = "off,hip,always,adaptive,oracle,spark"
@@ -56,7 +57,7 @@ def invocation(ctx: click.Context) -> str:
 
 
 def _strategies(text: str) -> list[str]:
-    from aipq.bench.strategies import OFF_AGAIN, SPARK_ANCHORS, STAGINGS, series_parts
+    from aipq.bench.strategies import OFF_AGAIN, SPARK_ANCHORS, STAGINGS, series_parts, series_settings
 
     chosen = [s.strip() for s in text.split(",") if s.strip()]
     known = (*STRATEGIES, *SPARK_ANCHORS, OFF_AGAIN)
@@ -65,15 +66,24 @@ def _strategies(text: str) -> list[str]:
         strategy, staging, plan = series_parts(series)
         if strategy not in known:
             return False
-        if strategy in SPARK_ANCHORS and (staging or plan):
+        overrides = series_settings(series)
+        if strategy in SPARK_ANCHORS and (staging or plan or overrides):
             return False
+        for key, value in overrides:
+            try:
+                if alias_for(key) is None:
+                    return False
+                apply_alias(Settings(), key, value)
+            except (ValueError, BadInputError):
+                return False
         return (staging is None or staging in STAGINGS) and (plan is None or plan in PLANS)
 
     unknown = [s for s in chosen if not valid(s)]
     if unknown:
         raise BadInputError(f"unknown strategy {unknown[0]!r}",
                             hint=f"use {', '.join(known)}; an aipq strategy may name its staging and join "
-                                 f"order: adaptive@{'|'.join(STAGINGS)}/{'|'.join(PLANS)}")
+                                 f"order, and settings: adaptive@{'|'.join(STAGINGS)}/{'|'.join(PLANS)}"
+                                 "+aipq.SETTING=VALUE")
     if not chosen:
         raise BadInputError("--strategies is empty", hint=f"use some of {', '.join(known)}")
     return chosen

@@ -171,6 +171,10 @@ def _add_measures(node: Tree, measured: dict[str, Any]) -> None:
         if measured.get("spark_joins"):
             ran = ", ".join(f"{count} {name}" for name, count in measured["spark_joins"].items())
             node.add(f"[cyan]Spark ran[/cyan] {ran} [dim](its final plan, fused stages included)[/dim]")
+    for note in measured.get("measured_broadcasts", []):
+        outputs = ", ".join(f"S{stage} {format_size(size)}" for stage, size in note["stage_bytes"].items())
+        node.add(f"[cyan]map-side[/cyan] {note['join']} join: its {note['side']} input broadcast, measured "
+                 f"within the broadcast threshold ({outputs})")
     for probe in measured["probes"]:
         if probe["skipped"]:
             node.add(f"[cyan]probe[/cyan] S{probe['producer']}.{probe['column']} on {probe['target']}: "

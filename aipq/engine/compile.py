@@ -67,6 +67,9 @@ class StageCompiler:
         self.stage_schemas: dict[int, StructType] = {}
         # stage id → its rows computed in the reader's plan, for a stage fused into its consumer (``ip/staging``)
         self.fused: dict[int, Callable[[], DataFrame]] = {}
+        # id of a repartition Join → the side to broadcast, now that the earlier stage outputs it reads are
+        # measured (``physical.measured_broadcasts``)
+        self.measured_broadcasts: dict[int, str] = {}
 
     def table(self, entry: TableEntry) -> DataFrame:
         key = (entry.qualified_name, entry.data_paths())  # two scans may read different partitions of one table
@@ -145,11 +148,13 @@ class StageCompiler:
 
     def join(self, node: Join) -> DataFrame:
         left, right = self.compile(node.left), self.compile(node.right)
+        side = self.measured_broadcasts.get(id(node))
         if node.physical == "broadcast":
-            if node.broadcast_side == "left":
-                left = F.broadcast(left)
-            else:
-                right = F.broadcast(right)
+            side = node.broadcast_side or "right"
+        if side == "left":
+            left = F.broadcast(left)
+        elif side == "right":
+            right = F.broadcast(right)
         condition = node.condition()
         if condition is None:
             if node.kind in ("semi", "anti"):

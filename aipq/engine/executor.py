@@ -33,8 +33,9 @@ from aipq.ip import staging
 from aipq.ip.candidates import distinct_bound
 from aipq.ip.planner import IpPlanner, StageDecisions, Strategy, SummaryUse
 from aipq.planner import reducers
-from aipq.planner.logical import Scan, Sort
-from aipq.planner.stages import Stage, StageDag
+from aipq.planner.logical import Join, Node, Scan, Sort
+from aipq.planner.physical import measured_broadcasts
+from aipq.planner.stages import Stage, StageDag, StageRead
 
 
 @dataclass
@@ -53,6 +54,7 @@ class StageMetrics:
     materialized: bool = True  # its output written; else fused into its consumer's job (``ip/staging.py``)
     staging: str = ""  # why it was written or fused
     spark_joins: dict[str, int] = field(default_factory=dict)  # with --analyze: the joins Spark's final plan ran
+    measured_broadcasts: list[dict] = field(default_factory=list)  # joins made map-side by measured input sizes
 
 
 @dataclass
@@ -245,6 +247,10 @@ def _run_stages(run_state: _DagRun) -> None:
     cores = spark.sparkContext.defaultParallelism if settings.reducer_bytes > 0 else fixed_tasks
     bytes_written: dict[int, int] = {}  # stage id → bytes of the output it wrote (what Hive's rule reads)
     fused_into: dict[int, list[_Fused]] = {}  # consumer stage id → the stages fused into its job
+
+    def read_bytes(leaf: Node) -> int | None:
+        return bytes_written.get(leaf.stage_id) if isinstance(leaf, StageRead) else None
+
     with sql_conf(spark, conf):
         for index, stage in enumerate(dag.stages, start=1):
             group = f"aipq-{run_id}-{stage.name}"
@@ -259,15 +265,20 @@ def _run_stages(run_state: _DagRun) -> None:
                 continue  # a summary pre-pass whose summary no edge wants: nothing reads its output
             inputs = fused_into.pop(stage.id, [])  # the stages fused into this one's job, transitively
             written_out, why = staging.materialized(dag, stage, settings, bool(decisions.builds))
+            broadcasts = measured_broadcasts(stage.plan, runtime_broadcast_threshold(settings), table_sizes,
+                                             read_bytes)
             if not written_out:
                 fused = _Fused(stage, decisions, [])
                 compiler.fused[stage.id] = functools.partial(
-                    _stage_frame, compiler, store, stage, decisions, fused.probes, group, statistics, True)
+                    _stage_frame, compiler, store, stage, decisions, fused.probes, group, statistics, True,
+                    broadcasts)
                 consumer = next(iter(dag.dataflow.get(stage.id, [])))
                 fused_into.setdefault(consumer, []).extend([fused, *inputs])
                 record.stages.append(StageMetrics(stage.id, stage.operator, 0.0, 0, 0, probes=fused.probes,
                                                   decisions=decisions, decision_seconds=decision_seconds,
-                                                  materialized=False, staging=why))
+                                                  materialized=False, staging=why,
+                                                  measured_broadcasts=_broadcast_notes(stage, broadcasts,
+                                                                                       read_bytes)))
                 continue
             listener.stage_started(stage, index, len(dag.stages), group)
             tasks = reducers.reduce_tasks(settings, reducers.stage_input_bytes(stage, bytes_written.get, table_sizes),
@@ -281,7 +292,8 @@ def _run_stages(run_state: _DagRun) -> None:
                                         group, is_final=stage is dag.final,
                                         write=_output_is_read(stage, decisions, analyze), fused=inputs, text=text,
                                         partition_by=dag.partition_by if stage is dag.final else (),
-                                        write_format=dag.write_format if stage is dag.final else "parquet")
+                                        write_format=dag.write_format if stage is dag.final else "parquet",
+                                        broadcasts=broadcasts)
                 try:
                     metrics = run(statistics=statistics)
                 except BadInputError:
@@ -297,6 +309,7 @@ def _run_stages(run_state: _DagRun) -> None:
                     metrics = run(statistics=statistics)
             metrics.reduce_tasks = tasks
             metrics.staging = why
+            metrics.measured_broadcasts = _broadcast_notes(stage, broadcasts, read_bytes)
             if analyze:
                 metrics.spark_joins = jvm.join_strategies(spark, group)
             bytes_written[stage.id] = metrics.bytes_written
@@ -312,10 +325,28 @@ def _run_stages(run_state: _DagRun) -> None:
             listener.stage_finished(metrics)
 
 
+def _broadcast_notes(stage: Stage, broadcasts: dict[int, str], read_bytes) -> list[dict]:
+    """For ``--analyze``, each join turned map-side once its input's size was measured: the join, the side
+    broadcast and the bytes of the stage outputs it reads."""
+    notes = []
+    for node in stage.plan.walk():
+        if isinstance(node, Join) and id(node) in broadcasts:
+            side = node.left if broadcasts[id(node)] == "left" else node.right
+            notes.append({"join": node.kind, "side": broadcasts[id(node)],
+                          "stage_bytes": {leaf.stage_id: read_bytes(leaf) for leaf in side.walk()
+                                          if isinstance(leaf, StageRead)}})
+    return notes
+
+
+def runtime_broadcast_threshold(settings: Settings) -> int:
+    """The most bytes of a join input measured while the query runs that is broadcast (0: none)."""
+    return max(settings.broadcast_threshold, 0) if settings.runtime_broadcast == "on" else 0
+
+
 def fused_job_conf(settings: Settings) -> dict[str, str]:
     """Spark's adaptive execution inside a job that computes fused stages: partitions coalesced, skew split, and
-    a small intermediate result broadcast (within the broadcast threshold)."""
-    threshold = str(settings.broadcast_threshold) if settings.broadcast_threshold > 0 else "-1"
+    a small intermediate result broadcast (within the broadcast threshold, with ``--runtime-broadcast on``)."""
+    threshold = str(runtime_broadcast_threshold(settings) or -1)
     return {"spark.sql.adaptive.enabled": "true", "spark.sql.adaptive.autoBroadcastJoinThreshold": threshold}
 
 
@@ -333,10 +364,11 @@ def _is_partition_column(scan: Scan, column: str) -> bool:
 
 def _stage_frame(compiler: StageCompiler, store: SummaryStore, stage: Stage, decisions: StageDecisions,
                  probes: list[ProbeRecord], group: str, statistics: StatisticsCollector | None,
-                 fused: bool = False):
+                 fused: bool = False, broadcasts: dict[int, str] | None = None):
     """The stage's rows as a DataFrame: its plan compiled with its probes (P_m) on its inputs and, for a sibling's
-    summary, on its output, and the statistics' observers on its first scans. A fused stage is compiled inside its
-    consumer's plan; the hooks of both are kept, as their node ids differ."""
+    summary, on its output, the statistics' observers on its first scans, and ``broadcasts`` (its joins turned
+    map-side by measured input sizes). A fused stage is compiled inside its consumer's plan; the hooks of both are
+    kept, as their node ids differ."""
     by_input: dict[int, list[SummaryUse]] = {}
     by_partition: dict[int, list[SummaryUse]] = {}
     scans = {id(n): n for n in stage.plan.walk() if isinstance(n, Scan)}
@@ -353,7 +385,9 @@ def _stage_frame(compiler: StageCompiler, store: SummaryStore, stage: Stage, dec
     compiler.input_hooks.update({
         node_id: (lambda df, uses=uses, n=node_id: store.probe(df, uses, probes, f"{group}-in{n}"))
         for node_id, uses in by_input.items()})
-    compiler.scan_observers.update(statistics.scan_observers(stage, fused) if statistics else {})
+    # a broadcast join may skip its other input when the broadcast side is empty: its scans may stop early
+    compiler.scan_observers.update(statistics.scan_observers(stage, fused or bool(broadcasts)) if statistics else {})
+    compiler.measured_broadcasts.update(broadcasts or {})
     df = compiler.compile(stage.plan)
     output_uses = [u for u in decisions.uses if u.target.place == "output"]
     if output_uses:  # sibling-to-sibling: prune before writing
@@ -365,7 +399,8 @@ def _run_stage(spark, storage: Storage, compiler: StageCompiler, store: SummaryS
                decisions: StageDecisions, path: str, group: str, is_final: bool,
                statistics: StatisticsCollector | None = None, write: bool = True,
                fused: list[_Fused] | None = None, text: tuple[str, tuple[str, ...]] | None = None,
-               partition_by: tuple[str, ...] = (), write_format: str = "parquet") -> StageMetrics:
+               partition_by: tuple[str, ...] = (), write_format: str = "parquet",
+               broadcasts: dict[int, str] | None = None) -> StageMetrics:
     """Run one stage's job: its rows written as parquet (or, for the result with ``text`` = (csv or json, column
     names), in that form; with ``partition_by``, a folder per value as Hive lays out partitions), its summaries
     built and its statistics observed in the same pass."""
@@ -374,8 +409,8 @@ def _run_stage(spark, storage: Storage, compiler: StageCompiler, store: SummaryS
     started = time.perf_counter()
     probes: list[ProbeRecord] = []
     try:
-        df = _stage_frame(compiler, store, stage, decisions, probes, group, statistics)
-        compiler.input_hooks, compiler.scan_observers, compiler.partition_pruners = {}, {}, {}
+        df = _stage_frame(compiler, store, stage, decisions, probes, group, statistics, broadcasts=broadcasts)
+        _reset_hooks(compiler)
         if is_final and _final_needs_order(stage):
             df = df.coalesce(1)  # one ordered file: reading it back keeps ORDER BY's order
         observation = Observation(f"{group}-rows")
@@ -413,10 +448,16 @@ def _run_stage(spark, storage: Storage, compiler: StageCompiler, store: SummaryS
     except Exception as error:
         raise spark_error(error, f"stage {stage.name} ({stage.operator})") from error
     finally:
-        compiler.input_hooks, compiler.scan_observers, compiler.partition_pruners = {}, {}, {}
+        _reset_hooks(compiler)
         sc.setLocalProperty("spark.jobGroup.id", None)
     return StageMetrics(stage.id, stage.operator, seconds, rows, output_bytes, figures,
                         [store.built[b.key] for b in decisions.builds], probes, decisions)
+
+
+def _reset_hooks(compiler: StageCompiler) -> None:
+    """The compiled stage's hooks are done with: the next stage's plan has its own."""
+    compiler.input_hooks, compiler.scan_observers, compiler.partition_pruners = {}, {}, {}
+    compiler.measured_broadcasts = {}
 
 
 def spark_error(error: Exception, where: str) -> Exception:

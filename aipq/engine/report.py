@@ -18,6 +18,7 @@ def stage_measures(metrics: StageMetrics) -> dict[str, Any]:
         "reduce_tasks": metrics.reduce_tasks,
         "materialized": metrics.materialized,
         "spark_joins": metrics.spark_joins,
+        "measured_broadcasts": metrics.measured_broadcasts,
         "staging": metrics.staging,
         "shuffle": asdict(metrics.shuffle),
         "input_rows_probed": sum(p.rows_in for p in probed if p is _first_on_input(probed, p)),

@@ -147,10 +147,11 @@ class StatisticsCollector:
         self._pending = []
         self._output_sketchers.clear()
 
-    def scan_observers(self, stage: Stage, fused: bool = False) -> dict[int, Callable[[DataFrame], DataFrame]]:
+    def scan_observers(self, stage: Stage, stops_early: bool = False) -> dict[int, Callable[[DataFrame], DataFrame]]:
         """For the first scan of each table that lacks statistics: wrap the raw table read in an observation.
-        A fused stage runs inside its consumer's job, whose LIMIT or broadcast join may stop its scans early:
-        its observations are checked against the table's rows."""
+        With ``stops_early`` (a fused stage, run inside its consumer's job, whose LIMIT or broadcast join may stop
+        its scans early; a join broadcast once its input was measured) its observations are checked against the
+        table's rows."""
         observers: dict[int, Callable[[DataFrame], DataFrame]] = {}
         if self.disabled:
             return observers
@@ -168,7 +169,7 @@ class StatisticsCollector:
             types = dict(need.entry.columns)
             wanted = need.columns if self.recollect else need.missing
             columns = [(c, types.get(c.lower(), "string")) for c in wanted]
-            early = fused or may_stop_early(stage)
+            early = stops_early or may_stop_early(stage)
             observers[mine[0]] = (lambda df, need=need, columns=columns, early=early:
                                   self._observe_table(df, need, columns, early))
             self._observing.add(stage.id)

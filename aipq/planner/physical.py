@@ -38,8 +38,11 @@ _BROADCASTABLE = {
 }
 
 
-def pipeline_bytes(node: Node, sizes: Callable[[str], int | None]) -> int | None:
-    """Bytes read by a map-side base-table pipeline, or None if it is not one (or sizes are unknown)."""
+def pipeline_bytes(node: Node, sizes: Callable[[str], int | None],
+                   read_bytes: Callable[[Node], int | None] | None = None) -> int | None:
+    """Bytes read by a map-side pipeline, or None if it is not one (or sizes are unknown). Its inputs are base
+    tables, and with ``read_bytes`` (the bytes of another leaf, such as an earlier stage's measured output, or
+    None when unknown) other leaves too."""
     total = 0
     for sub in node.walk():
         if isinstance(sub, (Aggregate, Sort, Limit, JoinBlock, Window)):
@@ -48,10 +51,22 @@ def pipeline_bytes(node: Node, sizes: Callable[[str], int | None]) -> int | None
             return None
         if isinstance(sub, Scan):
             size = table_bytes(sizes, sub.table)
-            if size is None:
-                return None
-            total += size
+        elif read_bytes is not None and not sub.children:
+            size = read_bytes(sub)
+        else:
+            continue
+        if size is None:
+            return None
+        total += size
     return total
+
+
+def _smallest_broadcastable(node: Join, inputs: dict[str, int | None], threshold: int) -> str | None:
+    """The side to copy to every task: the smaller of the inputs within ``threshold`` that the join kind can
+    build a broadcast hash table from."""
+    candidates = [(inputs[side], side) for side in _BROADCASTABLE[node.kind]
+                  if inputs[side] is not None and inputs[side] <= threshold]
+    return min(candidates)[1] if candidates else None
 
 
 def at_most_one_row(node: Node) -> bool:
@@ -75,11 +90,25 @@ def choose_physical_joins(root: Node, broadcast_threshold: int, sizes: Callable[
         if broadcast_threshold <= 0:
             return node
         inputs = {"left": pipeline_bytes(node.left, sizes), "right": pipeline_bytes(node.right, sizes)}
-        candidates = [(inputs[side], side) for side in _BROADCASTABLE[node.kind]
-                      if inputs[side] is not None and inputs[side] <= broadcast_threshold]
-        if not candidates:
-            return node
-        _, side = min(candidates)
-        return replace(node, physical="broadcast", broadcast_side=side)
+        side = _smallest_broadcastable(node, inputs, broadcast_threshold)
+        return replace(node, physical="broadcast", broadcast_side=side) if side else node
 
     return transform_up(root, choose)
+
+
+def measured_broadcasts(root: Node, broadcast_threshold: int, sizes: Callable[[str], int | None],
+                        read_bytes: Callable[[Node], int | None]) -> dict[int, str]:
+    """Repartition joins of a stage's plan that can run map-side now that the stage outputs they read are
+    measured (Hive's conditional map join): id of the join → the side to broadcast, an input of earlier stages'
+    outputs (``read_bytes``) and small base tables within the threshold."""
+    if broadcast_threshold <= 0:
+        return {}
+    chosen: dict[int, str] = {}
+    for node in root.walk():
+        if isinstance(node, Join) and node.physical != "broadcast":
+            inputs = {"left": pipeline_bytes(node.left, sizes, read_bytes),
+                      "right": pipeline_bytes(node.right, sizes, read_bytes)}
+            side = _smallest_broadcastable(node, inputs, broadcast_threshold)
+            if side:
+                chosen[id(node)] = side
+    return chosen
