@@ -129,11 +129,17 @@ KNOBS: tuple[Knob, ...] = (
          "are few enough to pay (explain says where), 'always' wherever the aggregates allow, 'off' never (the "
          "default until it is measured).",
          "--preaggregate", "choice", ("auto", "always", "off"), help="Pre-aggregate below joins where it pays."),
-    Knob("broadcast_threshold", 10 * MB, "A base table (with its map-side filters) whose files are at most this "
-         "many bytes is joined map-side (broadcast) inside a stage; 0 or less: repartition joins only (the "
-         "paper's Hive setting). Same default as Spark's spark.sql.autoBroadcastJoinThreshold.",
+    Knob("broadcast_threshold", 10 * MB, "A base table (with its map-side filters) sized at most this many "
+         "bytes (broadcast_sizes) is joined map-side (broadcast) inside a stage; 0 or less: repartition joins "
+         "only (the paper's Hive setting). Same default as Spark's spark.sql.autoBroadcastJoinThreshold.",
          "--broadcast-threshold", "size", shown="10MB",
          help="Join a base table map-side when its files are at most SIZE; 0 = repartition joins only."),
+    Knob("broadcast_sizes", "estimated", "How a base-table join input is sized against broadcast_threshold: "
+         "'estimated' (its files scaled to the columns it reads, as Spark's planner sizes a pruned scan, and with "
+         "statistics to the rows its filters keep) or 'files' (its whole files, as Hive sizes a map join's small "
+         "table without statistics).",
+         "--broadcast-sizes", "choice", ("estimated", "files"),
+         help="Size a join input for broadcast by its estimated rows or its files."),
     Knob("runtime_broadcast", "on", "A join input that turns out small while the query runs is broadcast: an "
          "earlier stage's output measured at most broadcast_threshold bytes is copied to the tasks of the join "
          "that reads it (Hive's conditional map join), and inside a job that runs fused stages Spark's adaptive "
@@ -241,6 +247,7 @@ class Settings:
     plan: str = default_of("plan")
     preaggregate: str = default_of("preaggregate")
     broadcast_threshold: int = default_of("broadcast_threshold")
+    broadcast_sizes: str = default_of("broadcast_sizes")
     runtime_broadcast: str = default_of("runtime_broadcast")
     shuffle_partitions: int = default_of("shuffle_partitions")
     reducer_bytes: int = default_of("reducer_bytes")

@@ -67,7 +67,9 @@ def optimize_plan(plan: QueryPlan, settings: Settings, sizes: Sizes,
     notes: list[str] = []
     root = order_joins(root, settings.plan, costing, notes)
     root = prune_columns(root)
-    root = choose_physical_joins(root, settings.broadcast_threshold, sizes)
+    root = choose_physical_joins(root, settings.broadcast_threshold, sizes,
+                                 costing.estimates.rows if costing is not None else None,
+                                 estimated=settings.broadcast_sizes == "estimated")
     preaggregated: list[str] = []
     if settings.preaggregate != "off":
         root = preaggregate(root, PreaggregationCosting(costing, settings.staging == "hive",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from conftest import LOCAL_FILES
+from conftest import LOCAL_FILES, local_bytes
 
 from aipq.config import Settings
 from aipq.pipeline import plan_query
@@ -41,6 +41,51 @@ def test_broadcast_joins_small_tables_map_side(tpch):
     dag = dag_of(tpch, 5, plan="linear")  # SF 0.01: every table is under 10 MB
     assert [s.operator for s in dag.stages] == ["GROUP-BY", "SORT"]
     assert dag.stages[0].broadcast_joins == 5
+
+
+def _broadcast_tables(dag) -> set[str]:
+    from aipq.planner.logical import Join, Scan
+
+    found = set()
+    for stage in dag.stages:
+        for node in stage.plan.walk():
+            if isinstance(node, Join) and node.physical == "broadcast":
+                side = node.left if node.broadcast_side == "left" else node.right
+                found |= {n.table.name for n in side.walk() if isinstance(n, Scan)}
+    return found
+
+
+def test_a_table_input_is_sized_for_broadcast_by_the_columns_it_reads(tpch):
+    """As Spark's planner sizes a pruned scan: Q3 reads two of customer's eight columns, so half its files'
+    bytes as the threshold is enough to broadcast it by its estimated size, not by its files."""
+    from aipq.planner.logical import Scan
+    from aipq.planner.physical import read_share
+
+    half = local_bytes(tpch.lookup("customer").path) // 2
+    estimated = dag_of(tpch, 3, broadcast_threshold=half)
+    assert "customer" in _broadcast_tables(estimated)
+    assert "customer" not in _broadcast_tables(dag_of(tpch, 3, broadcast_threshold=half, broadcast_sizes="files"))
+    [scan] = [n for s in estimated.stages for n in s.plan.walk() if isinstance(n, Scan) and n.table.name == "customer"]
+    assert 0.1 < read_share(scan) < 0.25  # c_custkey (8 bytes) and the row's 8 of 8 + 132
+
+
+def test_a_filtered_table_is_sized_by_the_rows_its_filters_keep():
+    from dataclasses import replace
+
+    from sqlglot import exp
+
+    from aipq.catalog import TableEntry
+    from aipq.planner.logical import Scan
+    from aipq.planner.physical import estimated_pipeline_bytes
+
+    table = TableEntry("default", "t", "/t", "parquet", (("k", "bigint"), ("v", "bigint")))
+    scan = Scan(table, "t", (("k", "k"), ("v", "v")))
+    filtered = replace(scan, filters=(exp.condition("k < 10"),))
+    sizes = {"/t": 1000}.get
+    assert estimated_pipeline_bytes(scan, sizes) == 1000
+    rows = {id(filtered): 25.0}.get
+    assert estimated_pipeline_bytes(filtered, sizes, lambda node: rows(id(node), 100.0)) == 250
+    assert estimated_pipeline_bytes(filtered, sizes, lambda node: None) == 1000  # no statistics: its files
 
 
 def test_dependency_graph_is_the_reverse_of_the_dataflow_graph(tpch):

@@ -1,9 +1,12 @@
 """Physical join choice: map-side (broadcast) for small base-table inputs, repartition otherwise.
 
 A join input qualifies for broadcast when it is a map-side pipeline over base tables only (scans, filters,
-projections and broadcast joins among them) whose files total at most the threshold. The planner decides and
-the executor enforces it (Spark's own automatic broadcast is off in aipq's stages), so every later component —
-the IP planner and the benefit estimator — knows each stage's physical join.
+projections and broadcast joins among them) whose rows are estimated at most the threshold: its files scaled to
+the columns it reads, as Spark's planner sizes them, and with statistics to the rows its filters keep. The
+planner decides and the executor enforces it (Spark's own automatic broadcast is off in aipq's stages), so every
+later component — the IP planner and the benefit estimator — knows each stage's physical join. Once a stage has
+run, a join reading its output measured small is broadcast too (``measured_broadcasts``, Hive's conditional map
+join).
 """
 
 from __future__ import annotations
@@ -25,6 +28,12 @@ from aipq.planner.logical import (
     Window,
     transform_up,
 )
+
+# Spark's DataType.defaultSize: the widths its planner scales a scan's file bytes by when columns are pruned.
+_DEFAULT_WIDTHS = {"boolean": 1, "tinyint": 1, "byte": 1, "smallint": 2, "short": 2, "int": 4, "integer": 4,
+                   "bigint": 8, "long": 8, "float": 4, "double": 8, "date": 4, "timestamp": 8, "timestamp_ntz": 8,
+                   "string": 20, "binary": 100}
+ROW_OVERHEAD = 8  # bytes Spark adds to each row's estimated width
 
 # Which inputs Spark can broadcast for each join kind (the build side must not be the preserved side).
 _BROADCASTABLE = {
@@ -61,7 +70,43 @@ def pipeline_bytes(node: Node, sizes: Callable[[str], int | None],
     return total
 
 
-def _smallest_broadcastable(node: Join, inputs: dict[str, int | None], threshold: int) -> str | None:
+def default_width(data_type: str) -> int:
+    """A column's width as Spark's planner estimates it without statistics (decimals: 8 bytes up to 18 digits)."""
+    text = data_type.strip().lower()
+    if text.startswith("decimal"):
+        digits = text[text.find("(") + 1:].split(",")[0] if "(" in text else "10"
+        return 8 if digits.strip().isdigit() and int(digits) <= 18 else 16
+    if text.startswith(("char", "varchar")):
+        return _DEFAULT_WIDTHS["string"]
+    return _DEFAULT_WIDTHS.get(text, 100)
+
+
+def read_share(scan: Scan) -> float:
+    """The share of a table's file bytes a scan's output makes up, as Spark's planner sizes a scan whose columns
+    were pruned: the row width of the columns it outputs over the table's."""
+    types = {name.lower(): kind for name, kind in scan.table.columns}
+    whole = ROW_OVERHEAD + sum(default_width(kind) for kind in types.values())
+    read = ROW_OVERHEAD + sum(default_width(types.get(source.lower(), "string")) for _, source in scan.columns)
+    return min(1.0, read / whole)
+
+
+def estimated_pipeline_bytes(node: Node, sizes: Callable[[str], int | None],
+                             rows: Callable[[Node], float | None] | None = None) -> float | None:
+    """The bytes of a map-side base-table pipeline's rows, estimated before it runs: each table's files scaled to
+    the columns its scan outputs (as Spark's planner does) and, with row estimates from statistics, a single
+    table's to the share of its rows the filters keep. None if it is not such a pipeline."""
+    if pipeline_bytes(node, sizes) is None:
+        return None
+    scans = [sub for sub in node.walk() if isinstance(sub, Scan)]
+    total = sum((table_bytes(sizes, scan.table) or 0) * read_share(scan) for scan in scans)
+    if rows is not None and len(scans) == 1 and scans[0].filters:
+        kept, whole = rows(node), rows(replace(scans[0], filters=()))
+        if kept is not None and whole:
+            total *= min(1.0, kept / whole)
+    return total
+
+
+def _smallest_broadcastable(node: Join, inputs: dict[str, float | None], threshold: int) -> str | None:
     """The side to copy to every task: the smaller of the inputs within ``threshold`` that the join kind can
     build a broadcast hash table from."""
     candidates = [(inputs[side], side) for side in _BROADCASTABLE[node.kind]
@@ -78,9 +123,14 @@ def at_most_one_row(node: Node) -> bool:
     return isinstance(node, Aggregate) and not node.groups
 
 
-def choose_physical_joins(root: Node, broadcast_threshold: int, sizes: Callable[[str], int | None]) -> Node:
-    """Broadcast small base-table pipelines; always broadcast a one-row input (there is no key to
+def choose_physical_joins(root: Node, broadcast_threshold: int, sizes: Callable[[str], int | None],
+                          rows: Callable[[Node], float | None] | None = None, estimated: bool = True) -> Node:
+    """Broadcast small base-table pipelines, sized by their estimated rows (``estimated_pipeline_bytes``; ``rows``:
+    row estimates from statistics) or else by their files; always broadcast a one-row input (there is no key to
     repartition a scalar subquery's value on, and copying one row costs nothing)."""
+    def size(node: Node) -> float | None:
+        return estimated_pipeline_bytes(node, sizes, rows) if estimated else pipeline_bytes(node, sizes)
+
     def choose(node: Node) -> Node:
         if not isinstance(node, Join):
             return node
@@ -89,7 +139,7 @@ def choose_physical_joins(root: Node, broadcast_threshold: int, sizes: Callable[
                 return replace(node, physical="broadcast", broadcast_side=side)
         if broadcast_threshold <= 0:
             return node
-        inputs = {"left": pipeline_bytes(node.left, sizes), "right": pipeline_bytes(node.right, sizes)}
+        inputs = {"left": size(node.left), "right": size(node.right)}
         side = _smallest_broadcastable(node, inputs, broadcast_threshold)
         return replace(node, physical="broadcast", broadcast_side=side) if side else node
 
