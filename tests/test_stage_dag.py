@@ -62,9 +62,9 @@ def test_a_table_input_is_sized_for_broadcast_by_the_columns_it_reads(tpch):
     from aipq.planner.physical import read_share
 
     half = local_bytes(tpch.lookup("customer").path) // 2
-    estimated = dag_of(tpch, 3, broadcast_threshold=half)
+    estimated = dag_of(tpch, 3, broadcast_threshold=half, broadcast_sizes="estimated")
     assert "customer" in _broadcast_tables(estimated)
-    assert "customer" not in _broadcast_tables(dag_of(tpch, 3, broadcast_threshold=half, broadcast_sizes="files"))
+    assert "customer" not in _broadcast_tables(dag_of(tpch, 3, broadcast_threshold=half))  # files, the default
     [scan] = [n for s in estimated.stages for n in s.plan.walk() if isinstance(n, Scan) and n.table.name == "customer"]
     assert 0.1 < read_share(scan) < 0.25  # c_custkey (8 bytes) and the row's 8 of 8 + 132
 

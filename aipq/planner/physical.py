@@ -1,8 +1,9 @@
 """Physical join choice: map-side (broadcast) for small base-table inputs, repartition otherwise.
 
 A join input qualifies for broadcast when it is a map-side pipeline over base tables only (scans, filters,
-projections and broadcast joins among them) whose rows are estimated at most the threshold: its files scaled to
-the columns it reads, as Spark's planner sizes them, and with statistics to the rows its filters keep. The
+projections and broadcast joins among them) whose files total at most the threshold, or with
+``--broadcast-sizes estimated`` whose rows are estimated at most the threshold: its files scaled to the columns
+it reads, as Spark's planner sizes them, and with statistics to the rows its filters keep. The
 planner decides and the executor enforces it (Spark's own automatic broadcast is off in aipq's stages), so every
 later component — the IP planner and the benefit estimator — knows each stage's physical join. Once a stage has
 run, a join reading its output measured small is broadcast too (``measured_broadcasts``, Hive's conditional map
@@ -124,7 +125,7 @@ def at_most_one_row(node: Node) -> bool:
 
 
 def choose_physical_joins(root: Node, broadcast_threshold: int, sizes: Callable[[str], int | None],
-                          rows: Callable[[Node], float | None] | None = None, estimated: bool = True) -> Node:
+                          rows: Callable[[Node], float | None] | None = None, estimated: bool = False) -> Node:
     """Broadcast small base-table pipelines, sized by their estimated rows (``estimated_pipeline_bytes``; ``rows``:
     row estimates from statistics) or else by their files; always broadcast a one-row input (there is no key to
     repartition a scalar subquery's value on, and copying one row costs nothing)."""
