@@ -16,6 +16,7 @@ from aipq.engine.storage import Storage, is_local, local_path
 from aipq.engine.tables import partition_folders
 from aipq.errors import BadInputError, ExecutionError
 from aipq.estimator.edge_inputs import EdgeEstimator, SessionFacts
+from aipq.estimator.join_estimates import KnownTables, q_error, stage_row_estimates
 from aipq.pipeline import PlannedQuery, worst_order_text
 from aipq.planner.resolve import find_word
 from aipq.planner.stages import StageDag
@@ -104,6 +105,21 @@ def known_stage_sizes(dag: StageDag, context: RunContext) -> dict[int, dict]:
         if found is not None:
             known[stage.id] = {"rows": found.rows, "bytes": found.bytes, "collected_by": found.collected_by}
     return known
+
+
+def estimated_stage_rows(dag: StageDag, context: RunContext) -> dict[int, float | None]:
+    """Per stage, its output rows as estimated from the tables' statistics before the run (explain shows them,
+    and with --analyze how far off they were)."""
+    return stage_row_estimates(dag, KnownTables(context.repository, context.storage))
+
+
+def estimate_figures(rows: float | None, measured: dict | None) -> dict:
+    """A stage's output rows as estimated before the run and, once it has run, how far off they were (the
+    q-error of a written stage's rows; a fused stage's are not counted)."""
+    figures: dict = {"estimated_rows": None if rows is None else round(rows, 1)}
+    if rows is not None and measured is not None and measured["materialized"]:
+        figures["q_error"] = round(q_error(rows, measured["rows_written"]), 2)
+    return figures
 
 
 def statistics_plan(dag: StageDag, context: RunContext) -> list[dict]:

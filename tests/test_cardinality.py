@@ -1,5 +1,7 @@
 """Row and distinct-value estimates (estimator/cardinality.py) against hand-computed values."""
 
+import json
+
 import pytest
 import sqlglot
 from conftest import LOCAL_FILES, local_bytes
@@ -170,3 +172,26 @@ def test_a_deep_plan_is_priced_once_per_node(monkeypatch):
     computed.clear()
     cardinality.rows(node)  # a new estimate computes afresh (the figures it reads may have changed)
     assert len(computed) == len(set(computed)) > 0
+
+
+def test_q_error_is_the_factor_either_way():
+    from aipq.estimator.join_estimates import q_error
+
+    assert q_error(200, 100) == q_error(50, 100) == 2.0
+    assert q_error(0, 0) == 1.0 and q_error(10, 0) == 10.0
+
+
+def test_analyze_shows_each_written_stages_estimate_and_how_far_off_it_was(aipq, tpch_statistics):
+    """Estimates come from the tables' statistics before the run; a written stage's actual rows give its
+    q-error. TPC-H Q3's customer–orders join is estimated within a small factor at SF 0.01."""
+    result = aipq("explain", "tpch:3", "--analyze", "--format", "json", "--staging", "hive", "--ip", "off",
+                  "--broadcast-threshold", "0")
+    assert result.exit_code == 0, result.output
+    stages = json.loads(result.output)["stages"]
+    assert all(s["estimated_rows"] is not None for s in stages)
+    written = [s for s in stages if "q_error" in s]
+    assert len(written) == len(stages)
+    join = next(s for s in stages if s["operator"] == "JOIN")
+    assert join["q_error"] < 4, join
+    planned = json.loads(aipq("explain", "tpch:3", "--format", "json").output)["stages"]
+    assert planned[0]["estimated_rows"] is not None and "q_error" not in planned[0]  # not run: no actual rows

@@ -201,7 +201,11 @@ def run(ctx, source, inline, settings: Settings, fmt, output, force, show_rows, 
         if not quiet:
             err.print(run_summary(record))
         if analyze:
-            err.print(explain_tree(analyzed_info(result, settings)))
+            info = analyzed_info(result, settings)
+            estimated = app.estimated_stage_rows(result.planned.dag, context)
+            for stage in info["stages"]:
+                stage.update(app.estimate_figures(estimated.get(stage["id"]), stage.get("measured")))
+            err.print(explain_tree(info))
     finally:
         if keep_work:
             result.keep()
@@ -231,6 +235,7 @@ def explain(ctx, source, inline, settings: Settings, fmt, allow_overwrite, analy
         assert query is not None
         needs = app.statistics_plan(query.dag, context)
         known = app.known_stage_sizes(query.dag, context)
+        estimated = app.estimated_stage_rows(query.dag, context)
         if analyze:
             result = app.execute(query, context, analyze=True)
             try:
@@ -242,6 +247,7 @@ def explain(ctx, source, inline, settings: Settings, fmt, allow_overwrite, analy
         info["statistics"] = needs
         for stage in info["stages"]:
             stage["known_output"] = known.get(stage["id"])
+            stage.update(app.estimate_figures(estimated.get(stage["id"]), stage.get("measured")))
         if fmt == "json":
             click.echo(json.dumps(info, indent=2, default=str))
         elif fmt == "dot":

@@ -82,6 +82,11 @@ def explain_tree(info: dict[str, Any]) -> Tree:
                 parts = f" [dim]partitions {parts['read']} of {parts['registered']}[/dim]" if parts else ""
                 node.add(f"scan {source['table']}{alias} [dim]({', '.join(source['columns'])})[/dim]{filters}{parts}")
         node.add(f"output: [green]{', '.join(stage['output_columns'])}[/green]")
+        if stage.get("estimated_rows") is not None:
+            off = f" · actual {stage['measured']['rows_written']:,}, q-error {stage['q_error']:g}" \
+                if "q_error" in stage else ""
+            node.add(f"[blue]estimated[/blue] {stage['estimated_rows']:,.0f} rows{off} "
+                     f"[dim](from the tables' statistics)[/dim]")
         if stage.get("known_output"):
             known = stage["known_output"]
             node.add(f"[blue]known size[/blue] {known['rows']:,} rows, {format_size(known['bytes'])} "

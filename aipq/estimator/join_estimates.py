@@ -11,6 +11,7 @@ from aipq.estimator.parameters import PAGE_BYTES, Calibration
 from aipq.files import FileSource, Sizes
 from aipq.planner.join_order import JoinCosting
 from aipq.planner.logical import Node, Scan
+from aipq.planner.stages import StageDag, StageRead
 from aipq.stats.fingerprint import DataFiles, data_files
 from aipq.stats.repository import ColumnStats, StatsRepository, TableStats
 
@@ -47,11 +48,18 @@ class JoinEstimates:
     """``planner.join_order.RowEstimates`` over the repository: a relation's rows and key counts, and which of
     its tables the repository knows nothing of."""
 
-    def __init__(self, tables: KnownTables):
+    def __init__(self, tables: KnownTables, dag: StageDag | None = None):
         self.tables = tables
+        self.dag = dag
         self.cardinality = Cardinality(StatsLookup(table_rows=self._table_rows, column=self._column,
-                                                   stage_rows=lambda read: None,
-                                                   stage_distinct=lambda read, column: None))
+                                                   stage_rows=self._stage_rows, stage_distinct=self._stage_distinct))
+
+    def _stage_rows(self, read: StageRead) -> float | None:
+        """An earlier stage's output by its own plan's estimate (a stage reads only earlier stages)."""
+        return self.cardinality.rows(self.dag.stage(read.stage_id).plan) if self.dag is not None else None
+
+    def _stage_distinct(self, read: StageRead, column: str) -> float | None:
+        return self.cardinality.distinct(self.dag.stage(read.stage_id).plan, column) if self.dag is not None else None
 
     def _table_rows(self, scan: Scan) -> float | None:
         stats = self.tables.stats(scan.table.path)
@@ -70,6 +78,20 @@ class JoinEstimates:
     def missing_statistics(self, node: Node) -> list[str]:
         return sorted({scan.table.qualified_name for scan in node.walk()
                        if isinstance(scan, Scan) and self.tables.stats(scan.table.path) is None})
+
+
+def stage_row_estimates(dag: StageDag, tables: KnownTables) -> dict[int, float | None]:
+    """Each stage's output rows as estimated before anything runs, from the tables' statistics alone: what a
+    stage's actual rows are compared with (``q_error``)."""
+    estimates = JoinEstimates(tables, dag)
+    return {stage.id: estimates.rows(stage.plan) for stage in dag.stages}
+
+
+def q_error(estimate: float, actual: float) -> float:
+    """How far an estimate is off, as a factor either way (Moerkotte et al.'s q-error; a count below one row
+    counts as one)."""
+    estimate, actual = max(estimate, 1.0), max(actual, 1.0)
+    return max(estimate / actual, actual / estimate)
 
 
 def join_costing(settings: Settings, tables: KnownTables, calibration: Calibration, cores: int) -> JoinCosting:
