@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -13,7 +14,7 @@ from aipq.engine.executor import RunRecord, StageListener, keep_work_dir, remove
 from aipq.engine.session import read_schema
 from aipq.engine.statistics import collector_for
 from aipq.engine.storage import Storage, is_local, local_path
-from aipq.engine.tables import partition_folders
+from aipq.engine.tables import partition_folders, rewrite_columns
 from aipq.errors import BadInputError, ExecutionError
 from aipq.estimator.edge_inputs import EdgeEstimator, SessionFacts
 from aipq.estimator.join_estimates import KnownTables, q_error, stage_row_estimates
@@ -26,6 +27,7 @@ from aipq.stats.planner import plan_statistics
 from aipq.tpcds import generate as tpcds_generate
 from aipq.tpcds.queries import query_text as tpcds_query_text
 from aipq.tpch import generate as tpch_generate
+from aipq.tpch import skew as tpch_skew
 from aipq.tpch.queries import query_text
 
 
@@ -216,6 +218,38 @@ def worst_order_tpch_query(context: RunContext, number: int) -> str:
         raise BadInputError(f"TPC-H Q{number} has no bad-order variant here: its FROM list is not comma joins, or "
                             "a table has no statistics", hint="collect them with: aipq stats collect")
     return text
+
+
+def generate_skewed_tpch(context: RunContext, scale_factor: float, exponent: float, database: str,
+                         parts: int = 1) -> list[TableEntry]:
+    """TPC-H with orders' customers and lineitem's parts drawn from a Zipf distribution of ``exponent``
+    (``tpch/skew.py``): the two tables rewritten by Spark beside the uniform generation's files, renamed into
+    place once complete, the other six registered from the uniform files."""
+    if exponent <= 0:
+        raise BadInputError(f"--skew must be positive, not {exponent:g}", hint="leave it out for uniform data")
+    uniform = tpch_generate.generate(context.home, scale_factor, parts)
+    target = uniform.with_name(f"{uniform.name}-{tpch_skew.skew_label(exponent)}")
+    if not all((target / f"{table}.parquet").exists() for table in tpch_skew.SKEWED):
+        spark = context.spark
+        rows = {table: spark.read.parquet(str(tpch_generate.table_path(uniform, table))).count()
+                for table in ("customer", "part", "supplier")}
+        staging = target.with_name(target.name + ".partial")
+        shutil.rmtree(staging, ignore_errors=True)
+        for table in tpch_skew.SKEWED:
+            rewrite_columns(spark, str(tpch_generate.table_path(uniform, table)), str(staging / f"{table}.parquet"),
+                            tpch_skew.skewed_columns(table, exponent, rows["customer"], rows["part"],
+                                                     rows["supplier"]))
+        shutil.rmtree(target, ignore_errors=True)
+        staging.rename(target)
+    catalog = Catalog(context.home)
+    entries = []
+    for table in tpch_generate.TABLES:
+        folder = target if table in tpch_skew.SKEWED else uniform
+        entry = TableEntry(database, table, str(tpch_generate.table_path(folder, table)), "parquet",
+                           tpch_generate.COLUMNS[table])
+        catalog.register(entry)
+        entries.append(entry)
+    return entries
 
 
 def generate_tpcds(context: RunContext, scale_factor: float, database: str) -> list[TableEntry]:

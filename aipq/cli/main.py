@@ -307,15 +307,23 @@ def tpch():
               help="aipq home to generate into (same as the global option).")
 @click.option("--database", default="default", show_default=True, help="Database to register the tables in.")
 @click.option("--parts", type=click.IntRange(1), default=1, show_default=True, help="Files per table.")
+@click.option("--skew", type=float, default=None,
+              help="Zipf exponent Z: orders' customers and lineitem's parts drawn with P(k) ∝ 1/k^Z (1 is "
+                   "strong skew); the other tables stay uniform.")
 @planning_options
 @click.pass_context
-def tpch_gen(ctx, scale_factor, home, database, parts, settings: Settings):
+def tpch_gen(ctx, scale_factor, home, database, parts, skew, settings: Settings):
     """Generate TPC-H as parquet with tpchgen-cli and register the 8 tables."""
     home = home_dir(ctx, home)
     err = Console(stderr=True)
-    with err.status(f"generating TPC-H at SF {scale_factor:g}…"):
-        entries = app.generate_tpch(home, scale_factor, database, parts)
-    err.print(f"registered {len(entries)} tables in database {database!r} from {Path(entries[0].path).parent}")
+    skewed = f", skew {skew:g}" if skew is not None else ""
+    with err.status(f"generating TPC-H at SF {scale_factor:g}{skewed}…"):
+        if skew is None:
+            entries = app.generate_tpch(home, scale_factor, database, parts)
+        else:
+            entries = app.generate_skewed_tpch(RunContext(home, settings), scale_factor, skew, database, parts)
+    folders = sorted({str(Path(entry.path).parent) for entry in entries})
+    err.print(f"registered {len(entries)} tables in database {database!r} from {' and '.join(folders)}")
 
 
 @cli.group()

@@ -165,3 +165,14 @@ def publish_partitions(storage: Storage, result: str, table: TableEntry,
         done = publish(storage, folder, current.get(values) or table.partition_folder(values), mode, commit)
         written.append((Partition(values, done.path), done))
     return written
+
+
+def rewrite_columns(spark, source: str, target: str, columns: tuple[tuple[str, str], ...]) -> None:
+    """``source``'s parquet rows written as parquet to ``target`` with ``columns`` (name, Spark SQL of its new
+    value) recomputed in order, each seeing those before it."""
+    from pyspark.sql import functions as F
+
+    frame = spark.read.parquet(source)
+    for column, value in columns:
+        frame = frame.withColumn(column, F.expr(value))
+    frame.write.parquet(target)
