@@ -191,6 +191,10 @@ strategy_options = [
 ]
 
 
+skew_option = click.option("--skew", type=float, default=None,
+                           help="Zipf-skewed TPC-H (tpch gen --skew): orders' customers and lineitem's parts.")
+
+
 def with_strategy_options(fn):
     for option in reversed(strategy_options):
         fn = option(fn)
@@ -201,24 +205,36 @@ def with_strategy_options(fn):
 @click.option("--sf", "scale_factor", type=float, default=1.0, show_default=True)
 @click.option("--queries", default="3,5,9", show_default=True,
               help=f"TPC-H query numbers, comma-separated (the join-heavy set: {TPCH_JOIN_HEAVY}).")
+@skew_option
 @with_strategy_options
 @planning_options
 @click.pass_context
-def bench_tpch(ctx, scale_factor, queries, strategies, repeat, min_run_seconds, joins, out_dir, settings: Settings):
+def bench_tpch(ctx, scale_factor, queries, skew, strategies, repeat, min_run_seconds, joins, out_dir,
+               settings: Settings):
     """TPC-H under each information passing strategy and spark.sql: time, shuffle, pruning; rows checked equal."""
     run_tpch_bench(home_dir(ctx), scale_factor, queries, strategies, repeat, joins, out_dir, settings,
-                   invocation(ctx), min_run_seconds)
+                   invocation(ctx), min_run_seconds, skew)
+
+
+def prepare_tpch(home: Path, scale_factor: float, settings: Settings, skew: float | None) -> None:
+    """TPC-H generated (or found) and registered in the default database, Zipf-skewed with ``skew``."""
+    if skew is None:
+        app.generate_tpch(home, scale_factor, "default")
+    else:
+        app.generate_skewed_tpch(RunContext(home, settings), scale_factor, skew, "default")
 
 
 def run_tpch_bench(home: Path, scale_factor: float, queries: str, strategies: str, repeat: int, joins: str,
-                   out_dir: Path | None, settings: Settings, command: str, min_run_seconds: float = 0.0):
+                   out_dir: Path | None, settings: Settings, command: str, min_run_seconds: float = 0.0,
+                   skew: float | None = None):
     from aipq.bench.strategies import tpch_workload
 
     numbers = _query_numbers(queries, "TPC-H", 22)
     chosen = _strategies(strategies)
     with Console(stderr=True).status(f"preparing TPC-H SF {scale_factor:g}…"):
-        app.generate_tpch(home, scale_factor, "default")
-    return _strategy_bench(home, "TPC-H", scale_factor, tpch_workload(numbers), chosen, repeat, joins, out_dir,
+        prepare_tpch(home, scale_factor, settings, skew)
+    name = "TPC-H" if skew is None else f"TPC-H skewed (Zipf {skew:g})"
+    return _strategy_bench(home, name, scale_factor, tpch_workload(numbers), chosen, repeat, joins, out_dir,
                            settings, command, min_run_seconds)
 
 
@@ -243,10 +259,12 @@ REORDER_SERIES = "off,off-again,off/bushy,off/cost,adaptive@adaptive,adaptive@ad
 @click.option("--sf", "scale_factor", type=float, default=1.0, show_default=True)
 @click.option("--queries", default=REORDER_QUERIES, show_default=True,
               help="TPC-H query numbers: each runs as written and in its worst connected order.")
+@skew_option
 @with_strategy_options
 @planning_options
 @click.pass_context
-def bench_reopt(ctx, scale_factor, queries, strategies, repeat, min_run_seconds, joins, out_dir, settings: Settings):
+def bench_reopt(ctx, scale_factor, queries, skew, strategies, repeat, min_run_seconds, joins, out_dir,
+                settings: Settings):
     """Join orders: TPC-H as written and written in a bad order, under the written order (linear), bushy and
     --plan cost (series STRATEGY[@STAGING]/PLAN), with the tables' statistics collected first."""
     from aipq.bench.strategies import reorder_workload
@@ -258,9 +276,10 @@ def bench_reopt(ctx, scale_factor, queries, strategies, repeat, min_run_seconds,
     chosen = _strategies(strategies)
     err = Console(stderr=True)
     with err.status(f"preparing TPC-H SF {scale_factor:g} and its statistics…"):
-        app.generate_tpch(home, scale_factor, "default")
+        prepare_tpch(home, scale_factor, settings, skew)
         workload = reorder_workload(RunContext(home, settings), numbers)
-    _strategy_bench(home, "TPC-H join orders", scale_factor, workload, chosen, repeat, joins, out_dir, settings,
+    title = "TPC-H join orders" if skew is None else f"TPC-H join orders, skewed (Zipf {skew:g})"
+    _strategy_bench(home, title, scale_factor, workload, chosen, repeat, joins, out_dir, settings,
                     invocation(ctx), min_run_seconds)
 
 
