@@ -118,8 +118,27 @@ def markdown_report(context: BenchContext, results: list[StrategyResult], plots:
         lines.append("- Executions back to back in each timed run (`--min-run-seconds`; seconds are per "
                      "execution, the same count for every strategy): "
                      + ", ".join(f"{query} {joins} ×{count}" for (query, joins), count in batched.items()))
+    lines += q_error_lines(results)
     lines += ["", *[f"![{name}]({name})" for name in plots], ""]
     return "\n".join(lines)
+
+
+def q_error_lines(results: list[StrategyResult]) -> list[str]:
+    """Per aipq series, how far the written stages' output rows were from their estimates from the tables'
+    statistics (q-error: the factor either way), over every query's first timed run."""
+    by_series: dict[str, list[float]] = {}
+    for result in results:
+        stages = (result.runs[0].detail or {}).get("stages", {}) if result.runs else {}
+        by_series.setdefault(result.strategy, []).extend(s["q_error"] for s in stages.values() if "q_error" in s)
+    found = {series: sorted(errors) for series, errors in by_series.items() if errors}
+    if not found:
+        return []
+    lines = ["", "| series | written stages | median q-error | 90th percentile | max |", "|---|--:|--:|--:|--:|"]
+    for series, errors in found.items():
+        p90 = errors[min(len(errors) - 1, int(0.9 * len(errors)))]
+        lines.append(f"| {series} | {len(errors)} | {statistics.median(errors):.2f} | {p90:.2f} | "
+                     f"{errors[-1]:.2f} |")
+    return lines
 
 
 def _times(ratio: float | None) -> str:

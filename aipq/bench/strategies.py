@@ -24,6 +24,7 @@ import time
 from dataclasses import dataclass, field, replace
 from functools import partial
 
+from aipq.app import estimate_figures, estimated_stage_rows
 from aipq.bench.staging import bench_session, spark_sql_text
 from aipq.bench.steal import steal_seconds, undisturbed_round
 from aipq.config import Settings
@@ -222,11 +223,15 @@ class QueryRunner:
         rows = self.spark.read.parquet(record.result_path).collect()
         for done in records:
             remove_work_dir(run.storage, done)
+        detail = run_dict(record)
+        estimated = estimated_stage_rows(dag, run)  # after the timed part: what the q-errors compare
+        for stage_id, stage in detail["stages"].items():
+            stage.update(estimate_figures(estimated.get(stage_id), stage))
         measurement = Measurement(
             seconds, sum(m.shuffle.shuffle_write_bytes for m in record.stages),
             sum(m.shuffle.shuffle_write_records for m in record.stages), planning_seconds=planning_seconds,
             decision_seconds=sum(m.decision_seconds for m in record.stages),
-            statistics_seconds=record.statistics_seconds, detail=run_dict(record), steal_seconds=stolen,
+            statistics_seconds=record.statistics_seconds, detail=detail, steal_seconds=stolen,
             executions=executions)
         return measurement, rows
 
