@@ -48,3 +48,8 @@ def test_queries_over_skewed_data_give_the_oracles_rows(aipq, skewed, tmp_path, 
     actual = run_to_rows(aipq, tmp_path, str(script), "--ip", "adaptive", "--broadcast-threshold", "0")
     sql = query_text(number)
     assert_same_rows(actual, oracle_rows(skewed, sql), ordered="order by" in sql.lower())
+
+
+def test_a_skew_that_is_not_positive_is_refused(aipq):
+    result = aipq("tpch", "gen", "--sf", str(SF), "--skew", "0", "--database", "skewed")
+    assert result.exit_code == 2 and "--skew must be positive" in result.output
