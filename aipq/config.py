@@ -127,7 +127,7 @@ KNOBS: tuple[Knob, ...] = (
     Knob("preaggregate", "off", "GROUP BY above a repartition join whose aggregates (SUM, COUNT, MIN, MAX) read "
          "one input: 'auto' aggregates that input partially below the join where the statistics say its groups "
          "are few enough to pay (explain says where), 'always' wherever the aggregates allow, 'off' never (the "
-         "default until it is measured).",
+         "default: measured no faster on TPC-H).",
          "--preaggregate", "choice", ("auto", "always", "off"), help="Pre-aggregate below joins where it pays."),
     Knob("broadcast_threshold", 10 * MB, "A base table (with its map-side filters) sized at most this many "
          "bytes (broadcast_sizes) is joined map-side (broadcast) inside a stage; 0 or less: repartition joins "
