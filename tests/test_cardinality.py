@@ -65,6 +65,15 @@ def test_a_join_keeps_the_rows_whose_key_the_other_side_has():
     assert cardinality.match_share(join, "left") == pytest.approx(1 / 150)
 
 
+def test_a_limit_keeps_at_most_its_count():
+    from aipq.planner.logical import Limit
+
+    cardinality = Cardinality(lookup())
+    assert cardinality.rows(Limit(scan("lineitem"), 10)) == 10
+    assert cardinality.rows(Limit(scan("part", "p_type = 'ECONOMY ANODIZED STEEL'"), 10_000)) == pytest.approx(
+        200_000 / 150)
+
+
 def test_semi_and_anti_joins_keep_the_matched_and_unmatched_shares():
     cardinality = Cardinality(lookup())
     orders = scan("orders", "o_orderdate >= CAST('1995-01-01' AS DATE)")

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from sqlglot import exp
 
-from aipq.planner.logical import Aggregate, Filter, Join, Node, Project, Scan, conjuncts, path_to
+from aipq.planner.logical import Aggregate, Filter, Join, Limit, Node, Project, Scan, conjuncts, path_to
 from aipq.planner.stages import StageRead
 from aipq.stats.repository import ColumnStats
 
@@ -145,6 +145,9 @@ class Cardinality:
                 distinct = self.distinct(node.child, expression.name) if isinstance(expression, exp.Column) else None
                 groups *= distinct if distinct is not None else rows
             return min(rows, groups) * len(node.grouping_sets or (None,))  # at most that many rows per set
+        if isinstance(node, Limit):
+            rows = self.rows(node.child)
+            return None if rows is None else min(rows, float(node.count))  # LIMIT keeps at most its count
         if len(node.children) == 1:
             return self.rows(node.children[0])
         return None
