@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
+import math
 import shutil
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from aipq.catalog import FORMATS, Catalog, Partition, TableEntry, split_name
 from aipq.config import master_cores
 from aipq.engine.context import RunContext
 from aipq.engine.executor import RunRecord, StageListener, keep_work_dir, remove_work_dir, run_dag
-from aipq.engine.session import read_schema
+from aipq.engine.session import read_schema, table_rows
 from aipq.engine.statistics import collector_for
 from aipq.engine.storage import Storage, is_local, local_path
 from aipq.engine.tables import partition_folders, rewrite_columns
@@ -109,18 +110,17 @@ def known_stage_sizes(dag: StageDag, context: RunContext) -> dict[int, dict]:
     return known
 
 
-def estimated_stage_rows(dag: StageDag, context: RunContext) -> dict[int, float | None]:
-    """Per stage, its output rows as estimated from the tables' statistics before the run (explain shows them,
-    and with --analyze how far off they were)."""
-    return stage_row_estimates(dag, KnownTables(context.repository, context.storage))
-
-
-def estimate_figures(rows: float | None, measured: dict | None) -> dict:
-    """A stage's output rows as estimated before the run and, once it has run, how far off they were (the
-    q-error of a written stage's rows; a fused stage's are not counted)."""
-    figures: dict = {"estimated_rows": None if rows is None else round(rows, 1)}
-    if rows is not None and measured is not None and measured["materialized"]:
-        figures["q_error"] = round(q_error(rows, measured["rows_written"]), 2)
+def stage_estimates(dag: StageDag, context: RunContext, measured: dict[int, dict] | None = None) -> dict[int, dict]:
+    """Per stage, its output rows as estimated from the tables' statistics the repository holds and, for a stage
+    ``measured`` as written (a run's figures by stage id), how far off they were: the q-error of its rows (a fused
+    stage's rows are not counted)."""
+    figures: dict[int, dict] = {}
+    for stage_id, rows in stage_row_estimates(dag, KnownTables(context.repository, context.storage)).items():
+        figure: dict = {"estimated_rows": None if rows is None else round(rows, 1)}
+        ran = (measured or {}).get(stage_id)
+        if rows is not None and ran is not None and ran["materialized"]:
+            figure["q_error"] = round(q_error(rows, ran["rows_written"]), 2)
+        figures[stage_id] = figure
     return figures
 
 
@@ -225,14 +225,17 @@ def generate_skewed_tpch(context: RunContext, scale_factor: float, exponent: flo
     """TPC-H with orders' customers and lineitem's parts drawn from a Zipf distribution of ``exponent``
     (``tpch/skew.py``): the two tables rewritten by Spark beside the uniform generation's files, renamed into
     place once complete, the other six registered from the uniform files."""
-    if exponent <= 0:
-        raise BadInputError(f"--skew must be positive, not {exponent:g}", hint="leave it out for uniform data")
+    if not math.isfinite(exponent) or exponent <= 0:
+        raise BadInputError(f"--skew must be positive, not {exponent:g}",
+                            hint="1 is strong skew; leave it out for uniform data")
     uniform = tpch_generate.generate(context.home, scale_factor, parts)
     target = uniform.with_name(f"{uniform.name}-{tpch_skew.skew_label(exponent)}")
+    entries = [TableEntry(database, table, str(tpch_generate.table_path(uniform, table)), "parquet",
+                          tpch_generate.COLUMNS[table]) for table in tpch_generate.TABLES]
     if not all((target / f"{table}.parquet").exists() for table in tpch_skew.SKEWED):
         spark = context.spark
-        rows = {table: spark.read.parquet(str(tpch_generate.table_path(uniform, table))).count()
-                for table in ("customer", "part", "supplier")}
+        rows = {entry.name: table_rows(spark, context.storage, entry) for entry in entries
+                if entry.name in ("customer", "part", "supplier")}
         staging = target.with_name(target.name + ".partial")
         shutil.rmtree(staging, ignore_errors=True)
         for table in tpch_skew.SKEWED:
@@ -241,14 +244,11 @@ def generate_skewed_tpch(context: RunContext, scale_factor: float, exponent: flo
                                                      rows["supplier"]))
         shutil.rmtree(target, ignore_errors=True)
         staging.rename(target)
+    entries = [replace(entry, path=str(target / f"{entry.name}.parquet")) if entry.name in tpch_skew.SKEWED else entry
+               for entry in entries]
     catalog = Catalog(context.home)
-    entries = []
-    for table in tpch_generate.TABLES:
-        folder = target if table in tpch_skew.SKEWED else uniform
-        entry = TableEntry(database, table, str(tpch_generate.table_path(folder, table)), "parquet",
-                           tpch_generate.COLUMNS[table])
+    for entry in entries:
         catalog.register(entry)
-        entries.append(entry)
     return entries
 
 

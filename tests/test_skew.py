@@ -36,9 +36,16 @@ def test_a_few_keys_carry_most_rows_and_every_key_still_joins(skewed):
                           "ON l_partkey = ps_partkey AND l_suppkey = ps_suppkey").fetchone()[0] == 0
 
 
-def test_zipf_zero_is_uniform_and_one_has_its_own_form():
-    assert "POW(1001D, rand(1))" in zipf_sql(1000, 1.0, 1)
-    assert "LEAST(1000" in zipf_sql(1000, 0.0, 1)
+def _key_at(sql: str, draw: float) -> int:
+    """The key ``zipf_sql``'s expression gives for one uniform draw (evaluated by DuckDB)."""
+    return oracle_connection().execute("SELECT " + sql.replace("rand(1)", repr(draw)).replace("D,", ".0,")
+                                       ).fetchone()[0]
+
+
+def test_zipf_zero_is_uniform_and_one_puts_half_the_draws_on_the_first_keys():
+    assert [_key_at(zipf_sql(1000, 0.0, 1), u) for u in (0.0, 0.25, 0.5, 0.999)] == [1, 251, 501, 1000]
+    assert _key_at(zipf_sql(1000, 1.0, 1), 0.5) == 31  # √1001: half the rows on the first 3% of the keys
+    assert _key_at(zipf_sql(1000, 2.0, 1), 0.5) == 1  # steeper still
 
 
 @pytest.mark.parametrize("number", [9, 13, 18])

@@ -66,7 +66,7 @@ def test_a_table_input_is_sized_for_broadcast_by_the_columns_it_reads(tpch):
     assert "customer" in _broadcast_tables(estimated)
     assert "customer" not in _broadcast_tables(dag_of(tpch, 3, broadcast_threshold=half))  # files, the default
     [scan] = [n for s in estimated.stages for n in s.plan.walk() if isinstance(n, Scan) and n.table.name == "customer"]
-    assert 0.1 < read_share(scan) < 0.25  # c_custkey (8 bytes) and the row's 8 of 8 + 132
+    assert 0.1 < read_share(scan) < 0.25  # (8 + c_custkey's 8) / (8 + the 124 of customer's columns)
 
 
 def test_a_filtered_table_is_sized_by_the_rows_its_filters_keep():

@@ -24,7 +24,7 @@ import time
 from dataclasses import dataclass, field, replace
 from functools import partial
 
-from aipq.app import estimate_figures, estimated_stage_rows
+from aipq.app import stage_estimates
 from aipq.bench.staging import bench_session, spark_sql_text
 from aipq.bench.steal import steal_seconds, undisturbed_round
 from aipq.config import Settings
@@ -224,9 +224,9 @@ class QueryRunner:
         for done in records:
             remove_work_dir(run.storage, done)
         detail = run_dict(record)
-        estimated = estimated_stage_rows(dag, run)  # after the timed part: what the q-errors compare
-        for stage_id, stage in detail["stages"].items():
-            stage.update(estimate_figures(estimated.get(stage_id), stage))
+        for stage_id, figures in stage_estimates(dag, run, detail["stages"]).items():  # after the timed part
+            if stage_id in detail["stages"]:
+                detail["stages"][stage_id].update(figures)
         measurement = Measurement(
             seconds, sum(m.shuffle.shuffle_write_bytes for m in record.stages),
             sum(m.shuffle.shuffle_write_records for m in record.stages), planning_seconds=planning_seconds,

@@ -201,11 +201,7 @@ def run(ctx, source, inline, settings: Settings, fmt, output, force, show_rows, 
         if not quiet:
             err.print(run_summary(record))
         if analyze:
-            info = analyzed_info(result, settings)
-            estimated = app.estimated_stage_rows(result.planned.dag, context)
-            for stage in info["stages"]:
-                stage.update(app.estimate_figures(estimated.get(stage["id"]), stage.get("measured")))
-            err.print(explain_tree(info))
+            err.print(explain_tree(analyzed_info(result, context)))
     finally:
         if keep_work:
             result.keep()
@@ -235,19 +231,18 @@ def explain(ctx, source, inline, settings: Settings, fmt, allow_overwrite, analy
         assert query is not None
         needs = app.statistics_plan(query.dag, context)
         known = app.known_stage_sizes(query.dag, context)
-        estimated = app.estimated_stage_rows(query.dag, context)
         if analyze:
             result = app.execute(query, context, analyze=True)
             try:
-                info = analyzed_info(result, settings)
+                info = analyzed_info(result, context)
             finally:
                 result.close()
         else:
             info = explain_dict(query.dag, settings, estimator=app.planning_estimator(query.dag, context))
+            add_estimates(info, app.stage_estimates(query.dag, context))
         info["statistics"] = needs
         for stage in info["stages"]:
             stage["known_output"] = known.get(stage["id"])
-            stage.update(app.estimate_figures(estimated.get(stage["id"]), stage.get("measured")))
         if fmt == "json":
             click.echo(json.dumps(info, indent=2, default=str))
         elif fmt == "dot":
@@ -272,18 +267,24 @@ def explain(ctx, source, inline, settings: Settings, fmt, allow_overwrite, analy
                 console.print(explain_tree(statement["plan"]))
 
 
-def analyzed_info(result: app.QueryRun, settings: Settings) -> dict:
-    """The explain data with the decisions the run made and what it measured."""
+def analyzed_info(result: app.QueryRun, context: RunContext) -> dict:
+    """The explain data with the decisions the run made, what it measured and how far the estimates were off."""
     record = result.record
     decisions = [m.decisions for m in record.stages if m.decisions is not None]
-    info = explain_dict(result.planned.dag, settings, decisions)
+    info = explain_dict(result.planned.dag, context.settings, decisions)
     measured = run_dict(record)
     # a summary pre-pass (SCAN stage) whose summary was not built did not run
     info["stages"] = [stage for stage in info["stages"] if stage["id"] in measured["stages"]]
     for stage in info["stages"]:
         stage["measured"] = measured["stages"][stage["id"]]
     info["run"] = {k: v for k, v in measured.items() if k != "stages"}
+    add_estimates(info, app.stage_estimates(result.planned.dag, context, measured["stages"]))
     return info
+
+
+def add_estimates(info: dict, figures: dict[int, dict]) -> None:
+    for stage in info["stages"]:
+        stage.update(figures.get(stage["id"], {}))
 
 
 def statement_info(planned: workflow.PlannedStep) -> dict:

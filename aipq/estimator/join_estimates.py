@@ -81,8 +81,8 @@ class JoinEstimates:
 
 
 def stage_row_estimates(dag: StageDag, tables: KnownTables) -> dict[int, float | None]:
-    """Each stage's output rows as estimated before anything runs, from the tables' statistics alone: what a
-    stage's actual rows are compared with (``q_error``)."""
+    """Each stage's output rows as estimated from the tables' statistics alone, earlier stages by their own
+    estimates rather than their measured rows: what a stage's actual rows are compared with (``q_error``)."""
     estimates = JoinEstimates(tables, dag)
     return {stage.id: estimates.rows(stage.plan) for stage in dag.stages}
 
