@@ -22,6 +22,7 @@ from aipq.estimator.join_estimates import KnownTables, q_error, stage_row_estima
 from aipq.pipeline import PlannedQuery, worst_order_text
 from aipq.planner.resolve import find_word
 from aipq.planner.stages import StageDag
+from aipq.reoptimization import Reoptimizer
 from aipq.stats.fingerprint import data_files
 from aipq.stats.plan_key import stage_plan_key
 from aipq.stats.planner import plan_statistics
@@ -154,13 +155,17 @@ def execute(planned: PlannedQuery, context: RunContext, listener: StageListener 
     check_table_data(planned.dag, context.storage)
     collector = collector_for(context, planned.dag, planned.source_name or "query")
     try:
-        record = run_dag(context, planned.dag, listener, analyze, collector, result_format=result_format)
+        replanner = Reoptimizer(planned, context) if Reoptimizer.applies(planned, context) else None
+        record = run_dag(context, planned.dag, listener, analyze, collector, result_format=result_format,
+                         replanner=replanner)
     except BadInputError as error:
         name = getattr(error, "missing_name", None)
         if error.position is None and name:
             error.position = find_word(planned.sql, name.split(".")[-1])
             error.source_name = planned.source_name
         raise
+    if record.dag is not None:  # re-planned while it ran: the stages as they ran
+        planned = replace(planned, dag=record.dag)
     return QueryRun(context.spark, planned, record, context.storage)
 
 

@@ -124,6 +124,14 @@ KNOBS: tuple[Knob, ...] = (
          "allowed, from the statistics repository's rows and distinct counts; the written order while a table "
          "has no statistics).",
          "--plan", "choice", PLANS, help="Join tree shape or order."),
+    Knob("reoptimize_factor", 2.0, "With plan 'cost': after each stage whose output is written, its rows are "
+         "compared with the estimate the plan was made with; when they differ by more than this factor (or the "
+         "plan had no estimate), the stages not yet run are planned again from what is now known: the rows the "
+         "finished stages wrote, the statistics collected so far and, for tables still without statistics, the "
+         "row counts in their files' footers (ADP's corrective re-optimization). 0: never re-plan.",
+         "--reoptimize-factor", "float", low=0.0,
+         help="With --plan cost, re-plan the stages not yet run when a stage's rows differ from the estimate by "
+              "more than this factor (0: never)."),
     Knob("preaggregate", "off", "GROUP BY above a repartition join whose aggregates (SUM, COUNT, MIN, MAX) read "
          "one input: 'auto' aggregates that input partially below the join where the statistics say its groups "
          "are few enough to pay (explain says where), 'always' wherever the aggregates allow, 'off' never (the "
@@ -245,6 +253,7 @@ class Settings:
     """The knob values for one invocation (each default is the knob's, declared in ``KNOBS``)."""
 
     plan: str = default_of("plan")
+    reoptimize_factor: float = default_of("reoptimize_factor")
     preaggregate: str = default_of("preaggregate")
     broadcast_threshold: int = default_of("broadcast_threshold")
     broadcast_sizes: str = default_of("broadcast_sizes")

@@ -6,6 +6,7 @@ SQL text ─parse→ statements ─resolve→ qualified AST ─build→ logical 
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 
 from sqlglot import exp
@@ -27,8 +28,9 @@ from aipq.planner.preaggregate import PreaggregationCosting, preaggregate
 from aipq.planner.predicate_order import order_scan_filters
 from aipq.planner.prune import prune_columns
 from aipq.planner.pushdown import push_down_filters
+from aipq.planner.reoptimize import collapse_finished, references_resolve
 from aipq.planner.resolve import lookup_tables, qualify_statement
-from aipq.planner.stages import StageDag, cut_stages
+from aipq.planner.stages import Stage, StageDag, cut_stages
 from aipq.planner.table_output import TableShape, shape_for_table
 
 
@@ -39,6 +41,8 @@ class PlannedQuery:
     qualified: exp.Expression
     dag: StageDag
     source_name: str | None = None
+    written: QueryPlan | None = None  # the logical plan as built, before optimizing: what re-planning starts from
+    table: TableShape | None = None  # a table write's output shape
 
 
 def display_names(statement: exp.Expression) -> list[str] | None:
@@ -85,17 +89,50 @@ def plan_statement(statement: exp.Expression, sql: str, catalog, settings: Setti
     sizes come from ``files`` (engine/storage.py, or a test's own); ``--plan cost`` prices join orders with
     ``costing`` (the estimator's, over the statistics repository)."""
     sizes = Sizes(files)
-    qualified, plan = _build(statement, sql, catalog, settings, source_name)
-    plan = optimize_plan(plan, settings, sizes, costing)
+    qualified, written = _build(statement, sql, catalog, settings, source_name)
+    plan = optimize_plan(written, settings, sizes, costing)
     if settings.cartesian == "refuse":
         check_cartesian(plan.root, sql, source_name, sizes)
+    return PlannedQuery(sql=sql, statement=statement, qualified=qualified,
+                        dag=_stage_dag(plan, table, sql, source_name, settings, sizes),
+                        source_name=source_name, written=written, table=table)
+
+
+def _stage_dag(plan: QueryPlan, table: TableShape | None, sql: str, source_name: str | None, settings: Settings,
+               sizes: Sizes, finished: Sequence[Stage] = ()) -> StageDag:
     if table is not None:
         plan = shape_for_table(plan, table, sql, source_name)
-    dag = add_scan_summaries(cut_stages(plan), settings, sizes)
+    dag = add_scan_summaries(cut_stages(plan, finished), settings, sizes)
     if table is not None:
         dag = replace(dag, partition_by=table.partition_by, write_format=table.format)
-    return PlannedQuery(sql=sql, statement=statement, qualified=qualified, dag=dag,
-                        source_name=source_name)
+    return dag
+
+
+def replan_dag(planned: PlannedQuery, dag: StageDag, finished: Iterable[int], settings: Settings,
+               files: FileSource, costing: JoinCosting) -> tuple[StageDag, list[int]] | None:
+    """Corrective re-optimization: the query planned again with the joins that ``dag``'s ``finished`` stages
+    computed standing in their blocks as reads of their outputs (``planner/reoptimize.py``), ordered from what
+    ``costing`` now knows; the new DAG holds the finished stages first. With the finished stages it read; None
+    when the query cannot be re-planned so (the plan as it was then runs on)."""
+    if planned.written is None:
+        return None
+    done = [s.id for s in dag.stages if s.id in set(finished)]
+    root = prune_partitions(push_down_filters(planned.written.root))
+    collapsed = collapse_finished(root, dag, done)
+    if collapsed is None or not collapsed[1]:
+        return None
+    root, used = collapsed
+    if _redone(dag, done, used):
+        return None  # a finished stage other than the joins standing in their blocks would run again
+    sizes = Sizes(files)
+    plan = optimize_plan(replace(planned.written, root=root), settings, sizes, costing)
+    if not references_resolve(plan.root):
+        return None
+    new = _stage_dag(plan, planned.table, planned.sql, planned.source_name, settings, sizes,
+                     [s for s in dag.stages if s.id in set(done)])
+    if new.plan.root.output != dag.plan.root.output:
+        return None
+    return new, used
 
 
 def plan_query(sql: str, catalog: Catalog, settings: Settings, files: FileSource,
@@ -105,6 +142,17 @@ def plan_query(sql: str, catalog: Catalog, settings: Settings, files: FileSource
     if len(statements) > 1 or not isinstance(statements[0], (exp.Select, exp.SetOperation, exp.Subquery)):
         raise UnsupportedSqlError("expected a single query", source_name=source_name)
     return plan_statement(statements[0], sql, catalog, settings, files, source_name, costing=costing)
+
+
+def _redone(dag: StageDag, done: list[int], used: list[int]) -> bool:
+    """Whether a finished stage (summary pre-passes aside) is neither one of ``used`` nor read by one."""
+    reached, stack = set(), list(used)
+    while stack:
+        stage_id = stack.pop()
+        if stage_id not in reached:
+            reached.add(stage_id)
+            stack.extend(dag.stage(stage_id).input_stages)
+    return any(stage_id not in reached and dag.stage(stage_id).operator != "SCAN" for stage_id in done)
 
 
 def worst_order_text(sql: str, catalog: Catalog, settings: Settings, costing: JoinCosting) -> str | None:

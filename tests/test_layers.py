@@ -18,6 +18,7 @@ LAYERS = (
     ("aipq.stats",),
     ("aipq.estimator",),
     ("aipq.engine",),
+    ("aipq.reoptimization",),
     ("aipq.app", "aipq.workflow", "aipq.class_archive_builder"),
     ("aipq.bench",),
     ("aipq.cli",),

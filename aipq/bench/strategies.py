@@ -38,6 +38,7 @@ from aipq.errors import ExecutionError
 from aipq.ip.planner import Strategy
 from aipq.pipeline import plan_query
 from aipq.planner.stages import StageDag
+from aipq.reoptimization import Reoptimizer
 from aipq.setting_aliases import apply_alias
 from aipq.tpch.queries import query_text
 
@@ -207,7 +208,8 @@ class QueryRunner:
         to back; the figures but the time are the first execution's."""
         planning = time.perf_counter()
         run = self.context.with_settings(settings)
-        dag = plan_query(text, self.catalog, settings, run.storage, costing=run.join_costing()).dag
+        planned = plan_query(text, self.catalog, settings, run.storage, costing=run.join_costing())
+        dag = planned.dag
         self.last_dag = dag
         planning_seconds = time.perf_counter() - planning
         stolen = steal_seconds()
@@ -215,7 +217,8 @@ class QueryRunner:
         records: list[RunRecord] = []
         for _ in range(executions):
             collector = collector_for(run, dag, "aipq bench")
-            records.append(run_dag(run, dag, statistics=collector, ip_strategy=strategy))
+            replanner = Reoptimizer(planned, run) if Reoptimizer.applies(planned, run) else None
+            records.append(run_dag(run, dag, statistics=collector, ip_strategy=strategy, replanner=replanner))
         seconds = (time.perf_counter() - started) / executions
         stolen = steal_seconds() - stolen
         record = records[0]
@@ -224,7 +227,9 @@ class QueryRunner:
         for done in records:
             remove_work_dir(run.storage, done)
         detail = run_dict(record)
-        for stage_id, figures in stage_estimates(dag, run, detail["stages"]).items():  # after the timed part
+        ran = record.dag or dag  # re-planned while it ran: the stages as they ran
+        self.last_dag = ran
+        for stage_id, figures in stage_estimates(ran, run, detail["stages"]).items():  # after the timed part
             if stage_id in detail["stages"]:
                 detail["stages"][stage_id].update(figures)
         measurement = Measurement(

@@ -25,6 +25,20 @@ def _join_line(join: dict[str, Any]) -> str:
     return f"{join['kind'].upper()} JOIN {join['left']} {symbol} {join['right']} on {keys}{residual}"
 
 
+def _replan_line(replan: dict[str, Any]) -> str:
+    """One re-plan between stages (``--reoptimize-factor``): what was compared, and what changed."""
+    estimate = replan["estimated_rows"]
+    compared = (f"estimated {estimate:,.0f} rows · actual {replan['actual_rows']:,} (q-error {replan['q_error']:g})"
+                if estimate is not None else f"no estimate · actual {replan['actual_rows']:,} rows")
+    done = ", ".join(f"S{i}" for i in replan["finished_joins"])
+    if replan["changed"]:
+        outcome = (f"re-planned with {done} as done: stages {', '.join(f'S{i}' for i in replan['stages'])} "
+                   f"replace the rest")
+    else:
+        outcome = f"re-planned with {done} as done: the same plan"
+    return f"[yellow]after S{replan['after_stage']}: {compared}; {outcome}[/yellow]"
+
+
 def explain_tree(info: dict[str, Any]) -> Tree:
     stages = {s["id"]: s for s in info["stages"]}
     settings = info["settings"]
@@ -38,6 +52,8 @@ def explain_tree(info: dict[str, Any]) -> Tree:
                 f"{reduce_phase}")
     for note in info.get("join_order", []):
         root.add(f"[dim]join order: {note}[/dim]")
+    for replan in info.get("run", {}).get("replans", []):
+        root.add(_replan_line(replan))
     for note in info.get("preaggregation", []):
         root.add(f"[dim]{note}[/dim]")
     shown: set[int] = set()

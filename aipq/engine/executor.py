@@ -10,7 +10,9 @@ import re
 import socket
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from pyspark.sql import Observation
 from pyspark.sql import functions as F
@@ -36,6 +38,7 @@ from aipq.planner import reducers
 from aipq.planner.logical import Join, Node, Scan, Sort
 from aipq.planner.physical import measured_broadcasts
 from aipq.planner.stages import Stage, StageDag, StageRead
+from aipq.stats.planner import plan_statistics
 
 
 @dataclass
@@ -70,6 +73,9 @@ class RunRecord:
     statistics_seconds: float = 0.0  # storing piggybacked statistics, on a thread beside later stages
     statistics_collected: list[str] = field(default_factory=list)  # tables whose statistics this run stored
     result_format: str = "parquet"  # csv or json: the final stage wrote the requested format straight away
+    replans: list[dict] = field(default_factory=list)  # each re-plan between stages (``Replanner``)
+    dag: StageDag | None = None  # the DAG the run finished with, when a re-plan changed it
+
 
     @property
     def result(self) -> Result:
@@ -82,6 +88,15 @@ class StageListener:
     def stage_started(self, stage: Stage, index: int, total: int, job_group: str) -> None: ...
 
     def stage_finished(self, metrics: StageMetrics) -> None: ...
+
+
+class Replanner(Protocol):
+    """Corrective re-optimization between stages: after a written stage, the plan of the stages not yet run made
+    again from what is now known, or None to go on as planned; with a note of what was compared and changed
+    (``--analyze`` lists them)."""
+
+    def after_stage(self, dag: StageDag, stage: Stage, rows: int, done: frozenset[int],
+                    written: dict[int, int]) -> tuple[StageDag | None, dict] | None: ...
 
 
 def _final_needs_order(stage: Stage) -> bool:
@@ -170,10 +185,10 @@ def session_facts(spark, files: FileSource) -> SessionFacts:
 
 def run_dag(context: RunContext, dag: StageDag, listener: StageListener | None = None, analyze: bool = False,
             statistics: StatisticsCollector | None = None, ip_strategy: Strategy | None = None,
-            result_format: str | None = None) -> RunRecord:
+            result_format: str | None = None, replanner: Replanner | None = None) -> RunRecord:
     """Run ``dag``'s stages in order under ``context``'s settings; the record holds where its result is. With
     ``result_format`` csv or json the final stage writes its rows in that form (no parquet round trip for
-    the result)."""
+    the result); with ``replanner`` the stages not yet run may be planned again after each written stage."""
     spark, settings, storage = context.spark, context.settings, context.storage
     listener = listener or StageListener()
     run_id, work_dir = new_work_dir(storage, context.runs_dir)
@@ -181,15 +196,19 @@ def run_dag(context: RunContext, dag: StageDag, listener: StageListener | None =
     compiler = StageCompiler(spark, paths)
     store = SummaryStore(spark, storage, work_dir, paths, settings.probe_min_rejection)
     written: dict[int, int] = {}
-    ip = IpPlanner(dag, settings, _RowCounts(spark, storage, dag, written),
-                   adaptive_estimator(context, dag, written, paths, statistics), ip_strategy)
+
+    def information_passing(dag: StageDag) -> IpPlanner:
+        return IpPlanner(dag, settings, _RowCounts(spark, storage, dag, written),
+                         adaptive_estimator(context, dag, written, paths, statistics), ip_strategy)
+
+    ip = information_passing(dag)
     record = RunRecord(run_id, work_dir, paths[dag.final.id], dag.plan.output_names, 0, strategy=settings.ip,
                        result_format=result_format if result_format in TEXT_FORMATS else "parquet")
     started = time.perf_counter()
     conf = {**stage_sql_conf(settings), **user_runtime_conf(spark, settings)}
     try:
         _run_stages(_DagRun(spark, storage, dag, settings, compiler, store, ip, record, paths, written, conf,
-                            listener, analyze, statistics))
+                            listener, analyze, statistics, replanner, information_passing))
         if statistics is not None:
             statistics.settle()
     except BaseException:
@@ -224,6 +243,32 @@ class _DagRun:
     listener: StageListener
     analyze: bool
     statistics: StatisticsCollector | None
+    replanner: Replanner | None = None
+    information_passing: Callable[[StageDag], IpPlanner] | None = None  # a re-planned DAG's planner
+
+    def replan(self, stage: Stage, done: set[int]) -> bool:
+        """Offer the replanner the run so far; True when it gave a new DAG, which this run now follows."""
+        if self.replanner is None or stage is self.dag.final:
+            return False
+        if self.statistics is not None:
+            self.statistics.settle_tables()  # the statistics earlier stages collected inform the re-plan
+        outcome = self.replanner.after_stage(self.dag, stage, self.written[stage.id], frozenset(done),
+                                             dict(self.written))
+        if outcome is None:
+            return False
+        dag, note = outcome
+        self.record.replans.append(note)
+        if dag is None:
+            return False
+        self.dag = self.record.dag = dag
+        for new in dag.stages:
+            self.paths.setdefault(new.id, join(self.record.work_dir, f"stage-{new.id}"))
+        self.record.result_path = self.paths[dag.final.id]
+        self.ip = self.information_passing(dag)
+        if self.statistics is not None:
+            self.statistics.follow(dag, plan_statistics(dag, self.statistics.repository, self.storage,
+                                                        self.settings.stats_columns))
+        return True
 
 
 @dataclass
@@ -251,8 +296,16 @@ def _run_stages(run_state: _DagRun) -> None:
     def read_bytes(leaf: Node) -> int | None:
         return bytes_written.get(leaf.stage_id) if isinstance(leaf, StageRead) else None
 
+    done: set[int] = set()  # stages run, fused into a run one or skipped: a re-planned DAG holds them too
+    position = 0
     with sql_conf(spark, conf):
-        for index, stage in enumerate(dag.stages, start=1):
+        while position < len(dag.stages):
+            stage = dag.stages[position]
+            position += 1
+            index = position
+            if stage.id in done:
+                continue
+            done.add(stage.id)
             group = f"aipq-{run_id}-{stage.name}"
             if statistics is not None and ip.estimator is not None and ip.has_edges(stage):
                 # the estimator reads table statistics from the repository: decide on what earlier stages
@@ -323,6 +376,8 @@ def _run_stages(run_state: _DagRun) -> None:
             written[stage.id] = metrics.rows_written
             record.stages.append(metrics)
             listener.stage_finished(metrics)
+            if not fused_into and run_state.replan(stage, done):
+                dag, ip, position = run_state.dag, run_state.ip, 0
 
 
 def _broadcast_notes(stage: Stage, broadcasts: dict[int, str], read_bytes) -> list[dict]:

@@ -42,4 +42,5 @@ def run_dict(record: RunRecord) -> dict[str, Any]:
         "seconds": round(record.seconds, 3),
         "result_rows": record.result_rows,
         "stages": {m.stage_id: stage_measures(m) for m in record.stages},
+        "replans": record.replans,
     }

@@ -147,6 +147,11 @@ class StatisticsCollector:
         self._pending = []
         self._output_sketchers.clear()
 
+    def follow(self, dag: StageDag, needs: list[TableNeed]) -> None:
+        """The run was re-planned: observe the new plan's scans of the tables not yet observed."""
+        self.dag = dag
+        self.needs = needs
+
     def scan_observers(self, stage: Stage, stops_early: bool = False) -> dict[int, Callable[[DataFrame], DataFrame]]:
         """For the first scan of each table that lacks statistics: wrap the raw table read in an observation.
         With ``stops_early`` (a fused stage, run inside its consumer's job, whose LIMIT or broadcast join may stop

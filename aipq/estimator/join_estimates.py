@@ -4,6 +4,8 @@ from the calibrated unit costs — the estimator's own figures, before anything 
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from aipq.config import Settings
 from aipq.estimator.benefit import materialization_cost
 from aipq.estimator.cardinality import Cardinality, StatsLookup
@@ -48,14 +50,20 @@ class JoinEstimates:
     """``planner.join_order.RowEstimates`` over the repository: a relation's rows and key counts, and which of
     its tables the repository knows nothing of."""
 
-    def __init__(self, tables: KnownTables, dag: StageDag | None = None):
+    def __init__(self, tables: KnownTables, dag: StageDag | None = None,
+                 measured: dict[int, float] | None = None, footer_rows: Callable[[Scan], int | None] | None = None):
         self.tables = tables
         self.dag = dag
+        self.measured = measured or {}  # stage id → the rows its output holds (a re-plan's finished stages)
+        self.footer_rows = footer_rows  # a table without statistics: the row count its files' footers hold
         self.cardinality = Cardinality(StatsLookup(table_rows=self._table_rows, column=self._column,
                                                    stage_rows=self._stage_rows, stage_distinct=self._stage_distinct))
 
     def _stage_rows(self, read: StageRead) -> float | None:
-        """An earlier stage's output by its own plan's estimate (a stage reads only earlier stages)."""
+        """An earlier stage's output: its rows when it has run, else its own plan's estimate (a stage reads only
+        earlier stages)."""
+        if read.stage_id in self.measured:
+            return self.measured[read.stage_id]
         return self.cardinality.rows(self.dag.stage(read.stage_id).plan) if self.dag is not None else None
 
     def _stage_distinct(self, read: StageRead, column: str) -> float | None:
@@ -63,7 +71,10 @@ class JoinEstimates:
 
     def _table_rows(self, scan: Scan) -> float | None:
         stats = self.tables.stats(scan.table.path)
-        return float(stats.rows) if stats is not None else None
+        if stats is not None:
+            return float(stats.rows)
+        footer = self.footer_rows(scan) if self.footer_rows is not None else None
+        return float(footer) if footer is not None else None
 
     def _column(self, scan: Scan, column: str) -> ColumnStats | None:
         stats = self.tables.stats(scan.table.path)
@@ -77,7 +88,7 @@ class JoinEstimates:
 
     def missing_statistics(self, node: Node) -> list[str]:
         return sorted({scan.table.qualified_name for scan in node.walk()
-                       if isinstance(scan, Scan) and self.tables.stats(scan.table.path) is None})
+                       if isinstance(scan, Scan) and self._table_rows(scan) is None})
 
 
 def stage_row_estimates(dag: StageDag, tables: KnownTables) -> dict[int, float | None]:
@@ -94,14 +105,15 @@ def q_error(estimate: float, actual: float) -> float:
     return max(estimate / actual, actual / estimate)
 
 
-def join_costing(settings: Settings, tables: KnownTables, calibration: Calibration, cores: int) -> JoinCosting:
+def join_costing(settings: Settings, tables: KnownTables, calibration: Calibration, cores: int,
+                 estimates: JoinEstimates | None = None) -> JoinCosting:
     """Unit costs of a join tree: a shuffled row is written, sent and read (C_W + C_T + C_R per page), a stage
     output's row written and read back, and a repartition join's stage pays a job's fixed cost
     (``benefit.materialization_cost`` of nothing); spread over the cores."""
     costs = calibration.costs
     page_share = NOMINAL_ROW_BYTES / PAGE_BYTES / max(cores, 1)
     return JoinCosting(
-        estimates=JoinEstimates(tables), sizes=Sizes(tables.source),
+        estimates=estimates or JoinEstimates(tables), sizes=Sizes(tables.source),
         broadcast_threshold=settings.broadcast_threshold, passing=settings.ip != "off",
         shuffled_row_seconds=(costs.c_write + costs.c_transfer + costs.c_read) * page_share,
         written_row_seconds=(costs.c_write + costs.c_read) * page_share,

@@ -12,7 +12,8 @@ the dependency graph (consumer → producers), plus each stage's consumer join k
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from aipq.planner.logical import (
@@ -128,7 +129,8 @@ def _contains(root: Node, target: Node) -> bool:
 
 
 class _Cutter:
-    def __init__(self, root: Node) -> None:
+    def __init__(self, root: Node, first_id: int = 1) -> None:
+        self.first_id = first_id
         self.stages: list[Stage] = []
         self.memo: dict[int, Stage] = {}
         self.parents: dict[int, int] = {}
@@ -187,7 +189,7 @@ class _Cutter:
         plan = visit(top, False)
         nodes = list(plan.walk())
         stage = Stage(
-            id=len(self.stages) + 1,
+            id=len(self.stages) + self.first_id,
             operator=_operator(reduce_node),
             plan=plan,
             reduce_node=reduce_node,
@@ -221,10 +223,12 @@ def _direct_input(parent: Node, child: Node) -> bool:
     return False
 
 
-def cut_stages(plan: QueryPlan) -> StageDag:
-    cutter = _Cutter(plan.root)
+def cut_stages(plan: QueryPlan, finished: Sequence[Stage] = ()) -> StageDag:
+    """The plan's stages; with ``finished`` (stages of an earlier plan of the same query that have run, which
+    ``plan`` reads through ``StageRead`` leaves: a re-plan) those first, and the new ones numbered after them."""
+    cutter = _Cutter(plan.root, max((s.id for s in finished), default=0) + 1)
     cutter.stage_for(plan.root)
-    dag = StageDag(stages=cutter.stages, plan=plan)
+    dag = StageDag(stages=[replace(s, consumer_keys=()) for s in finished] + cutter.stages, plan=plan)
     for stage in dag.stages:
         dag.dependency[stage.id] = list(stage.input_stages)
         for producer in stage.input_stages:

@@ -1,0 +1,128 @@
+"""Corrective re-optimization between stages (``--reoptimize-factor``, issue 42): with ``--plan cost``, a finished
+join whose rows differ from its estimate has the stages not yet run planned again around its output; DuckDB's
+rows for every re-planned query, queries written in a bad order and planned without statistics included."""
+
+from __future__ import annotations
+
+import json
+
+import duckdb
+import pytest
+from conftest import LOCAL_FILES, assert_same_rows, oracle_rows, run_to_rows
+from test_join_order import worst_text
+
+from aipq.catalog import Catalog
+from aipq.config import Settings
+from aipq.estimator.join_estimates import JoinEstimates, KnownTables, join_costing
+from aipq.estimator.parameters import load_calibration
+from aipq.pipeline import plan_query, replan_dag
+from aipq.planner.reoptimize import references_resolve
+from aipq.planner.stages import StageRead
+from aipq.tpch.queries import query_text
+
+REPARTITION = ("--broadcast-threshold", "0")
+NO_STATISTICS = ("--plan", "cost", "--statistics", "off", *REPARTITION)
+
+Q5_BAD = """select n_name, sum(l_extendedprice * (1 - l_discount)) as revenue
+from lineitem, orders, customer, supplier, nation, region
+where c_custkey = o_custkey and l_orderkey = o_orderkey and l_suppkey = s_suppkey
+  and c_nationkey = s_nationkey and s_nationkey = n_nationkey and n_regionkey = r_regionkey
+  and r_name = 'ASIA' and o_orderdate >= date '1994-01-01' and o_orderdate < date '1995-01-01'
+group by n_name order by revenue desc"""
+
+
+def analyzed(aipq, query: str, *args: str) -> dict:
+    result = aipq("explain", query, "--analyze", "--format", "json", *args)
+    assert result.exit_code == 0, result.output
+    return json.loads(result.output)
+
+
+def test_a_finished_join_stands_in_its_block_and_the_rest_is_planned_again(home, tpch):
+    """Pure: Q5 written in a bad order, its first join done; the re-plan reads that join's output and keeps its
+    finished stage first, with new stages after it that read only columns their inputs have."""
+    settings = Settings(plan="linear", broadcast_threshold=0, scan_summaries=0)
+    planned = plan_query(Q5_BAD, Catalog(home), settings, LOCAL_FILES)
+    dag = planned.dag
+    first = next(s for s in dag.stages if s.operator == "JOIN")
+    footers = {"lineitem": 60_175, "orders": 15_000, "customer": 1_500, "supplier": 100, "nation": 25, "region": 5}
+    estimates = JoinEstimates(KnownTables(None, LOCAL_FILES), dag, {first.id: 9_284.0},
+                              footer_rows=lambda scan: footers[scan.table.name])
+    costing = join_costing(settings, KnownTables(None, LOCAL_FILES), load_calibration(home), 2, estimates)
+    replanned = replan_dag(planned, dag, {first.id}, Settings(plan="cost", broadcast_threshold=0, scan_summaries=0),
+                           LOCAL_FILES, costing)
+    assert replanned is not None
+    new, used = replanned
+    assert used == [first.id]
+    assert new.stages[0].plan is first.plan
+    assert all(s.id > first.id for s in new.stages[1:])
+    readers = [s for s in new.stages[1:] if any(isinstance(n, StageRead) and n.stage_id == first.id
+                                                 for n in s.plan.walk())]
+    assert len(readers) == 1 and readers[0].operator == "JOIN"
+    assert references_resolve(new.plan.root)
+    assert new.plan.root.output == dag.plan.root.output
+    assert new.plan.join_order[0].startswith("cost-based (dynamic programming over 5 relations)")
+
+
+def test_a_finished_stage_above_the_joins_is_never_planned_again(home, tpch):
+    """Once a GROUP-BY has run, a re-plan would run it again: none is made."""
+    settings = Settings(plan="linear", broadcast_threshold=0, scan_summaries=0)
+    planned = plan_query(Q5_BAD, Catalog(home), settings, LOCAL_FILES)
+    dag = planned.dag
+    done = {s.id for s in dag.stages if s.operator in ("JOIN", "GROUP-BY")}
+    costing = join_costing(settings, KnownTables(None, LOCAL_FILES), load_calibration(home), 2,
+                           JoinEstimates(KnownTables(None, LOCAL_FILES), dag, footer_rows=lambda scan: 1000))
+    assert replan_dag(planned, dag, done, settings, LOCAL_FILES, costing) is None
+
+
+@pytest.mark.parametrize("number", [3, 5, 7, 8, 9, 10, 18, 21])
+def test_bad_order_variants_re_planned_without_statistics_give_the_oracles_rows(aipq, duck, tpch_statistics,
+                                                                               tmp_path, number):
+    query = tmp_path / f"q{number}-worst.sql"
+    query.write_text(worst_text(aipq, number))
+    actual = run_to_rows(aipq, tmp_path, str(query), *NO_STATISTICS, "--staging", "hive")
+    sql = query_text(number)
+    assert_same_rows(actual, oracle_rows(duck, sql), ordered="order by" in sql.lower())
+
+
+@pytest.mark.parametrize("number", [2, 5, 9, 21])
+def test_re_planning_at_every_deviation_with_statistics_gives_the_oracles_rows(aipq, duck, tpch_statistics,
+                                                                              tmp_path, number):
+    """Factor 1: every written join whose rows are not exactly its estimate re-plans (Hive staging writes every
+    stage; information passing on)."""
+    actual = run_to_rows(aipq, tmp_path, f"tpch:{number}", "--plan", "cost", "--reoptimize-factor", "1",
+                         "--staging", "hive", *REPARTITION)
+    sql = query_text(number)
+    assert_same_rows(actual, oracle_rows(duck, sql), ordered="order by" in sql.lower())
+
+
+def test_analyze_lists_each_re_plan_and_the_stages_as_they_ran(aipq, duck, tmp_path):
+    query = tmp_path / "q5-bad.sql"
+    query.write_text(Q5_BAD)
+    info = analyzed(aipq, str(query), *NO_STATISTICS, "--staging", "hive")
+    replans = info["run"]["replans"]
+    assert replans, "a plan made without statistics is re-planned after its first join"
+    first = replans[0]
+    assert first["estimated_rows"] is None and first["actual_rows"] > 0 and first["changed"]
+    ran = {stage["id"] for stage in info["stages"]}
+    assert set(first["stages"]) & ran, "the re-planned stages are the ones that ran"
+    assert info["run"]["result_rows"] == len(oracle_rows(duck, Q5_BAD))
+    shown = aipq("run", str(query), *NO_STATISTICS, "--staging", "hive", "--analyze", "--quiet")
+    assert shown.exit_code == 0, shown.output
+    assert "after S1: no estimate" in shown.output and "replace the rest" in shown.output
+
+
+def test_factor_zero_never_re_plans(aipq, tmp_path):
+    query = tmp_path / "q5-bad.sql"
+    query.write_text(Q5_BAD)
+    info = analyzed(aipq, str(query), *NO_STATISTICS, "--staging", "hive", "--reoptimize-factor", "0")
+    assert info["run"]["replans"] == []
+
+
+def test_a_re_planned_table_write_holds_the_oracles_rows(aipq, duck, tmp_path, home):
+    script = tmp_path / "reopt.sql"
+    script.write_text(f"drop table if exists reopt_q5;\ncreate table reopt_q5 as {Q5_BAD};\n")
+    made = aipq("run", str(script), *NO_STATISTICS, "--staging", "hive", "--quiet")
+    assert made.exit_code == 0, made.output
+    entry = Catalog(home).lookup("default.reopt_q5")
+    rows = duckdb.connect().execute(f"SELECT * FROM read_parquet('{entry.path}/**/*.parquet')").fetchall()
+    assert_same_rows(rows, oracle_rows(duck, Q5_BAD), ordered=False)
