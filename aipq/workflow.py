@@ -8,21 +8,24 @@ is planned again just before it runs, when the tables earlier statements wrote e
 from __future__ import annotations
 
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from sqlglot import exp
 
+from aipq import faults
 from aipq.app import QueryRun, SqlSource, execute
 from aipq.catalog import DEFAULT_DATABASE, Partition, TableEntry, split_name
-from aipq.config import Settings
+from aipq.config import Settings, home_writable
 from aipq.engine.context import RunContext
 from aipq.engine.executor import StageListener
 from aipq.engine.session import read_schema
 from aipq.engine.statistics import collect_table
-from aipq.engine.tables import partition_folders, publish, publish_partitions, remove_data
+from aipq.engine.tables import appended_files, partition_folders, publish, publish_partitions, remove_data
 from aipq.errors import BadInputError, ExecutionError, UnknownNameError
+from aipq.journal import Journal, durable
 from aipq.pipeline import PlannedQuery, plan_statement
 from aipq.planner.logical import Project
 from aipq.planner.parse import node_position, parse_statements
@@ -68,6 +71,9 @@ class Workflow:
     steps: list[PlannedStep]
     context: RunContext
     allow_overwrite: bool = False
+    journal: Journal | None = None  # what this run commits is recorded there (a workflow file's run)
+    resumed: frozenset[int] = frozenset()  # statements an interrupted run committed (``--resume``)
+    resuming: bool = False
 
     @property
     def queries(self) -> list[PlannedStep]:
@@ -132,6 +138,7 @@ class _Planner:
         # partitioned tables an earlier statement writes (not yet run): which partitions they will hold is
         # known only once it has
         self.written: set[str] = set()
+        self.resumed: frozenset[int] = frozenset()  # statements an interrupted run committed: not run again
 
     def error_at(self, step: Step, message: str, node: exp.Expression | None = None, hint: str | None = None,
                  cls=BadInputError):
@@ -158,6 +165,9 @@ class _Planner:
 
     def plan(self, step: Step) -> PlannedStep:
         planned = PlannedStep(step, self.settings)
+        if step.number in self.resumed:
+            planned.skip_reason = "done before the interruption (--resume)"
+            return planned
         if isinstance(step, ShowStep):
             planned.planned = self.plan_query(self.catalog_rows(step))
         elif isinstance(step, QueryStep):
@@ -446,7 +456,7 @@ def _written(step: Step, write: WriteStep, query_run: QueryRun, started: float) 
 
 
 def _commit_partitions(context: RunContext, catalog, creator: str | None, planned: PlannedQuery, result: str,
-                       write: WriteStep, existing: TableEntry | None, location: str) -> None:
+                       write: WriteStep, existing: TableEntry | None, location: str, tag: str) -> None:
     """Put a finished write to a partitioned table in place, partition by partition (those the write does not
     touch stay as they were), and register the partitions written."""
     storage = context.storage
@@ -462,7 +472,7 @@ def _commit_partitions(context: RunContext, catalog, creator: str | None, planne
     else:
         table, spec = existing, write.partition or tuple((c, None) for c in existing.partition_columns)
     mode = "append" if write.mode == "append" else "overwrite"
-    written = publish_partitions(storage, result, table, spec, mode, context.settings.commit)
+    written = publish_partitions(storage, result, table, spec, mode, context.settings.commit, tag)
     if existing is None:
         catalog.register(replace(table, partitions=tuple(p for p, _ in written)))
     else:
@@ -513,11 +523,32 @@ def apply_setting(settings: Settings, step: SetStep) -> Settings:
     return settings
 
 
-def plan_workflow(source: SqlSource, context: RunContext, allow_overwrite: bool = False) -> Workflow:
+def journal_for(source: SqlSource, context: RunContext, resume: bool) -> Journal | None:
+    """Where a workflow file's run records what it commits (None for other sources, or a read-only home)."""
+    if not Path(source.name).is_file():
+        if resume:
+            raise BadInputError("--resume continues a workflow FILE", hint="aipq run --resume workflow.sql")
+        return None
+    if not home_writable(Path(context.home)):
+        if resume:
+            raise BadInputError(f"{context.home} is read-only: no run of this workflow could record what it did",
+                                hint="run it without --resume")
+        return None
+    return Journal.for_file(Path(context.home), source.name)
+
+
+def plan_workflow(source: SqlSource, context: RunContext, allow_overwrite: bool = False, record: bool = False,
+                  resume: bool = False) -> Workflow:
+    """Plan every statement; with ``record`` (``aipq run`` of a file) the run records what it commits in the
+    file's journal, and with ``resume`` the statements an interrupted run committed (the journal's leading done
+    ones) are skipped."""
+    journal = journal_for(source, context, resume) if record or resume else None
     statements = parse_statements(source.text, context.settings.dialect, source.name)
     planner = _Planner(source, context, allow_overwrite)
     steps = []
     database, views = DEFAULT_DATABASE, set()
+    resumed: set[int] = set()
+    skipping = resume and journal is not None
     for number, statement in enumerate(statements, start=1):
         step = to_step(number, in_database(statement, database, views), source.text, source.name)
         step = _in_current_database(step, database)
@@ -525,8 +556,37 @@ def plan_workflow(source: SqlSource, context: RunContext, allow_overwrite: bool 
             database = step.database
         elif isinstance(step, ViewStep):
             views.add(step.name)
+        if skipping and durable(step):
+            assert journal is not None
+            if journal.done(step) or _committed_before_kill(context, planner, journal, step):
+                resumed.add(step.number)
+                planner.resumed = frozenset(resumed)
+            else:
+                skipping = False
         steps.append(planner.plan(step))
-    return Workflow(source, steps, context, allow_overwrite)
+    return Workflow(source, steps, context, allow_overwrite, journal, frozenset(resumed), resume)
+
+
+def _committed_before_kill(context: RunContext, planner: _Planner, journal: Journal, step: Step) -> bool:
+    """A statement killed while committing, judged by what it left: a new table it registered is done, an
+    append whose tagged files are in place is done; anything else (an overwrite, CREATE OR REPLACE) is written
+    again."""
+    found = journal.committing(step)
+    if found is None or not isinstance(step, WriteStep):
+        return False
+    entry = context.catalog.lookup(step.target)
+    if step.mode == "create":
+        return entry is not None and planner.creator is not None and created_by(entry) == planner.creator
+    if step.mode != "append" or entry is None:
+        return False
+    tag = found.get("tag", "")
+    if entry.partitioned:
+        if any(appended_files(context.storage, p.path, tag) for p in entry.partitions):
+            raise ExecutionError(f"statement {step.number} ({step.describe()}) was interrupted while committing "
+                                 "its partitions: some of its rows may be in place",
+                                 hint=f"check table {step.target}, then run the workflow again without --resume")
+        return False
+    return bool(appended_files(context.storage, entry.path, tag))
 
 
 def run_workflow(workflow: Workflow, listener: StageListener | None = None,
@@ -535,26 +595,35 @@ def run_workflow(workflow: Workflow, listener: StageListener | None = None,
     """Run the steps in order; the last SELECT's rows are the result (written as ``result_format``, csv or
     json, straight away when given)."""
     context = workflow.context
+    journal = workflow.journal
+    if journal is not None and not workflow.resuming:
+        journal.reset()  # from the start: an earlier run's commits do not count
     if workflow.is_single_query:
         planned = workflow.steps[0].planned
         assert planned is not None
         return WorkflowRun(execute(planned, context, listener, analyze, result_format))
     run = WorkflowRun(None)
     planner = _Planner(workflow.source, context, workflow.allow_overwrite)
+    planner.resumed = workflow.resumed
     try:
         for checked in workflow.steps:
             step = checked.step
+            faults.reached("statement")
             try:
-                outcome = _run_step(planner, step, listener, run, result_format)
+                outcome = _run_step(planner, step, listener, run, result_format, journal)
             except ExecutionError as error:
                 error.message = f"statement {step.number} ({step.describe()}): {error.message}"
                 raise
+            if journal is not None and durable(step) and step.number not in workflow.resumed:
+                journal.mark(step, "done")
             run.outcomes.append(outcome)
             if on_step is not None:
                 on_step(outcome)
     except BaseException:
         run.close()
         raise
+    if journal is not None:
+        journal.clear()  # all done: nothing to resume
     return run
 
 
@@ -583,7 +652,8 @@ def _mode_now(write: WriteStep, existing: TableEntry | None) -> WriteStep:
                          hint="rerun the statement; CREATE OR REPLACE TABLE replaces it")
 
 
-def _run_step(planner: _Planner, step: Step, listener, run: WorkflowRun, result_format: str | None) -> StepOutcome:
+def _run_step(planner: _Planner, step: Step, listener, run: WorkflowRun, result_format: str | None,
+              journal: Journal | None = None) -> StepOutcome:
     started = time.perf_counter()
     catalog = planner.view.base
     planned_step = planner.plan(step)  # again, now that earlier statements' tables exist
@@ -602,21 +672,27 @@ def _run_step(planner: _Planner, step: Step, listener, run: WorkflowRun, result_
         assert planned_step.planned is not None
         write = planned_step.step
         assert isinstance(write, WriteStep)
+        database, name = split_name(write.target)
+        interrupted = journal.committing(step) if journal is not None else None
+        if interrupted is not None and catalog.lookup(write.target) is None:
+            remove_data(storage, interrupted["location"])  # a new table's data the killed run left unregistered
         query_run = execute(planned_step.planned, context, listener)
         try:
-            database, name = split_name(write.target)
             with catalog.table_lock(write.target):  # another aipq process may write the same table
                 existing = catalog.lookup(write.target)
                 write = _mode_now(write, existing)
                 location = existing.path if existing is not None else context.managed_location(database, name)
+                tag = uuid.uuid4().hex[:8]
+                if journal is not None:
+                    journal.mark(step, "committing", tag=tag, location=location)
                 if write.partitioned_by or (existing is not None and existing.partitioned):
                     _commit_partitions(context, catalog, planner.creator, planned_step.planned,
-                                       query_run.record.result_path, write, existing, location)
+                                       query_run.record.result_path, write, existing, location, tag)
                     planner.view.changes.pop(write.target, None)
                     planner.written.discard(write.target)
                     return _written(step, write, query_run, started)
                 commit = publish(storage, query_run.record.result_path, location, write.mode,
-                                 context.settings.commit)
+                                 context.settings.commit, tag)
                 if write.mode == "create":
                     options = ((CREATED_BY, planner.creator or "workflow"),)
                     catalog.register(TableEntry(database, name, commit.path, write.format,

@@ -18,7 +18,7 @@ from aipq.estimator.parameters import load_calibration
 from aipq.pipeline import plan_query, replan_dag
 from aipq.planner.reoptimize import references_resolve
 from aipq.planner.stages import StageRead
-from aipq.tpch.queries import query_text
+from aipq.tpch.queries import query_text, without_date_filters
 
 REPARTITION = ("--broadcast-threshold", "0")
 NO_STATISTICS = ("--plan", "cost", "--statistics", "off", *REPARTITION)
@@ -82,6 +82,17 @@ def test_bad_order_variants_re_planned_without_statistics_give_the_oracles_rows(
     actual = run_to_rows(aipq, tmp_path, str(query), *NO_STATISTICS, "--staging", "hive")
     sql = query_text(number)
     assert_same_rows(actual, oracle_rows(duck, sql), ordered="order by" in sql.lower())
+
+
+@pytest.mark.parametrize("number", [3, 10])
+def test_adps_variants_without_date_predicates_give_the_oracles_rows(aipq, duck, tpch_statistics, tmp_path, number):
+    text = without_date_filters(number)
+    assert "date" not in text.lower().split("*/", 1)[1].replace("o_orderdate", "")
+    query = tmp_path / f"q{number}-no-dates.sql"
+    query.write_text(text)
+    for args in (NO_STATISTICS, ("--plan", "cost", *REPARTITION)):
+        actual = run_to_rows(aipq, tmp_path, str(query), *args, "--staging", "hive")
+        assert_same_rows(actual, oracle_rows(duck, text), ordered=False)
 
 
 @pytest.mark.parametrize("number", [2, 5, 9, 21])

@@ -40,7 +40,7 @@ from aipq.pipeline import plan_query
 from aipq.planner.stages import StageDag
 from aipq.reoptimization import Reoptimizer
 from aipq.setting_aliases import apply_alias
-from aipq.tpch.queries import query_text
+from aipq.tpch.queries import NO_DATE_QUERIES, query_text, without_date_filters
 
 SPARK = "spark"
 # An A/A control: off's plan run again as a series of its own, interleaved with the others. How far it falls from
@@ -121,8 +121,9 @@ def tpch_workload(numbers: list[int]) -> list[BenchQuery]:
 
 
 def reorder_workload(context: RunContext, numbers: list[int]) -> list[BenchQuery]:
-    """Each query as written and in its worst connected order (``app.worst_order_tpch_query``), after collecting
-    the statistics the repository lacks for the TPC-H tables (the bad order is chosen from them)."""
+    """Each query as written and in its worst connected order (``app.worst_order_tpch_query``), Q3 and Q10 also
+    without their date predicates (ADP's variants), after collecting the statistics the repository lacks for the
+    TPC-H tables (the bad order is chosen from them)."""
     from aipq import app
 
     app.collect_missing_statistics(context, "aipq bench reopt")
@@ -130,6 +131,8 @@ def reorder_workload(context: RunContext, numbers: list[int]) -> list[BenchQuery
     for number in numbers:
         workload += [BenchQuery(f"Q{number}", query_text(number)),
                      BenchQuery(f"Q{number} worst", app.worst_order_tpch_query(context, number))]
+        if number in NO_DATE_QUERIES:
+            workload.append(BenchQuery(f"Q{number} no dates", without_date_filters(number)))
     return workload
 
 

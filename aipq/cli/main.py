@@ -153,9 +153,12 @@ def cli(ctx: click.Context, home: str | None, debug: bool) -> None:
               help="Let the workflow drop or overwrite tables it did not create.")
 @click.option("--quiet", is_flag=True, help="No per-stage summary.")
 @click.option("--analyze", is_flag=True, help="After the result, the stage tree with measured figures (stderr).")
+@click.option("--resume", is_flag=True,
+              help="Continue a workflow FILE whose last run failed or was killed: the statements it committed are "
+                   "not run again.")
 @click.pass_context
 def run(ctx, source, inline, settings: Settings, fmt, output, force, show_rows, keep_work, allow_overwrite,
-        quiet, analyze):
+        quiet, analyze, resume):
     """Run a query or a workflow of statements (FILE, '-' for stdin, tpch:N or tpcds:N) and show or write the rows of
     its last SELECT."""
     context = RunContext(home_dir(ctx), settings)
@@ -166,7 +169,7 @@ def run(ctx, source, inline, settings: Settings, fmt, output, force, show_rows, 
         fmt = output_format(str(output), fmt)
         output = context.storage.check_local_target(str(output), force)
     fmt = fmt or "table"
-    planned = workflow.plan_workflow(sql, context, allow_overwrite)
+    planned = workflow.plan_workflow(sql, context, allow_overwrite, record=True, resume=resume)
     if output is not None and not any(isinstance(s.step, workflow.QueryStep) for s in planned.steps):
         raise BadInputError("--output was given but the workflow has no SELECT whose rows could be written")
     err = Console(stderr=True)

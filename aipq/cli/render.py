@@ -53,7 +53,10 @@ def explain_tree(info: dict[str, Any]) -> Tree:
     for note in info.get("join_order", []):
         root.add(f"[dim]join order: {note}[/dim]")
     for replan in info.get("run", {}).get("replans", []):
-        root.add(_replan_line(replan))
+        line = root.add(_replan_line(replan))
+        if replan["changed"]:
+            for note in replan["join_order"]:
+                line.add(f"[dim]join order: {note}[/dim]")
     for note in info.get("preaggregation", []):
         root.add(f"[dim]{note}[/dim]")
     shown: set[int] = set()

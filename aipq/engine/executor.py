@@ -17,6 +17,7 @@ from typing import Protocol
 from pyspark.sql import Observation
 from pyspark.sql import functions as F
 
+from aipq import faults
 from aipq.config import Settings
 from aipq.engine import jvm
 from aipq.engine.compile import StageCompiler
@@ -360,6 +361,7 @@ def _run_stages(run_state: _DagRun) -> None:
                     for fused in inputs:
                         fused.probes.clear()
                     metrics = run(statistics=statistics)
+            faults.reached("stage-written")
             metrics.reduce_tasks = tasks
             metrics.staging = why
             metrics.measured_broadcasts = _broadcast_notes(stage, broadcasts, read_bytes)
@@ -376,6 +378,7 @@ def _run_stages(run_state: _DagRun) -> None:
             written[stage.id] = metrics.rows_written
             record.stages.append(metrics)
             listener.stage_finished(metrics)
+            faults.reached("between-stages")
             if not fused_into and run_state.replan(stage, done):
                 dag, ip, position = run_state.dag, run_state.ip, 0
 

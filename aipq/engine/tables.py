@@ -21,6 +21,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from aipq import faults
 from aipq.catalog import Partition, TableEntry, unescape_partition_value
 from aipq.engine.storage import Storage, join, name, parent
 from aipq.errors import BadInputError, ExecutionError
@@ -56,13 +57,21 @@ def _sibling(storage: Storage, target: str, source: str, tag: str) -> str:
     return sibling
 
 
-def publish(storage: Storage, result: str, location: str, mode: str, commit: str = "auto") -> Commit:
+def publish(storage: Storage, result: str, location: str, mode: str, commit: str = "auto",
+            tag: str | None = None) -> Commit:
     """Commit the finished output ``result`` as the data of the table at ``location`` (its current data path,
-    or the managed location of a new table)."""
+    or the managed location of a new table); appended files are named with ``tag`` (a new one by default), so
+    that a resumed workflow can tell whether its interrupted append was committed."""
     if mode not in ("create", "overwrite", "append"):
         raise ValueError(f"unknown write mode {mode!r}")
+    done = _publish(storage, result, location, mode, commit, tag or uuid.uuid4().hex[:8])
+    faults.reached("table-commit")
+    return done
+
+
+def _publish(storage: Storage, result: str, location: str, mode: str, commit: str, tag: str) -> Commit:
     if uses_versions(storage, location, commit):
-        return _publish_version(storage, result, location, mode)
+        return _publish_version(storage, result, location, mode, tag)
     storage.mkdirs(parent(location))
     if mode == "create":
         if storage.exists(location):
@@ -85,26 +94,30 @@ def publish(storage: Storage, result: str, location: str, mode: str, commit: str
         if had_old:
             storage.delete(old)
     else:
-        _append_files(storage, result, location)
+        _append_files(storage, result, location, tag)
     return Commit(location)
 
 
-def _append_files(storage: Storage, result: str, location: str) -> None:
+def appended_files(storage: Storage, location: str, tag: str) -> list[str]:
+    """The data files an append tagged ``tag`` put in the folder at ``location``."""
+    return [f.path for f in storage.data_files(location) or [] if name(f.path).startswith(f"part-aipq-{tag}-")]
+
+
+def _append_files(storage: Storage, result: str, location: str, tag: str) -> None:
     found = storage.status(location)
     if found is not None and not found.is_dir:
         raise BadInputError(f"cannot append to {location}: the table is a single file",
                             hint="INSERT OVERWRITE it once (it becomes a directory), or write a new table")
     storage.mkdirs(location)
     staged = _sibling(storage, location, result, "new")
-    tag = uuid.uuid4().hex[:8]
     for file in storage.data_files(staged) or []:
         storage.rename(file.path, join(location, f"part-aipq-{tag}-{name(file.path).removeprefix('part-')}"))
     storage.delete(staged)
 
 
-def _publish_version(storage: Storage, result: str, current: str, mode: str) -> Commit:
+def _publish_version(storage: Storage, result: str, current: str, mode: str, tag: str) -> Commit:
     if mode == "append" and storage.exists(current):
-        _append_files(storage, result, current)
+        _append_files(storage, result, current, tag)
         return Commit(current)
     base = table_base(current)
     if mode == "create" and storage.exists(base):
@@ -151,7 +164,7 @@ def partition_folders(storage: Storage, root: str,
 
 def publish_partitions(storage: Storage, result: str, table: TableEntry,
                        spec: tuple[tuple[str, str | None], ...], mode: str,
-                       commit: str) -> list[tuple[Partition, Commit]]:
+                       commit: str, tag: str | None = None) -> list[tuple[Partition, Commit]]:
     """Commit a partitioned write: the rows of each partition the output holds (a static spec: all of it)
     replace (``overwrite``) or join (``append``) that partition's data; other partitions are untouched, as in
     Hive. Returns the partitions written, with where their data now is, and each commit (to clean up after
@@ -162,7 +175,7 @@ def publish_partitions(storage: Storage, result: str, table: TableEntry,
     written: list[tuple[Partition, Commit]] = []
     for values, folder in partition_folders(storage, result, dynamic):
         values = (*static, *values)
-        done = publish(storage, folder, current.get(values) or table.partition_folder(values), mode, commit)
+        done = publish(storage, folder, current.get(values) or table.partition_folder(values), mode, commit, tag)
         written.append((Partition(values, done.path), done))
     return written
 

@@ -1,0 +1,111 @@
+"""Resume (``aipq run --resume FILE``, issue 43): a workflow that failed or was killed continues after the
+statements it committed, which are not run again, and ends with the rows of an uninterrupted run. Kills are real
+(SIGKILL of a separate ``aipq`` process at a crash point: ``aipq/faults.py``)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import duckdb
+import pytest
+from conftest import assert_same_rows
+
+from aipq.catalog import Catalog
+
+WORKFLOW = """drop table if exists {p}_orders;
+drop table if exists {p}_nations;
+create table {p}_orders as
+  select o_orderkey, o_custkey, o_totalprice from orders where o_orderdate < date '1995-01-01';
+create table {p}_nations as
+  select c_nationkey, count(*) as orders, sum(o_totalprice) as total
+  from {p}_orders join customer on o_custkey = c_custkey group by c_nationkey;
+insert into {p}_nations select c_nationkey, -1, 0 from customer where c_custkey <= 3;
+select n_name, orders, total from {p}_nations join nation on c_nationkey = n_nationkey
+order by n_name, orders;
+"""
+
+
+def workflow_file(tmp_path: Path, prefix: str) -> Path:
+    script = tmp_path / f"{prefix}.sql"
+    script.write_text(WORKFLOW.format(p=prefix))
+    return script
+
+
+def rows_of(path: Path) -> list[tuple]:
+    return duckdb.connect().execute(f"SELECT * FROM read_parquet('{path}')").fetchall()
+
+
+def table_files(home: Path, name: str) -> set[str]:
+    entry = Catalog(home).lookup(f"default.{name}")
+    return {str(p) for p in Path(entry.path).rglob("*.parquet")} if entry is not None else set()
+
+
+@pytest.fixture
+def uninterrupted(aipq, tmp_path) -> list[tuple]:
+    script = workflow_file(tmp_path, "rs_whole")
+    out = tmp_path / "whole.parquet"
+    done = aipq("run", str(script), "--output", str(out), "--quiet")
+    assert done.exit_code == 0, done.output
+    return rows_of(out)
+
+
+def test_a_failed_workflow_resumes_after_the_statements_it_committed(aipq, home, tmp_path, uninterrupted):
+    """The last statement fails (the data of the one table only it reads is gone); with the data back, --resume
+    skips the five statements that committed and writes none of their tables again."""
+    script = workflow_file(tmp_path, "rs_failed")
+    nation = Path(Catalog(home).lookup("default.nation").path)
+    hidden = nation.with_name(nation.name + ".away")
+    out = tmp_path / "resumed.parquet"
+    shutil.move(str(nation), str(hidden))
+    try:
+        failed = aipq("run", str(script), "--output", str(out))
+    finally:
+        shutil.move(str(hidden), str(nation))
+    assert failed.exit_code == 1, failed.output
+    assert "statement 6" in failed.output
+    committed = {name: table_files(home, f"rs_failed_{name}") for name in ("orders", "nations")}
+    assert all(committed.values())
+    resumed = aipq("run", str(script), "--resume", "--output", str(out))
+    assert resumed.exit_code == 0, resumed.output
+    assert resumed.output.count("done before the interruption (--resume)") == 5
+    assert_same_rows(rows_of(out), uninterrupted, ordered=True)
+    assert {name: table_files(home, f"rs_failed_{name}") for name in committed} == committed
+    again = aipq("run", str(script), "--resume", "--output", str(out), "--force")
+    assert again.exit_code == 0 and "--resume" not in again.output, "a finished run leaves nothing to resume"
+
+
+def test_resume_needs_a_workflow_file(aipq):
+    refused = aipq("run", "--resume", "--sql", "select 1")
+    assert refused.exit_code == 2
+    assert "--resume continues a workflow FILE" in refused.output
+
+
+def run_killed(home: Path, script: Path, point: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "AIPQ_HOME": str(home), "AIPQ_KILL_AT": point}
+    return subprocess.run([sys.executable, "-m", "aipq.cli.main", "run", str(script), "--quiet"], env=env,
+                          capture_output=True, text=True, timeout=600)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("point", ["stage-written@3", "between-stages@2", "table-commit@2", "table-commit@3"])
+def test_a_killed_workflow_resumes_with_the_uninterrupted_rows(aipq, home, tmp_path, uninterrupted, point):
+    """Killed (SIGKILL) while a stage writes, between stages, and while a table commits (a new table's data in
+    place but not registered; an append's files in place but not recorded): --resume ends with the rows of an
+    uninterrupted run, with no row appended twice and no committed table written again."""
+    prefix = "rs_" + point.replace("-", "_").replace("@", "_")
+    script = workflow_file(tmp_path, prefix)
+    killed = run_killed(home, script, point)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    before = {name: table_files(home, f"{prefix}_{name}") for name in ("orders", "nations")}
+    out = tmp_path / "resumed.parquet"
+    resumed = aipq("run", str(script), "--resume", "--output", str(out))
+    assert resumed.exit_code == 0, resumed.output
+    assert_same_rows(rows_of(out), uninterrupted, ordered=True)
+    for name, statement in (("orders", "CREATE TABLE AS"), ("nations", "CREATE TABLE AS")):
+        if f"{statement} default.{prefix}_{name}: skipped" in resumed.output:
+            assert table_files(home, f"{prefix}_{name}") == before[name], f"{name} was written again"
