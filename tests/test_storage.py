@@ -26,6 +26,7 @@ DRIVER_FILES = {
     "catalog.py": "the home's catalog database and table locks",
     "config.py": "the home folder",
     "repository.py": "the home's statistics database",
+    "journal.py": "the home's workflow journals",
     "parameters.py": "the home's calibration file",
     "class_archive.py": "the JVM class archive cache",
     "class_archive_builder.py": "the JVM class archive cache",
