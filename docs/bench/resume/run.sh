@@ -3,7 +3,9 @@
 set -u
 
 H=${AIPQ_HOME:-~/.aipq}
-W=$(mktemp -d)/nightly.sql
+mkdir -p $H/bench-resume
+W=$H/bench-resume/nightly.sql  # one path: tables a workflow file created count as its own on later runs
+rm -f $W
 # nine tables from TPC-H queries, then a SELECT that joins two of them
 for n in 1 3 5 7 9 10 13 18 21; do
   { echo "create or replace table rb_q$n as"; aipq --home $H tpch query $n | grep -v '^--' | sed 's/;*$//'; echo ";"; } >> $W
