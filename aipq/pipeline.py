@@ -116,7 +116,8 @@ def replan_dag(planned: PlannedQuery, dag: StageDag, finished: Iterable[int], se
     when the query cannot be re-planned so (the plan as it was then runs on)."""
     if planned.written is None:
         return None
-    done = [s.id for s in dag.stages if s.id in set(finished)]
+    finished = set(finished)
+    done = [s.id for s in dag.stages if s.id in finished]
     root = prune_partitions(push_down_filters(planned.written.root))
     collapsed = collapse_finished(root, dag, done)
     if collapsed is None or not collapsed[1]:
@@ -129,7 +130,7 @@ def replan_dag(planned: PlannedQuery, dag: StageDag, finished: Iterable[int], se
     if not references_resolve(plan.root):
         return None
     new = _stage_dag(plan, planned.table, planned.sql, planned.source_name, settings, sizes,
-                     [s for s in dag.stages if s.id in set(done)])
+                     [s for s in dag.stages if s.id in finished])
     if new.plan.root.output != dag.plan.root.output:
         return None
     return new, used

@@ -7,10 +7,9 @@ collected so far, and for tables still without statistics the row counts in thei
 
 from __future__ import annotations
 
-from aipq.config import master_cores
 from aipq.engine.context import RunContext
 from aipq.engine.session import table_rows
-from aipq.estimator.join_estimates import JoinEstimates, KnownTables, join_costing, q_error
+from aipq.estimator.join_estimates import JoinEstimates, KnownTables, q_error
 from aipq.pipeline import PlannedQuery, replan_dag
 from aipq.planner.stages import Stage, StageDag
 from aipq.stats.plan_key import stage_plan_key
@@ -57,9 +56,7 @@ class Reoptimizer:
             return None
         context = self.context
         measured = {stage_id: float(count) for stage_id, count in written.items()}
-        costing = join_costing(context.settings, KnownTables(context.repository, context.storage),
-                               context.calibration, master_cores(context.settings.master),
-                               self._estimates(dag, measured, footers=True))
+        costing = context.join_costing(self._estimates(dag, measured, footers=True))
         replanned = replan_dag(self.planned, dag, done, context.settings, context.storage, costing)
         if replanned is None:
             return None  # no finished join stands in a join block still to order: nothing to re-plan

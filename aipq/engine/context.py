@@ -13,7 +13,7 @@ from aipq.catalog import Catalog
 from aipq.config import Settings, home_writable, master_cores
 from aipq.engine.session import SparkCatalogLookup, get_session
 from aipq.engine.storage import Storage, join
-from aipq.estimator.join_estimates import KnownTables, join_costing
+from aipq.estimator.join_estimates import JoinEstimates, KnownTables, join_costing
 from aipq.estimator.parameters import Calibration, load_calibration
 from aipq.planner.join_order import JoinCosting
 from aipq.stats.repository import StatsRepository
@@ -84,11 +84,11 @@ class RunContext:
             self._shared.calibration = load_calibration(self.home, self.settings.master)
         return self._shared.calibration
 
-    def join_costing(self) -> JoinCosting:
+    def join_costing(self, estimates: JoinEstimates | None = None) -> JoinCosting:
         """What join orders (``--plan cost``) and pre-aggregation are priced with: the repository's statistics of
-        the tables as they are now, and the calibrated unit costs."""
-        return join_costing(self.settings, KnownTables(self.repository, self.storage), self.calibration,
-                            master_cores(self.settings.master))
+        the tables as they are now (or ``estimates``, a re-plan's), and the calibrated unit costs."""
+        tables = estimates.tables if estimates is not None else KnownTables(self.repository, self.storage)
+        return join_costing(self.settings, tables, self.calibration, master_cores(self.settings.master), estimates)
 
     @property
     def warehouse(self) -> str:

@@ -77,7 +77,6 @@ class RunRecord:
     replans: list[dict] = field(default_factory=list)  # each re-plan between stages (``Replanner``)
     dag: StageDag | None = None  # the DAG the run finished with, when a re-plan changed it
 
-
     @property
     def result(self) -> Result:
         return Result(self.result_path, self.output_names, self.result_format)

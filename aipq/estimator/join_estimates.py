@@ -56,6 +56,7 @@ class JoinEstimates:
         self.dag = dag
         self.measured = measured or {}  # stage id → the rows its output holds (a re-plan's finished stages)
         self.footer_rows = footer_rows  # a table without statistics: the row count its files' footers hold
+        self._footers: dict[str, float | None] = {}  # by table path: each footer count read once
         self.cardinality = Cardinality(StatsLookup(table_rows=self._table_rows, column=self._column,
                                                    stage_rows=self._stage_rows, stage_distinct=self._stage_distinct))
 
@@ -73,8 +74,12 @@ class JoinEstimates:
         stats = self.tables.stats(scan.table.path)
         if stats is not None:
             return float(stats.rows)
-        footer = self.footer_rows(scan) if self.footer_rows is not None else None
-        return float(footer) if footer is not None else None
+        if self.footer_rows is None:
+            return None
+        if scan.table.path not in self._footers:
+            footer = self.footer_rows(scan)
+            self._footers[scan.table.path] = float(footer) if footer is not None else None
+        return self._footers[scan.table.path]
 
     def _column(self, scan: Scan, column: str) -> ColumnStats | None:
         stats = self.tables.stats(scan.table.path)

@@ -26,9 +26,12 @@ _DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
 def without_date_filters(number: int) -> str:
     """The query with every WHERE conjunct that compares with a date literal left out."""
     statement = sqlglot.parse_one(query_text(number), read="hive")
-    for where in statement.find_all(exp.Where):
-        kept = [c for c in where.this.flatten() if not _DATE.search(c.sql(dialect="hive"))] \
-            if isinstance(where.this, exp.And) else [where.this]
-        where.set("this", exp.and_(*kept) if kept else None)
+    for where in list(statement.find_all(exp.Where)):
+        parts = list(where.this.flatten()) if isinstance(where.this, exp.And) else [where.this]
+        kept = [part for part in parts if not _DATE.search(part.sql(dialect="hive"))]
+        if kept:
+            where.set("this", exp.and_(*kept))
+        else:
+            where.pop()
     return f"-- TPC-H Q{number} without its date predicates (ADP's variant)\n" + statement.sql(dialect="hive",
                                                                                              pretty=True)
