@@ -1,8 +1,9 @@
 """Corrective re-optimization between stages (``--reoptimize-factor``; ADP, Ives/Halevy/Weld): after each written
 stage, its rows are compared with the estimate the plan was made with; when they differ by more than the factor
 (or the plan had no estimate), the query is planned again with the joins already done standing as their outputs
-(``pipeline.replan_dag``), from what is now known: the rows every finished stage wrote, the statistics this run
-collected so far, and for tables still without statistics the row counts in their files' footers.
+(``pipeline.replan_dag``), from what is now known: the rows every finished stage wrote and the distinct keys this
+run sketched in them, the statistics this run collected so far, and for tables still without statistics the row
+counts in their files' footers.
 """
 
 from __future__ import annotations
@@ -33,21 +34,24 @@ class Reoptimizer:
         settings = context.settings
         return settings.plan == "cost" and settings.reoptimize_factor > 0 and planned.written is not None
 
-    def _estimates(self, dag: StageDag, measured: dict[int, float], footers: bool) -> JoinEstimates:
+    def _estimates(self, dag: StageDag, measured: dict[int, float], footers: bool,
+                   distinct: dict[tuple[int, str], float] | None = None) -> JoinEstimates:
         context = self.context
         spark, storage = context.spark, context.storage
         return JoinEstimates(KnownTables(context.repository, storage), dag, measured,
-                             footer_rows=(lambda scan: table_rows(spark, storage, scan.table)) if footers else None)
+                             footer_rows=(lambda scan: table_rows(spark, storage, scan.table)) if footers else None,
+                             measured_distinct=distinct)
 
-    def _note_estimates(self, dag: StageDag, measured: dict[int, float], footers: bool) -> None:
+    def _note_estimates(self, dag: StageDag, measured: dict[int, float], footers: bool,
+                        distinct: dict[tuple[int, str], float] | None = None) -> None:
         """Each new stage's rows as estimated from what its plan was made with (a re-plan's: footers too)."""
-        estimates = self._estimates(dag, measured, footers)
+        estimates = self._estimates(dag, measured, footers, distinct)
         for stage in dag.stages:
             if stage.id not in self.estimates:
                 self.estimates[stage.id] = estimates.rows(stage.plan)
 
-    def after_stage(self, dag: StageDag, stage: Stage, rows: int, done: frozenset[int],
-                    written: dict[int, int]) -> tuple[StageDag | None, dict] | None:
+    def after_stage(self, dag: StageDag, stage: Stage, rows: int, done: frozenset[int], written: dict[int, int],
+                    distinct: dict[tuple[int, str], float]) -> tuple[StageDag | None, dict] | None:
         if stage.operator != "JOIN" or len(self.replans) >= MAX_REPLANS:
             return None  # only a finished join can stand in a join block still to be ordered
         estimate = self.estimates.get(stage.id)
@@ -56,7 +60,7 @@ class Reoptimizer:
             return None
         context = self.context
         measured = {stage_id: float(count) for stage_id, count in written.items()}
-        costing = context.join_costing(self._estimates(dag, measured, footers=True))
+        costing = context.join_costing(self._estimates(dag, measured, footers=True, distinct=distinct))
         replanned = replan_dag(self.planned, dag, done, context.settings, context.storage, costing)
         if replanned is None:
             return None  # no finished join stands in a join block still to order: nothing to re-plan
@@ -70,7 +74,7 @@ class Reoptimizer:
         self.replans.append(note)
         if not changed:
             return None, note
-        self._note_estimates(new, measured, footers=True)
+        self._note_estimates(new, measured, footers=True, distinct=distinct)
         return new, note
 
 

@@ -135,12 +135,41 @@ def test_bench_rejects_an_unknown_strategy(aipq):
 
 
 def test_a_series_name_gives_settings_over_the_benchmarks():
-    from aipq.bench.strategies import series_parts, series_settings
+    from aipq.bench.strategies import series_parts, series_settings, without_prior_statistics
 
     name = "adaptive@adaptive/cost+aipq.runtime.broadcast=off+spark.sql.shuffle.partitions=4"
     assert series_parts(name) == ("adaptive", "adaptive", "cost")
     assert series_settings(name) == [("aipq.runtime.broadcast", "off"), ("spark.sql.shuffle.partitions", "4")]
     assert series_settings("off@hive") == []
+    assert series_settings("adaptive/cost+prior=none+aipq.reoptimize.factor=0") == [("aipq.reoptimize.factor", "0")]
+    assert without_prior_statistics("adaptive/cost+prior=none") and not without_prior_statistics(name)
+
+
+@pytest.mark.slow
+def test_a_series_without_prior_statistics_starts_each_run_with_none(tmp_path):
+    """``+prior=none``: the run plans with no statistics (the written order) and re-plans after its first join
+    from what it collected, in a repository of its own: the home's is neither read nor written."""
+    import sqlite3
+
+    from aipq import app
+    from aipq.bench.strategies import compare_strategies, tpch_workload
+
+    home = tmp_path / "home"
+    app.generate_tpch(home, SF, "default")
+    context = RunContext(home)
+    app.collect_missing_statistics(context, "test")
+
+    def stored() -> list:
+        with sqlite3.connect(home / "stats.db") as con:
+            return sorted(con.execute("SELECT path, column_name, collected_at FROM column_stats").fetchall()
+                          + con.execute("SELECT plan_key, '', collected_at FROM stage_stats").fetchall())
+
+    before = stored()
+    [result] = compare_strategies(context, tpch_workload([3]), ["adaptive@hive/cost+prior=none"], [0], 1)
+    assert stored() == before
+    run = result.runs[0]
+    assert run.statistics_seconds > 0, "the run collected the statistics it had none of"
+    assert run.detail["replans"] and run.detail["replans"][0]["estimated_rows"] is None
 
 
 @pytest.mark.slow

@@ -20,9 +20,12 @@ from __future__ import annotations
 
 import math
 import statistics
+import tempfile
 import time
+from contextlib import ExitStack
 from dataclasses import dataclass, field, replace
 from functools import partial
+from pathlib import Path
 
 from aipq.app import stage_estimates
 from aipq.bench.staging import bench_session, spark_sql_text
@@ -40,6 +43,7 @@ from aipq.pipeline import plan_query
 from aipq.planner.stages import StageDag
 from aipq.reoptimization import Reoptimizer
 from aipq.setting_aliases import apply_alias
+from aipq.stats.repository import StatsRepository
 from aipq.tpch.queries import NO_DATE_QUERIES, query_text, without_date_filters
 
 SPARK = "spark"
@@ -51,6 +55,9 @@ OFF_AGAIN = "off-again"
 SPARK_BF = "spark-bf"
 SPARK_ANCHORS = (SPARK, SPARK_BF)
 STAGINGS = ("hive", "adaptive", "none")
+# A series setting of the benchmark rather than a knob: each run starts with no statistics known
+# (``without_prior_statistics``).
+PRIOR_NONE = ("prior", "none")
 
 
 # Untimed rounds before the timed ones. With one, the first timed round was the slowest on average in each of
@@ -91,10 +98,20 @@ def series_preaggregate(name: str, default: str) -> str:
     return "off" if aipq_strategy(name) == "off" else default
 
 
+def _series_items(name: str) -> list[tuple[str, str]]:
+    return [(key.strip(), value.strip()) for key, _, value in (item.partition("=") for item in name.split("+")[1:])]
+
+
 def series_settings(name: str) -> list[tuple[str, str]]:
     """The settings a series name gives after ``+`` (``adaptive@adaptive+aipq.runtime.broadcast=off``): each
-    (setting, value), applied over the benchmark's own (``setting_aliases.apply_alias``)."""
-    return [(key.strip(), value.strip()) for key, _, value in (item.partition("=") for item in name.split("+")[1:])]
+    (setting, value), applied over the benchmark's own (``setting_aliases.apply_alias``); ``prior=none`` aside."""
+    return [item for item in _series_items(name) if item != PRIOR_NONE]
+
+
+def without_prior_statistics(name: str) -> bool:
+    """Whether a series runs each query with an empty statistics repository that the run itself fills, as aipq's
+    first run over new data does (``+prior=none``)."""
+    return PRIOR_NONE in _series_items(name)
 
 
 def series_plan(name: str, default: str) -> str:
@@ -206,22 +223,34 @@ class QueryRunner:
         self.last_dag: StageDag | None = None
 
     def aipq(self, text: str, settings: Settings, strategy: Strategy | None = None,
-             executions: int = 1) -> tuple[Measurement, list]:
+             executions: int = 1, prior_statistics: bool = True) -> tuple[Measurement, list]:
         """One timed run: the query planned once (planning is not timed) and executed ``executions`` times back
-        to back; the figures but the time are the first execution's."""
+        to back; the figures but the time are the first execution's. Without ``prior_statistics``, planning and
+        each execution start from an empty statistics repository."""
+        with ExitStack() as scratch_repositories:
+            def context() -> RunContext:
+                if prior_statistics:
+                    return self.context.with_settings(settings)
+                folder = scratch_repositories.enter_context(tempfile.TemporaryDirectory(prefix="aipq-bench-stats-"))
+                return self.context.with_repository(StatsRepository(Path(folder))).with_settings(settings)
+
+            return self._aipq(text, [context() for _ in range(executions)], strategy)
+
+    def _aipq(self, text: str, runs: list[RunContext], strategy: Strategy | None) -> tuple[Measurement, list]:
+        """``aipq`` with the context of each execution, the first also planning's."""
+        executions, run = len(runs), runs[0]
         planning = time.perf_counter()
-        run = self.context.with_settings(settings)
-        planned = plan_query(text, self.catalog, settings, run.storage, costing=run.join_costing())
+        planned = plan_query(text, self.catalog, run.settings, run.storage, costing=run.join_costing())
         dag = planned.dag
         self.last_dag = dag
         planning_seconds = time.perf_counter() - planning
         stolen = steal_seconds()
         started = time.perf_counter()
         records: list[RunRecord] = []
-        for _ in range(executions):
-            collector = collector_for(run, dag, "aipq bench")
-            replanner = Reoptimizer(planned, run) if Reoptimizer.applies(planned, run) else None
-            records.append(run_dag(run, dag, statistics=collector, ip_strategy=strategy, replanner=replanner))
+        for each in runs:
+            collector = collector_for(each, dag, "aipq bench")
+            replanner = Reoptimizer(planned, each) if Reoptimizer.applies(planned, each) else None
+            records.append(run_dag(each, dag, statistics=collector, ip_strategy=strategy, replanner=replanner))
         seconds = (time.perf_counter() - started) / executions
         stolen = steal_seconds() - stolen
         record = records[0]
@@ -342,7 +371,8 @@ def _run_round(runner: QueryRunner, label: str, text: str, order: list[tuple[Str
         if result.strategy in SPARK_ANCHORS:
             measurement, rows = runner.spark_sql(text, settings, executions, result.strategy == SPARK_BF)
         else:
-            measurement, rows = runner.aipq(text, settings, executions=executions)
+            measurement, rows = runner.aipq(text, settings, executions=executions,
+                                            prior_statistics=not without_prior_statistics(result.strategy))
         _check_rows(label, result.strategy, rows, expected)
         runs.append((result, measurement))
         if progress and attempt == 0:

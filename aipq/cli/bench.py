@@ -83,7 +83,7 @@ def _strategies(text: str) -> list[str]:
         raise BadInputError(f"unknown strategy {unknown[0]!r}",
                             hint=f"use {', '.join(known)}; an aipq strategy may name its staging and join "
                                  f"order, and settings: adaptive@{'|'.join(STAGINGS)}/{'|'.join(PLANS)}"
-                                 "+aipq.SETTING=VALUE")
+                                 "+aipq.SETTING=VALUE, and +prior=none to start each run with no statistics")
     if not chosen:
         raise BadInputError("--strategies is empty", hint=f"use some of {', '.join(known)}")
     return chosen

@@ -40,6 +40,11 @@ class RunContext:
     def with_settings(self, settings: Settings) -> RunContext:
         return replace(self, settings=settings)
 
+    def with_repository(self, repository: StatsRepository) -> RunContext:
+        """This context reading and storing statistics in ``repository`` instead of the home's (a benchmark's
+        run that starts with none known), sharing the process's session, the catalog and the calibration."""
+        return replace(self, _shared=replace(self._shared, repository=repository))
+
     @property
     def spark(self):
         """The Spark session, started on first use (planning alone needs none); a setting fixed at start that

@@ -95,8 +95,8 @@ class Replanner(Protocol):
     again from what is now known, or None to go on as planned; with a note of what was compared and changed
     (``--analyze`` lists them)."""
 
-    def after_stage(self, dag: StageDag, stage: Stage, rows: int, done: frozenset[int],
-                    written: dict[int, int]) -> tuple[StageDag | None, dict] | None: ...
+    def after_stage(self, dag: StageDag, stage: Stage, rows: int, done: frozenset[int], written: dict[int, int],
+                    distinct: dict[tuple[int, str], float]) -> tuple[StageDag | None, dict] | None: ...
 
 
 def _final_needs_order(stage: Stage) -> bool:
@@ -252,8 +252,9 @@ class _DagRun:
             return False
         if self.statistics is not None:
             self.statistics.settle_tables()  # the statistics earlier stages collected inform the re-plan
+        distinct = self.statistics.output_distinct() if self.statistics is not None else {}
         outcome = self.replanner.after_stage(self.dag, stage, self.written[stage.id], frozenset(done),
-                                             dict(self.written))
+                                             dict(self.written), distinct)
         if outcome is None:
             return False
         dag, note = outcome

@@ -277,6 +277,10 @@ class StatisticsCollector:
         with _SECONDS_LOCK:  # two storing threads add to it
             self.seconds += time.perf_counter() - started
 
+    def output_distinct(self) -> dict[tuple[int, str], float]:
+        """Distinct values of each stage output key this run sketched so far, by (stage id, column)."""
+        return {key: sketches.estimate(sketch) for key, sketch in self.output_sketches.items()}
+
     def _store_stage(self, stage: Stage, rows: int, bytes_written: int) -> None:
         inputs = {t.path: data_files(self.files, t.path).fingerprint for t in tables_under(self.dag, stage.id)}
         columns = {c: round(sketches.estimate(self.output_sketches[(stage.id, c)]), 1)

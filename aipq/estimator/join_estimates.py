@@ -51,10 +51,12 @@ class JoinEstimates:
     its tables the repository knows nothing of."""
 
     def __init__(self, tables: KnownTables, dag: StageDag | None = None,
-                 measured: dict[int, float] | None = None, footer_rows: Callable[[Scan], int | None] | None = None):
+                 measured: dict[int, float] | None = None, footer_rows: Callable[[Scan], int | None] | None = None,
+                 measured_distinct: dict[tuple[int, str], float] | None = None):
         self.tables = tables
         self.dag = dag
         self.measured = measured or {}  # stage id → the rows its output holds (a re-plan's finished stages)
+        self.measured_distinct = measured_distinct or {}  # (stage id, column) → distinct keys sketched in it
         self.footer_rows = footer_rows  # a table without statistics: the row count its files' footers hold
         self._footers: dict[str, float | None] = {}  # by table path: each footer count read once
         self.cardinality = Cardinality(StatsLookup(table_rows=self._table_rows, column=self._column,
@@ -68,6 +70,8 @@ class JoinEstimates:
         return self.cardinality.rows(self.dag.stage(read.stage_id).plan) if self.dag is not None else None
 
     def _stage_distinct(self, read: StageRead, column: str) -> float | None:
+        if (read.stage_id, column) in self.measured_distinct:
+            return self.measured_distinct[(read.stage_id, column)]
         return self.cardinality.distinct(self.dag.stage(read.stage_id).plan, column) if self.dag is not None else None
 
     def _table_rows(self, scan: Scan) -> float | None:
