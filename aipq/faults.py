@@ -2,7 +2,11 @@
 environment this process kills itself (SIGKILL, as ``kill -9`` does) the N-th time (first by default) it reaches
 POINT. The points: ``statement`` (a workflow's statement about to run), ``stage-written`` (a stage's output
 written, the run not yet told), ``between-stages`` (a stage recorded, the next not started) and ``table-commit``
-(a table's new data moved into place, the catalog not yet told)."""
+(a table's new data moved into place, the catalog not yet told).
+
+Spark failures aipq recovers from, for their tests: with ``AIPQ_FAIL_AT=FAILURE[@N]``, ``failing(FAILURE)`` is
+true the N-th time it is asked. The failures: ``broadcast`` (the driver runs out of memory building a broadcast
+join's table, which takes a driver smaller than a test can start)."""
 
 from __future__ import annotations
 
@@ -10,16 +14,25 @@ import os
 import signal
 
 POINTS = ("statement", "stage-written", "between-stages", "table-commit")
+FAILURES = ("broadcast",)
 _reached: dict[str, int] = {}
 
 
-def reached(point: str) -> None:
-    wanted = os.environ.get("AIPQ_KILL_AT")
+def _nth_time(variable: str, point: str) -> bool:
+    wanted = os.environ.get(variable)
     if not wanted:
-        return
+        return False
     name, _, nth = wanted.partition("@")
     if name != point:
-        return
+        return False
     _reached[point] = _reached.get(point, 0) + 1
-    if _reached[point] == int(nth or 1):
+    return _reached[point] == int(nth or 1)
+
+
+def reached(point: str) -> None:
+    if _nth_time("AIPQ_KILL_AT", point):
         os.kill(os.getpid(), signal.SIGKILL)
+
+
+def failing(failure: str) -> bool:
+    return _nth_time("AIPQ_FAIL_AT", failure)

@@ -197,7 +197,7 @@ def test_a_damaged_parquet_file_is_named_when_added(aipq, tmp_path):
 
 
 # ---- 5. statistics never fail a query ----------------------------------------------------------------------------
-def test_a_failing_statistics_pass_is_a_warning_and_the_result_comes(tmp_path, home, monkeypatch):
+def test_a_failing_statistics_pass_is_a_warning_and_the_result_comes(tmp_path, home, tpch, monkeypatch):
     aipq = Aipq(tmp_path / "fresh")
     source = next((home / "warehouse" / "tpch").rglob("nation.parquet"))
     assert aipq("table", "add", "nation", str(source)).exit_code == 0
@@ -316,3 +316,23 @@ def test_work_directories_of_dead_runs_are_removed(tmp_path):
     os.utime(root / "unmarked-old", (time.time() - 2 * 86400,) * 2)
     remove_stale_work_dirs(local_storage(), str(root))
     assert sorted(p.name for p in root.iterdir()) == ["alive", "kept"]
+
+
+# ---- a broadcast the driver has not the memory for -----------------------------------------------------------------
+def test_a_broadcast_the_driver_cannot_hold_runs_again_with_repartition_joins(aipq, duck, monkeypatch):
+    """Spark fails a job whose broadcast table does not fit the driver's memory (reproduced at TPC-H SF 1 with a
+    700 MB driver: a lineitem self-join broadcast); aipq chose the broadcast, so the stage runs again with
+    repartition joins and the query gives its rows. Injected here (``AIPQ_FAIL_AT``): a test's session has one
+    driver, too large to run out."""
+    from aipq.tpch.queries import query_text
+
+    monkeypatch.setenv("AIPQ_FAIL_AT", "broadcast")
+    monkeypatch.setattr("aipq.faults._reached", {})
+    result = aipq("run", "--quiet", "--format", "csv", "--broadcast-threshold", "10MB", "--staging", "hive",
+                  "tpch:3")
+    assert result.exit_code == 0, result.output
+    assert "the driver had not the memory to broadcast a join input" in result.output
+    assert "runs again with repartition joins" in result.output
+    rows = [tuple(r) for r in rows_of(result)[1:]]
+    expected = [tuple(str(v) if isinstance(v, int) else v for v in row) for row in oracle_rows(duck, query_text(3))]
+    assert_same_rows(rows, expected, ordered=True)

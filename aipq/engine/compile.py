@@ -70,6 +70,8 @@ class StageCompiler:
         # id of a repartition Join → the side to broadcast, now that the earlier stage outputs it reads are
         # measured (``physical.measured_broadcasts``)
         self.measured_broadcasts: dict[int, str] = {}
+        # False while a stage runs again after the driver ran out of memory broadcasting: every join repartitions
+        self.broadcasts_allowed = True
 
     def table(self, entry: TableEntry) -> DataFrame:
         key = (entry.qualified_name, entry.data_paths())  # two scans may read different partitions of one table
@@ -151,6 +153,8 @@ class StageCompiler:
         side = self.measured_broadcasts.get(id(node))
         if node.physical == "broadcast":
             side = node.broadcast_side or "right"
+        if not self.broadcasts_allowed:
+            side = None
         if side == "left":
             left = F.broadcast(left)
         elif side == "right":

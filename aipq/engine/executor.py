@@ -29,7 +29,7 @@ from aipq.engine.sink import TEXT_FORMATS, Result, write_text_frame
 from aipq.engine.statistics import StatisticsCollector
 from aipq.engine.storage import Storage, join
 from aipq.engine.summaries import BuiltSummary, ProbeRecord, SummaryStore
-from aipq.errors import AipqError, BadInputError, ExecutionError
+from aipq.errors import AipqError, BadInputError, ExecutionError, warn
 from aipq.estimator.edge_inputs import EdgeEstimator, RunState, SessionFacts
 from aipq.files import FileSource, Sizes, total_bytes
 from aipq.ip import staging
@@ -348,19 +348,8 @@ def _run_stages(run_state: _DagRun) -> None:
                                         partition_by=dag.partition_by if stage is dag.final else (),
                                         write_format=dag.write_format if stage is dag.final else "parquet",
                                         broadcasts=broadcasts)
-                try:
-                    metrics = run(statistics=statistics)
-                except BadInputError:
-                    raise
-                except AipqError as error:
-                    if statistics is None or not any(statistics.observes(s) for s in [stage, *(f.stage
-                                                                                              for f in inputs)]):
-                        raise
-                    statistics.disable(error.message)  # statistics never fail a query: run the stage without
-                    storage.delete(paths[stage.id])
-                    for fused in inputs:
-                        fused.probes.clear()
-                    metrics = run(statistics=statistics)
+                metrics = _run_recovering(run, stage, inputs, statistics, compiler, spark, storage, paths[stage.id],
+                                          broadcasts)
             faults.reached("stage-written")
             metrics.reduce_tasks = tasks
             metrics.staging = why
@@ -381,6 +370,56 @@ def _run_stages(run_state: _DagRun) -> None:
             faults.reached("between-stages")
             if not fused_into and run_state.replan(stage, done):
                 dag, ip, position = run_state.dag, run_state.ip, 0
+
+
+# What Spark says when the driver ran out of memory building a broadcast join's table.
+BROADCAST_OUT_OF_MEMORY = "Not enough memory to build and broadcast the table"
+
+
+def _run_recovering(run: Callable[..., StageMetrics], stage: Stage, inputs: list[_Fused],
+                    statistics: StatisticsCollector | None, compiler: StageCompiler, spark, storage: Storage,
+                    path: str, broadcasts: dict[int, str]) -> StageMetrics:
+    """Run a stage so that neither of aipq's own choices fails it: a join input aipq broadcast that the driver had
+    not the memory for runs again with repartition joins, and piggybacked statistics that fail run it again
+    without them."""
+    def start_over() -> None:
+        storage.delete(path)
+        for fused in inputs:
+            fused.probes.clear()
+
+    try:
+        injected = compiler.broadcasts_allowed and _broadcasts_anything(stage, inputs, broadcasts)
+        if injected and faults.failing("broadcast"):
+            raise ExecutionError(f"stage {stage.name} ({stage.operator}) failed on Spark: {BROADCAST_OUT_OF_MEMORY} "
+                                 "(AIPQ_FAIL_AT)")
+        return run(statistics=statistics)
+    except BadInputError:
+        raise
+    except AipqError as error:
+        if BROADCAST_OUT_OF_MEMORY in error.message and compiler.broadcasts_allowed:
+            warn(f"stage {stage.name} ({stage.operator}): the driver had not the memory to broadcast a join input; "
+                 f"the stage runs again with repartition joins (the driver's memory is AIPQ_DRIVER_MEMORY, "
+                 f"{spark.conf.get('spark.driver.memory', '1g')})")
+            start_over()
+            broadcasts.clear()
+            compiler.broadcasts_allowed = False
+            try:
+                with sql_conf(spark, {"spark.sql.adaptive.autoBroadcastJoinThreshold": "-1"}):
+                    return _run_recovering(run, stage, inputs, statistics, compiler, spark, storage, path,
+                                           broadcasts)
+            finally:
+                compiler.broadcasts_allowed = True
+        if statistics is None or not any(statistics.observes(s) for s in [stage, *(f.stage for f in inputs)]):
+            raise
+        statistics.disable(error.message)  # statistics never fail a query: run the stage without
+        start_over()
+        return run(statistics=statistics)
+
+
+def _broadcasts_anything(stage: Stage, inputs: list[_Fused], broadcasts: dict[int, str]) -> bool:
+    """Whether a stage's job (its fused stages' too) joins a side map-side, as planned or as measured."""
+    joins = [n for s in [stage, *(f.stage for f in inputs)] for n in s.plan.walk() if isinstance(n, Join)]
+    return bool(broadcasts) or any(j.physical == "broadcast" for j in joins)
 
 
 def _broadcast_notes(stage: Stage, broadcasts: dict[int, str], read_bytes) -> list[dict]:
