@@ -157,7 +157,7 @@ def execute(planned: PlannedQuery, context: RunContext, listener: StageListener 
     try:
         replanner = Reoptimizer(planned, context) if Reoptimizer.applies(planned, context) else None
         record = run_dag(context, planned.dag, listener, analyze, collector, result_format=result_format,
-                         replanner=replanner)
+                         replanner=replanner, cache=context.stage_cache, reuse=context.reuses_outputs)
     except BadInputError as error:
         name = getattr(error, "missing_name", None)
         if error.position is None and name:
@@ -167,6 +167,13 @@ def execute(planned: PlannedQuery, context: RunContext, listener: StageListener 
     if record.dag is not None:  # re-planned while it ran: the stages as they ran
         planned = replace(planned, dag=record.dag)
     return QueryRun(context.spark, planned, record, context.storage)
+
+
+def finish_stage_cache(context: RunContext) -> None:
+    """The command is done: the stage outputs it kept go, unless it keeps them for later ones (``--reuse``)."""
+    cache = context.stage_cache
+    if cache is not None:
+        cache.finish(context.reuses_outputs)
 
 
 def add_table(context: RunContext, name: str, path: str, fmt: str,

@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 MB = 1024 * 1024
+GB = 1024 * MB
 # β's default, seconds: edges estimated below it lost on average when measured (docs/decisions.md).
 DEFAULT_BETA_SECONDS = 0.02
 # One reduce task per 64 MB a stage reads, as Hive sizes a job's reducers (docs/decisions.md).
@@ -64,7 +65,7 @@ class Knob:
     default: object
     doc: str
     flag: str | None = None
-    kind: str = "text"  # text | uri | choice | int | float | size | size-or-auto | columns
+    kind: str = "text"  # text | uri | choice | switch (a flag) | int | float | size | size-or-auto | columns
     choices: tuple[str, ...] = ()
     low: float | None = None
     high: float | None = None
@@ -80,7 +81,7 @@ class Knob:
         """The knob's value from the command line's text; ValueError saying what a valid value is."""
         if not isinstance(text, str):
             return text
-        if self.kind == "choice":
+        if self.kind in ("choice", "switch"):
             if text not in self.choices:
                 raise ValueError(f"{text!r} is not one of {', '.join(self.choices)}")
             return text
@@ -229,6 +230,16 @@ KNOBS: tuple[Knob, ...] = (
          "'none' (the statement as one Spark plan; only filtered tables' summary pre-passes pass information).",
          "--staging", "choice", ("hive", "adaptive", "none"),
          help="Materialize every stage boundary (hive), only where a summary needs it (adaptive), or none."),
+    Knob("reuse", "off", "Stage outputs kept in the stage-output cache by earlier commands are read instead of "
+         "computed again when the same subplan runs over the same table files ('on'); a command always reads "
+         "the outputs it kept itself (a workflow's later statements), and removes them when it completes unless "
+         "this is 'on'.",
+         "--reuse", "switch", ("off", "on"),
+         help="Read stage outputs that earlier commands kept, and keep this command's for later ones."),
+    Knob("cache_size", 8 * GB, "The most bytes the stage-output cache (<work dir>/stage-cache) holds; the least "
+         "recently used outputs are removed first. 0: no cache (every stage is computed).",
+         "--cache-size", "size", low=0, shown="8GB",
+         help="The most bytes the stage-output cache holds (least recently used out first); 0 = no cache."),
     Knob("work_dir", "", "Where runs write their stage outputs and summaries: any URI Spark reads (hdfs://, "
          "s3a://, file:, a local path); on a cluster it must be storage every executor reaches. Default: "
          "<home>/runs.", "--work-dir", "uri", shown="", help="Folder (any Hadoop URI) for runs' stage outputs."),
@@ -274,6 +285,8 @@ class Settings:
     stats_columns: tuple[str, ...] = default_of("stats_columns")
     cartesian: str = default_of("cartesian")
     staging: str = default_of("staging")
+    reuse: str = default_of("reuse")
+    cache_size: int = default_of("cache_size")
     work_dir: str = default_of("work_dir")
     warehouse: str = default_of("warehouse")
     commit: str = default_of("commit")
@@ -295,7 +308,8 @@ def knob_table() -> str:
                  "uri": "URI"}
         values = "\\|".join(knob.choices) if knob.kind == "choice" else kinds.get(knob.kind, "NAME")
         shown = knob.shown if knob.shown is not None else str(knob.default)
-        rows.append(f"| `{knob.flag} {values}` (`{knob.setting}`) | {shown} | {knob.doc} |")
+        option = knob.flag if knob.kind == "switch" else f"{knob.flag} {values}"
+        rows.append(f"| `{option}` (`{knob.setting}`) | {shown} | {knob.doc} |")
     return "\n".join(rows)
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from sqlglot import exp
 
 from aipq import faults
-from aipq.app import QueryRun, SqlSource, execute
+from aipq.app import QueryRun, SqlSource, execute, finish_stage_cache
 from aipq.catalog import DEFAULT_DATABASE, Partition, TableEntry, split_name
 from aipq.config import Settings, home_writable
 from aipq.engine.context import RunContext
@@ -598,6 +598,22 @@ def run_workflow(workflow: Workflow, listener: StageListener | None = None,
     journal = workflow.journal
     if journal is not None and not workflow.resuming:
         journal.reset()  # from the start: an earlier run's commits do not count
+    cache = context.stage_cache
+    if cache is not None:
+        cache.resuming = workflow.resuming
+    try:
+        ran = _run_steps(workflow, listener, on_step, analyze, result_format)
+    except BaseException:
+        if journal is None:  # nothing can resume it: its stage outputs go
+            finish_stage_cache(context)
+        raise
+    finish_stage_cache(context)
+    return ran
+
+
+def _run_steps(workflow: Workflow, listener: StageListener | None, on_step: Callable[[StepOutcome], None] | None,
+               analyze: bool, result_format: str | None) -> WorkflowRun:
+    context, journal = workflow.context, workflow.journal
     if workflow.is_single_query:
         planned = workflow.steps[0].planned
         assert planned is not None

@@ -16,6 +16,7 @@ from rich.console import Console
 from aipq import app, workflow
 from aipq.catalog import FORMATS, Catalog
 from aipq.cli.bench import bench
+from aipq.cli.cache import cache
 from aipq.cli.options import home_dir, planning_options
 from aipq.cli.progress import RichStageProgress
 from aipq.cli.render import (
@@ -240,6 +241,7 @@ def explain(ctx, source, inline, settings: Settings, fmt, allow_overwrite, analy
                 info = analyzed_info(result, context)
             finally:
                 result.close()
+                app.finish_stage_cache(context)
         else:
             info = explain_dict(query.dag, settings, estimator=app.planning_estimator(query.dag, context))
             add_estimates(info, app.stage_estimates(query.dag, context))
@@ -465,6 +467,7 @@ def calibrate(ctx, megabytes, runs, settings: Settings):
 
 cli.add_command(bench)
 cli.add_command(stats)
+cli.add_command(cache)
 
 
 def main() -> None:

@@ -31,6 +31,9 @@ def _knob_option(knob: Knob):
     """The click option of a knob with a flag: its text is read by ``Knob.parse`` (one parser for the command
     line, as for ``--conf`` and SET aliases)."""
     shown = knob.shown if knob.shown is not None else str(knob.default)
+    if knob.kind == "switch":  # on when given
+        return click.option(knob.flag, knob.name, flag_value=knob.choices[1], default=knob.choices[0],
+                            help=knob.help)
     metavar = {"choice": "[" + "|".join(knob.choices) + "]", "size": "SIZE", "size-or-auto": "SIZE|auto",
                "columns": "COLUMNS", "int": "INTEGER", "float": "NUMBER", "uri": "URI"}.get(knob.kind, "TEXT")
     return click.option(knob.flag, knob.name, default=shown, show_default=bool(shown), metavar=metavar,

@@ -186,6 +186,8 @@ def _add_measures(node: Tree, measured: dict[str, Any]) -> None:
     shuffle = measured["shuffle"]
     if not measured["materialized"]:
         node.add(f"[cyan]measured[/cyan] {measured['staging']}: ran in that stage's job")
+    elif measured.get("reused"):
+        node.add(f"[cyan]measured[/cyan] {measured['rows_written']:,} rows {measured['staging']}: not computed")
     else:
         node.add(f"[cyan]measured[/cyan] {measured['seconds']:.2f} s · wrote {measured['rows_written']:,} rows "
                  f"({format_size(measured['bytes_written'])}) · shuffle write "
@@ -276,6 +278,10 @@ def run_summary(record: RunRecord) -> Table:
         built = ", ".join(f"builds {s.kind} {s.column}" for s in m.summaries)
         if not m.materialized:
             table.add_row(f"S{m.stage_id}", m.operator, "", m.staging, "", "", pruned)
+            continue
+        if m.reused:
+            table.add_row(f"S{m.stage_id}", m.operator, "reused", f"{m.rows_written:,}", format_size(m.bytes_written),
+                          "", m.staging)
             continue
         table.add_row(f"S{m.stage_id}", m.operator, f"{m.seconds:.2f} s", f"{m.rows_written:,}",
                       format_size(m.bytes_written), format_size(m.shuffle.shuffle_write_bytes),

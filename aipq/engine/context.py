@@ -12,6 +12,7 @@ from pathlib import Path
 from aipq.catalog import Catalog
 from aipq.config import Settings, home_writable, master_cores
 from aipq.engine.session import SparkCatalogLookup, get_session
+from aipq.engine.stage_cache import FOLDER, StageCache
 from aipq.engine.storage import Storage, join
 from aipq.estimator.join_estimates import JoinEstimates, KnownTables, join_costing
 from aipq.estimator.parameters import Calibration, load_calibration
@@ -29,6 +30,7 @@ class _Shared:
     catalog: Catalog | None = None
     repository: StatsRepository | None = None
     calibration: Calibration | None = None
+    stage_cache: StageCache | None = None
 
 
 @dataclass(frozen=True)
@@ -94,6 +96,21 @@ class RunContext:
         the tables as they are now (or ``estimates``, a re-plan's), and the calibrated unit costs."""
         tables = estimates.tables if estimates is not None else KnownTables(self.repository, self.storage)
         return join_costing(self.settings, tables, self.calibration, master_cores(self.settings.master), estimates)
+
+    @property
+    def stage_cache(self) -> StageCache | None:
+        """This command's view of the stage-output cache beside the runs' work directories (None with
+        ``--cache-size 0``)."""
+        if self.settings.cache_size <= 0:
+            return None
+        if self._shared.stage_cache is None:
+            self._shared.stage_cache = StageCache(self.storage, join(self.runs_dir, FOLDER), self.settings.cache_size)
+        self._shared.stage_cache.limit = self.settings.cache_size  # a workflow's SET may change it
+        return self._shared.stage_cache
+
+    @property
+    def reuses_outputs(self) -> bool:
+        return self.settings.reuse == "on"
 
     @property
     def warehouse(self) -> str:

@@ -19,13 +19,14 @@ from pyspark.sql import functions as F
 
 from aipq import faults
 from aipq.config import Settings
-from aipq.engine import jvm
+from aipq.engine import jvm, stage_cache
 from aipq.engine.compile import StageCompiler
 from aipq.engine.context import RunContext
 from aipq.engine.jvm import ShuffleFigures, job_group_figures
 from aipq.engine.processes import process_alive, process_start
 from aipq.engine.session import java_message, sql_conf, stage_sql_conf, table_rows, user_runtime_conf
 from aipq.engine.sink import TEXT_FORMATS, Result, write_text_frame
+from aipq.engine.stage_cache import CacheKey, StageCache
 from aipq.engine.statistics import StatisticsCollector
 from aipq.engine.storage import Storage, join
 from aipq.engine.summaries import BuiltSummary, ProbeRecord, SummaryStore
@@ -34,7 +35,7 @@ from aipq.estimator.edge_inputs import EdgeEstimator, RunState, SessionFacts
 from aipq.files import FileSource, Sizes, total_bytes
 from aipq.ip import staging
 from aipq.ip.candidates import distinct_bound
-from aipq.ip.planner import IpPlanner, StageDecisions, Strategy, SummaryUse
+from aipq.ip.planner import IpPlanner, StageDecisions, Strategy, SummaryUse, drops_output_rows
 from aipq.planner import reducers
 from aipq.planner.logical import Join, Node, Scan, Sort
 from aipq.planner.physical import measured_broadcasts
@@ -59,6 +60,7 @@ class StageMetrics:
     staging: str = ""  # why it was written or fused
     spark_joins: dict[str, int] = field(default_factory=dict)  # with --analyze: the joins Spark's final plan ran
     measured_broadcasts: list[dict] = field(default_factory=list)  # joins made map-side by measured input sizes
+    reused: bool = False  # its rows read from the stage-output cache, not computed
 
 
 @dataclass
@@ -139,9 +141,11 @@ def _owner_alive(storage: Storage, work_dir: str, modified_ms: int) -> bool:
 
 
 def remove_stale_work_dirs(storage: Storage, root: str) -> None:
-    """Remove the work directories of runs whose process is gone (killed runs leave theirs behind)."""
+    """Remove the work directories of runs whose process is gone (killed runs leave theirs behind); the
+    stage-output cache beside them stays."""
     for work_dir, is_dir, modified_ms in storage.children(root):
-        if is_dir and not _owner_alive(storage, work_dir, modified_ms):
+        if is_dir and work_dir.rstrip("/").rsplit("/", 1)[-1] != stage_cache.FOLDER \
+                and not _owner_alive(storage, work_dir, modified_ms):
             storage.delete(work_dir)
 
 
@@ -185,10 +189,12 @@ def session_facts(spark, files: FileSource) -> SessionFacts:
 
 def run_dag(context: RunContext, dag: StageDag, listener: StageListener | None = None, analyze: bool = False,
             statistics: StatisticsCollector | None = None, ip_strategy: Strategy | None = None,
-            result_format: str | None = None, replanner: Replanner | None = None) -> RunRecord:
+            result_format: str | None = None, replanner: Replanner | None = None,
+            cache: StageCache | None = None, reuse: bool = False) -> RunRecord:
     """Run ``dag``'s stages in order under ``context``'s settings; the record holds where its result is. With
     ``result_format`` csv or json the final stage writes its rows in that form (no parquet round trip for
-    the result); with ``replanner`` the stages not yet run may be planned again after each written stage."""
+    the result); with ``replanner`` the stages not yet run may be planned again after each written stage; with
+    ``cache`` a stage whose output it holds is read from it, and exact outputs are kept in it."""
     spark, settings, storage = context.spark, context.settings, context.storage
     listener = listener or StageListener()
     run_id, work_dir = new_work_dir(storage, context.runs_dir)
@@ -208,7 +214,7 @@ def run_dag(context: RunContext, dag: StageDag, listener: StageListener | None =
     conf = {**stage_sql_conf(settings), **user_runtime_conf(spark, settings)}
     try:
         _run_stages(_DagRun(spark, storage, dag, settings, compiler, store, ip, record, paths, written, conf,
-                            listener, analyze, statistics, replanner, information_passing))
+                            listener, analyze, statistics, replanner, information_passing, cache, reuse))
         if statistics is not None:
             statistics.settle()
     except BaseException:
@@ -245,6 +251,14 @@ class _DagRun:
     statistics: StatisticsCollector | None
     replanner: Replanner | None = None
     information_passing: Callable[[StageDag], IpPlanner] | None = None  # a re-planned DAG's planner
+    cache: StageCache | None = None
+    reuse: bool = False  # entries of earlier commands are read too (--reuse)
+
+    def cache_key(self, stage: Stage) -> CacheKey | None:
+        """Where the cache holds or would keep ``stage``'s output: neither the result nor a summary pre-pass."""
+        if self.cache is None or stage is self.dag.final or stage.operator == "SCAN":
+            return None
+        return self.cache.key(self.dag, stage.id, self.settings)
 
     def replan(self, stage: Stage, done: set[int]) -> bool:
         """Offer the replanner the run so far; True when it gave a new DAG, which this run now follows."""
@@ -298,6 +312,7 @@ def _run_stages(run_state: _DagRun) -> None:
         return bytes_written.get(leaf.stage_id) if isinstance(leaf, StageRead) else None
 
     done: set[int] = set()  # stages run, fused into a run one or skipped: a re-planned DAG holds them too
+    inexact: set[int] = set()  # stages whose output lacks rows its subplan has (pruned by another stage's summary)
     position = 0
     with sql_conf(spark, conf):
         while position < len(dag.stages):
@@ -318,6 +333,19 @@ def _run_stages(run_state: _DagRun) -> None:
             if stage.operator == "SCAN" and not decisions.builds:
                 continue  # a summary pre-pass whose summary no edge wants: nothing reads its output
             inputs = fused_into.pop(stage.id, [])  # the stages fused into this one's job, transitively
+            cache_key = run_state.cache_key(stage)
+            hit = run_state.cache.lookup(cache_key.key, run_state.reuse) if cache_key is not None else None
+            if hit is not None:  # its rows as an earlier statement or run wrote them: exact, read as they are
+                paths[stage.id] = hit.path
+                written[stage.id], bytes_written[stage.id] = hit.rows, hit.bytes
+                whose = "this" if hit.command == run_state.cache.command else "an earlier"
+                record.stages.append(StageMetrics(stage.id, stage.operator, 0.0, hit.rows, hit.bytes,
+                                                  decisions=StageDecisions(stage.id), decision_seconds=decision_seconds,
+                                                  staging=f"reused from the stage-output cache ({hit.description} "
+                                                          f"of {whose} command)", reused=True))
+                continue
+            if drops_output_rows(decisions) or set(dag.dependency.get(stage.id, [])) & inexact:
+                inexact.add(stage.id)
             written_out, why = staging.materialized(dag, stage, settings, bool(decisions.builds))
             broadcasts = measured_broadcasts(stage.plan, runtime_broadcast_threshold(settings), table_sizes,
                                              read_bytes)
@@ -350,6 +378,11 @@ def _run_stages(run_state: _DagRun) -> None:
                                         broadcasts=broadcasts)
                 metrics = _run_recovering(run, stage, inputs, statistics, compiler, spark, storage, paths[stage.id],
                                           broadcasts)
+            if cache_key is not None and stage.id not in inexact:
+                kept = run_state.cache.keep(cache_key, paths[stage.id], metrics.rows_written, metrics.bytes_written,
+                                            f"{stage.name} {stage.operator}")
+                if kept is not None:
+                    paths[stage.id] = kept.path
             faults.reached("stage-written")
             metrics.reduce_tasks = tasks
             metrics.staging = why

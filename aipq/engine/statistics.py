@@ -30,7 +30,7 @@ from aipq.engine.context import RunContext
 from aipq.engine.session import read_table, table_rows
 from aipq.errors import AipqError, warn
 from aipq.files import FileSource
-from aipq.ip.planner import StageDecisions
+from aipq.ip.planner import StageDecisions, drops_output_rows
 from aipq.planner.logical import Join, Limit, Scan
 from aipq.planner.stages import Stage, StageDag
 from aipq.stats import sketches
@@ -239,9 +239,7 @@ class StatisticsCollector:
         self._storing_tables += [_STORER.submit(self._timed, self._store_table, pending) for pending in self._pending]
         self._pending = []
         reads = set(self.dag.dependency.get(stage.id, []))
-        pruned_by_own_join = ("child-to-parent", "filtered-scan")
-        if reads & self._altered or any(not (u.relation in pruned_by_own_join and u.target.stage == stage.id)
-                                         for u in decisions.uses):
+        if reads & self._altered or drops_output_rows(decisions):
             # sibling/transitive pruning removed rows the subplan itself would keep: not its true size
             self._altered.add(stage.id)
         else:

@@ -100,6 +100,16 @@ class StageDecisions:
     rejected: list[Rejected] = field(default_factory=list)
 
 
+# Summaries that prune a stage's own join inputs by the other side's keys: they drop only rows that join drops.
+OWN_JOIN_RELATIONS = ("child-to-parent", "filtered-scan")
+
+
+def drops_output_rows(decisions: StageDecisions) -> bool:
+    """Whether the summaries a stage applies may remove rows its subplan outputs: any but those pruning its own
+    join's inputs (sibling-to-sibling and transitive passing drop rows only a later join drops)."""
+    return any(not (u.relation in OWN_JOIN_RELATIONS and u.target.stage == decisions.stage) for u in decisions.uses)
+
+
 @dataclass(frozen=True)
 class BuiltInfo:
     """What the planner knows of a summary once its stage ran."""

@@ -36,8 +36,13 @@ def _canonical(node: object, dag: StageDag, memo: dict[int, str]) -> str:
     return repr(node)
 
 
+def stage_plan_text(dag: StageDag, stage_id: int) -> str:
+    """The canonical text of a stage's subplan, stages below it included."""
+    return _canonical(dag.stage(stage_id).plan, dag, {})
+
+
 def stage_plan_key(dag: StageDag, stage_id: int) -> str:
-    return hashlib.sha256(_canonical(dag.stage(stage_id).plan, dag, {}).encode()).hexdigest()[:32]
+    return hashlib.sha256(stage_plan_text(dag, stage_id).encode()).hexdigest()[:32]
 
 
 def tables_under(dag: StageDag, stage_id: int) -> list[TableEntry]:
