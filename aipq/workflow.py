@@ -591,9 +591,10 @@ def _committed_before_kill(context: RunContext, planner: _Planner, journal: Jour
 
 def run_workflow(workflow: Workflow, listener: StageListener | None = None,
                  on_step: Callable[[StepOutcome], None] | None = None, analyze: bool = False,
-                 result_format: str | None = None) -> WorkflowRun:
+                 result_format: str | None = None, finish_cache: bool = True) -> WorkflowRun:
     """Run the steps in order; the last SELECT's rows are the result (written as ``result_format``, csv or
-    json, straight away when given)."""
+    json, straight away when given). The stage outputs the command kept go at the end, unless ``finish_cache``
+    is False (a batch, whose later files read them too)."""
     context = workflow.context
     journal = workflow.journal
     if journal is not None and not workflow.resuming:
@@ -604,10 +605,11 @@ def run_workflow(workflow: Workflow, listener: StageListener | None = None,
     try:
         ran = _run_steps(workflow, listener, on_step, analyze, result_format)
     except BaseException:
-        if journal is None:  # nothing can resume it: its stage outputs go
+        if journal is None and finish_cache:  # nothing can resume it: its stage outputs go
             finish_stage_cache(context)
         raise
-    finish_stage_cache(context)
+    if finish_cache:
+        finish_stage_cache(context)
     return ran
 
 

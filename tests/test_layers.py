@@ -20,6 +20,7 @@ LAYERS = (
     ("aipq.engine",),
     ("aipq.reoptimization",),
     ("aipq.app", "aipq.journal", "aipq.workflow", "aipq.class_archive_builder"),
+    ("aipq.batch",),
     ("aipq.bench",),
     ("aipq.cli",),
 )

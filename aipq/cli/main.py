@@ -138,7 +138,7 @@ def cli(ctx: click.Context, home: str | None, debug: bool) -> None:
 
 
 @cli.command()
-@click.argument("source", required=False, metavar="FILE")
+@click.argument("sources", nargs=-1, metavar="FILE...")
 @click.option("--sql", "inline", default=None, help="Query text instead of a FILE.")
 @planning_options
 @click.option("--format", "fmt", type=click.Choice(["table", *OUTPUT_FORMATS]), default=None,
@@ -146,6 +146,9 @@ def cli(ctx: click.Context, home: str | None, debug: bool) -> None:
                    "--output the file's format (default: from its extension .csv, .json/.jsonl, .parquet).")
 @click.option("--output", type=click.Path(dir_okay=False), default=None,
               help="Write the result to this file (atomically; an existing file only with --force).")
+@click.option("--output-dir", "output_dir", type=click.Path(file_okay=False), default=None,
+              help="With several FILEs or a directory (a batch): each file's result in this folder, as "
+                   "NAME.parquet (or --format csv|json).")
 @click.option("--force", is_flag=True, help="Let --output replace an existing file.")
 @click.option("--limit", "show_rows", type=click.IntRange(0), default=50, show_default=True,
               help="Rows shown with --format table.")
@@ -158,11 +161,18 @@ def cli(ctx: click.Context, home: str | None, debug: bool) -> None:
               help="Continue a workflow FILE whose last run failed or was killed: the statements it committed are "
                    "not run again.")
 @click.pass_context
-def run(ctx, source, inline, settings: Settings, fmt, output, force, show_rows, keep_work, allow_overwrite,
-        quiet, analyze, resume):
+def run(ctx, sources, inline, settings: Settings, fmt, output, output_dir, force, show_rows, keep_work,
+        allow_overwrite, quiet, analyze, resume):
     """Run a query or a workflow of statements (FILE, '-' for stdin, tpch:N or tpcds:N) and show or write the rows of
-    its last SELECT."""
+    its last SELECT. Several FILEs, or a directory of .sql files, run as a batch: planned together, each stage
+    they have in common computed once, each file's rows written to --output-dir."""
     context = RunContext(home_dir(ctx), settings)
+    if len(sources) > 1 or (sources and Path(sources[0]).is_dir()) or output_dir is not None:
+        _run_batch(context, list(sources), fmt, output_dir, force, allow_overwrite, quiet,
+                   refused={"--sql": inline is not None, "--output": output is not None, "--resume": resume,
+                            "--analyze": analyze, "--keep-work": keep_work})
+        return
+    source = sources[0] if sources else None
     sql = app.load_sql(source, inline)
     if fmt == "parquet" and output is None:
         raise BadInputError("--format parquet needs --output PATH")
@@ -212,6 +222,39 @@ def run(ctx, source, inline, settings: Settings, fmt, output, force, show_rows, 
             err.print(f"stage outputs kept in {result.record.work_dir}")
         else:
             result.close()
+
+
+def _run_batch(context: RunContext, sources: list[str], fmt: str | None, output_dir: str | None, force: bool,
+               allow_overwrite: bool, quiet: bool, refused: dict[str, bool]) -> None:
+    """``aipq run`` of several files or a directory: the batch planned together, each result in ``output_dir``."""
+    from aipq import batch
+
+    given = [option for option, present in refused.items() if present]
+    if given:
+        raise BadInputError(f"{given[0]} does not apply to a batch of files",
+                            hint="run the file on its own, or give the batch --output-dir DIR")
+    if output_dir is None:
+        raise BadInputError("a batch of files needs --output-dir DIR", hint="each file's rows go to DIR/NAME.parquet")
+    if fmt == "table":
+        raise BadInputError("a batch writes files: --format csv, json or parquet")
+    fmt = fmt or "parquet"
+    planned = batch.plan_batch(batch.batch_sources(sources), context, allow_overwrite)
+    targets = batch.check_targets(planned, output_dir, fmt, force)
+    err = Console(stderr=True)
+
+    def report(outcome) -> None:
+        if quiet:
+            return
+        rows = f"{outcome.rows:,} row(s) to {outcome.output}" if outcome.rows is not None else "no SELECT"
+        reused = f", {outcome.stages_reused} read from the batch's shared outputs" if outcome.stages_reused else ""
+        err.print(f"[bold]{outcome.name}[/bold]: {rows} ({outcome.seconds:.1f} s; {outcome.stages_run} stage(s) "
+                  f"run{reused})")
+
+    outcomes = batch.run_batch(planned, targets, fmt, report)
+    if not quiet:
+        reused = sum(o.stages_reused for o in outcomes)
+        err.print(f"batch: {len(outcomes)} file(s) in {sum(o.seconds for o in outcomes):.1f} s; "
+                  f"{len(planned.shared)} subplan(s) in common, {reused} stage(s) read instead of computed")
 
 
 @cli.command()

@@ -35,7 +35,7 @@ from aipq.estimator.edge_inputs import EdgeEstimator, RunState, SessionFacts
 from aipq.files import FileSource, Sizes, total_bytes
 from aipq.ip import staging
 from aipq.ip.candidates import distinct_bound
-from aipq.ip.planner import IpPlanner, StageDecisions, Strategy, SummaryUse, drops_output_rows
+from aipq.ip.planner import IpPlanner, StageDecisions, Strategy, SummaryUse, drops_output_rows, keeping_output_exact
 from aipq.planner import reducers
 from aipq.planner.logical import Join, Node, Scan, Sort
 from aipq.planner.physical import measured_broadcasts
@@ -190,11 +190,12 @@ def session_facts(spark, files: FileSource) -> SessionFacts:
 def run_dag(context: RunContext, dag: StageDag, listener: StageListener | None = None, analyze: bool = False,
             statistics: StatisticsCollector | None = None, ip_strategy: Strategy | None = None,
             result_format: str | None = None, replanner: Replanner | None = None,
-            cache: StageCache | None = None, reuse: bool = False) -> RunRecord:
+            cache: StageCache | None = None, reuse: bool = False, shared: frozenset[str] = frozenset()) -> RunRecord:
     """Run ``dag``'s stages in order under ``context``'s settings; the record holds where its result is. With
     ``result_format`` csv or json the final stage writes its rows in that form (no parquet round trip for
     the result); with ``replanner`` the stages not yet run may be planned again after each written stage; with
-    ``cache`` a stage whose output it holds is read from it, and exact outputs are kept in it."""
+    ``cache`` a stage whose output it holds is read from it, and exact outputs are kept in it; a stage whose cache
+    key is in ``shared`` is written whole, for the other queries of a batch."""
     spark, settings, storage = context.spark, context.settings, context.storage
     listener = listener or StageListener()
     run_id, work_dir = new_work_dir(storage, context.runs_dir)
@@ -214,7 +215,8 @@ def run_dag(context: RunContext, dag: StageDag, listener: StageListener | None =
     conf = {**stage_sql_conf(settings), **user_runtime_conf(spark, settings)}
     try:
         _run_stages(_DagRun(spark, storage, dag, settings, compiler, store, ip, record, paths, written, conf,
-                            listener, analyze, statistics, replanner, information_passing, cache, reuse))
+                            listener, analyze, statistics, replanner, information_passing, cache, reuse,
+                            shared))
         if statistics is not None:
             statistics.settle()
     except BaseException:
@@ -253,6 +255,7 @@ class _DagRun:
     information_passing: Callable[[StageDag], IpPlanner] | None = None  # a re-planned DAG's planner
     cache: StageCache | None = None
     reuse: bool = False  # entries of earlier commands are read too (--reuse)
+    shared: frozenset[str] = frozenset()  # cache keys of stages other queries of a batch compute too
 
     def cache_key(self, stage: Stage) -> CacheKey | None:
         """Where the cache holds or would keep ``stage``'s output: neither the result nor a summary pre-pass."""
@@ -344,9 +347,14 @@ def _run_stages(run_state: _DagRun) -> None:
                                                   staging=f"reused from the stage-output cache ({hit.description} "
                                                           f"of {whose} command)", reused=True))
                 continue
+            shared = cache_key is not None and cache_key.key in run_state.shared
+            if shared:  # another query of the batch reads it too: kept whole, then read from the cache
+                decisions = keeping_output_exact(decisions)
             if drops_output_rows(decisions) or set(dag.dependency.get(stage.id, [])) & inexact:
                 inexact.add(stage.id)
             written_out, why = staging.materialized(dag, stage, settings, bool(decisions.builds))
+            if shared:
+                written_out, why = True, "shared: another query of the batch computes the same subplan"
             broadcasts = measured_broadcasts(stage.plan, runtime_broadcast_threshold(settings), table_sizes,
                                              read_bytes)
             if not written_out:

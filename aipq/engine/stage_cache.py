@@ -4,13 +4,14 @@ what it computes, so that the same subplan run again reads it instead of computi
 
 Only an output that is exactly its subplan's rows is kept: none pruned by another stage's summary (sibling or
 transitive passing drops rows only a later join drops) and none computed with a non-deterministic function. An
-entry is a folder ``<runs>/stage-cache/<key>`` holding the parquet files and ``_aipq_entry.json`` (Spark skips
-files whose names start with ``_``), moved into place whole. A command reads the entries it made (a workflow's later
-statements, a subquery its query repeats); entries of earlier commands only with ``--reuse`` or ``--resume``. A
-command that completes without ``--reuse`` removes the entries it made or used; a failed or killed one leaves them
-for ``--resume``. The total is bounded by ``--cache-size``, the least recently used entry out first, never one the
-running command made or read. Changed table files change the key: entries built on the old files are never read
-again and go first once a new entry of the same subplan is kept.
+entry is a folder ``<runs>/stage-cache/<key>-<command>`` holding the parquet files and ``_aipq_entry.json``
+(Spark skips files whose names start with ``_``), moved into place whole. A command reads the entries it made (a
+workflow's later statements, a subquery its query repeats, the other files of a batch); entries of earlier
+commands only with ``--reuse`` or ``--resume``. A command that completes without ``--reuse`` removes the entries
+it made or read; a failed or killed one leaves them for ``--resume``. The total is bounded by ``--cache-size``,
+the least recently used entry out first, never one the running command made or read. Changed table files change
+the key: entries built on the old files are never read again and go first once a new entry of the same subplan
+is kept.
 """
 
 from __future__ import annotations
@@ -95,12 +96,14 @@ class StageCache:
 
     # ---- reading -----------------------------------------------------------------------------------------------
     def entries(self) -> dict[str, CacheEntry]:
+        """Every entry, by its folder's name (``<key>-<command>``: commands that may not read each other's entries
+        keep one each)."""
         if self._entries is None:
             self._entries = {}
             for path, is_dir, _ in self.storage.children(self.root):
                 entry = self._read_entry(path) if is_dir else None
                 if entry is not None:
-                    self._entries[entry.key] = entry
+                    self._entries[_folder(entry)] = entry
         return self._entries
 
     def _read_entry(self, path: str) -> CacheEntry | None:
@@ -116,64 +119,69 @@ class StageCache:
         return entry
 
     def lookup(self, key: str, reuse: bool) -> CacheEntry | None:
-        """The entry under ``key`` this command may read (see the module's description), marked used."""
-        entry = self.entries().get(key)
-        if entry is None or not (entry.command == self.command or reuse or self.resuming):
-            return None
-        if not self.storage.exists(join(entry.path, ENTRY_FILE)):
-            del self.entries()[key]  # removed by another command meanwhile
-            return None
-        entry.used = time.time()
-        self.storage.write_text(join(entry.path, USED_FILE), f"{entry.used} {self.command}\n")
-        self._pinned.add(key)
-        self.hits.append(entry)
-        return entry
+        """An entry under ``key`` this command may read (see the module's description; its own first), marked
+        used."""
+        readable = [e for e in self.entries().values()
+                    if e.key == key and (e.command == self.command or reuse or self.resuming)]
+        for entry in sorted(readable, key=lambda e: e.command != self.command):
+            if not self.storage.exists(join(entry.path, ENTRY_FILE)):
+                del self.entries()[_folder(entry)]  # removed by another command meanwhile
+                continue
+            entry.used = time.time()
+            self.storage.write_text(join(entry.path, USED_FILE), f"{entry.used} {self.command}\n")
+            self._pinned.add(_folder(entry))
+            self.hits.append(entry)
+            return entry
+        return None
 
     # ---- keeping -----------------------------------------------------------------------------------------------
     def keep(self, key: CacheKey, source: str, rows: int, size: int, description: str) -> CacheEntry | None:
         """Move a stage output written at ``source`` into the cache; the entry, or None when it does not fit (the
         output stays where it is)."""
-        if key.key in self.entries() or size > self.limit:
+        folder = f"{key.key}-{self.command}"
+        if folder in self.entries() or size > self.limit:
             return None
         now = time.time()
-        entry = CacheEntry(key.key, key.plan_key, join(self.root, key.key), rows, size, description,
+        entry = CacheEntry(key.key, key.plan_key, join(self.root, folder), rows, size, description,
                            list(key.tables), now, self.command, now)
-        self._make_room(size, key.plan_key)
+        self._make_room(size, key)
         self.storage.write_text(join(source, ENTRY_FILE), json.dumps(asdict(entry)))
         self.storage.mkdirs(self.root)
         try:
             self.storage.rename(source, entry.path)
         except AipqError:
             self.storage.delete(join(source, ENTRY_FILE))
-            return None  # another command kept the same output meanwhile
-        self.entries()[key.key] = entry
-        self._pinned.add(key.key)
+            return None  # the folder is gone or taken: the output stays in the run's work directory
+        self.entries()[folder] = entry
+        self._pinned.add(folder)
         self.kept.append(entry)
         return entry
 
-    def _make_room(self, size: int, plan_key: str) -> None:
-        """Evict entries of the same subplan over other files, then the least recently used, until ``size``
-        more bytes fit; never one this command made or read."""
+    def _make_room(self, size: int, key: CacheKey) -> None:
+        """Evict the entries of the same subplan over other files (or other settings), then the least recently
+        used, until ``size`` more bytes fit; never one this command made or read."""
         entries = self.entries()
-        candidates = sorted((e for e in entries.values() if e.key not in self._pinned),
-                            key=lambda e: (e.plan_key != plan_key, e.used))
+        outdated = [e for e in entries.values() if e.plan_key == key.plan_key and e.key != key.key]
+        others = sorted((e for e in entries.values() if e not in outdated), key=lambda e: e.used)
         total = sum(e.bytes for e in entries.values())
-        for entry in candidates:
-            if entry.plan_key != plan_key and total + size <= self.limit:
+        for entry in [*outdated, *others]:
+            if _folder(entry) in self._pinned:
+                continue
+            if entry not in outdated and total + size <= self.limit:
                 break
             self.remove(entry)
             total -= entry.bytes
 
     def remove(self, entry: CacheEntry) -> None:
         self.storage.delete(entry.path)
-        self.entries().pop(entry.key, None)
+        self.entries().pop(_folder(entry), None)
 
     def finish(self, reuse: bool) -> None:
         """A command that completed: without ``reuse`` the entries it made or read go (with it, they stay)."""
         if reuse:
             return
-        for key in sorted(self._pinned):
-            entry = self.entries().get(key)
+        for folder in sorted(self._pinned):
+            entry = self.entries().get(folder)
             if entry is not None:
                 self.remove(entry)
         self._pinned.clear()
@@ -187,3 +195,7 @@ class StageCache:
         self.storage.delete(self.root)
         self._entries = {}
         return count
+
+
+def _folder(entry: CacheEntry) -> str:
+    return entry.path.rstrip("/").rsplit("/", 1)[-1]

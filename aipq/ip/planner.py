@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal, Protocol
 
 from aipq.config import Settings
@@ -107,7 +107,16 @@ OWN_JOIN_RELATIONS = ("child-to-parent", "filtered-scan")
 def drops_output_rows(decisions: StageDecisions) -> bool:
     """Whether the summaries a stage applies may remove rows its subplan outputs: any but those pruning its own
     join's inputs (sibling-to-sibling and transitive passing drop rows only a later join drops)."""
-    return any(not (u.relation in OWN_JOIN_RELATIONS and u.target.stage == decisions.stage) for u in decisions.uses)
+    return any(_beyond_own_join(u, decisions.stage) for u in decisions.uses)
+
+
+def keeping_output_exact(decisions: StageDecisions) -> StageDecisions:
+    """The decisions without the summaries that would remove rows the stage's subplan outputs."""
+    return replace(decisions, uses=[u for u in decisions.uses if not _beyond_own_join(u, decisions.stage)])
+
+
+def _beyond_own_join(use: SummaryUse, stage: int) -> bool:
+    return not (use.relation in OWN_JOIN_RELATIONS and use.target.stage == stage)
 
 
 @dataclass(frozen=True)

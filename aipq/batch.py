@@ -1,0 +1,158 @@
+"""Batches (issue 43, after Krishnamurthy et al.'s precision sharing): several SQL files run as one command
+(``aipq run a.sql b.sql …`` or a directory), planned together before any runs. A stage whose subplan over the same
+table files appears more than once in the batch's queries is computed once: written whole (no other stage's
+summary prunes it, so every reader gets all of its rows) and read by the others from the command's stage-output
+cache. Each query's rows are the ones it gives alone, written to a file of its own."""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from aipq.app import SqlSource, execute, finish_stage_cache, load_sql
+from aipq.engine.context import RunContext
+from aipq.engine.executor import RunRecord
+from aipq.engine.sink import write_output
+from aipq.engine.stage_cache import StageCache
+from aipq.errors import BadInputError
+from aipq.planner.stages import StageDag
+from aipq.workflow import Workflow, plan_workflow, run_workflow
+
+EXTENSIONS = {"csv": "csv", "json": "json", "parquet": "parquet"}
+
+
+@dataclass
+class BatchQuery:
+    name: str  # its output file's name, without the extension
+    workflow: Workflow
+
+
+@dataclass
+class BatchOutcome:
+    name: str
+    rows: int | None  # of its last SELECT (None: the file has none)
+    seconds: float
+    stages_run: int = 0
+    stages_reused: int = 0  # read from an output another query (or an earlier statement) of the batch wrote
+    output: str | None = None
+
+
+@dataclass
+class Batch:
+    queries: list[BatchQuery]
+    shared: frozenset[str]  # cache keys of the stages more than one place in the batch computes
+    context: RunContext
+    outcomes: list[BatchOutcome] = field(default_factory=list)
+
+
+def batch_sources(sources: list[str]) -> list[SqlSource]:
+    """The files of a batch: each argument a file, ``tpch:N``/``tpcds:N``, or a directory of ``*.sql`` files (in
+    name order)."""
+    found: list[SqlSource] = []
+    for source in sources:
+        path = Path(source)
+        if path.is_dir():
+            files = sorted(path.glob("*.sql"))
+            if not files:
+                raise BadInputError(f"the directory {source} holds no .sql file")
+            found += [load_sql(str(file), None) for file in files]
+        else:
+            found.append(load_sql(source, None))
+    return found
+
+
+def output_names(sources: list[SqlSource]) -> list[str]:
+    """A distinct file name per query: the file's stem (``tpch-q3`` for ``tpch:3``), numbered when repeated."""
+    names: list[str] = []
+    for source in sources:
+        base = Path(source.name).stem if ":" not in source.name else source.name.replace(":", "-")
+        name, count = base, 1
+        while name in names:
+            count += 1
+            name = f"{base}-{count}"
+        names.append(name)
+    return names
+
+
+def plan_batch(sources: list[SqlSource], context: RunContext, allow_overwrite: bool = False) -> Batch:
+    """Every file planned before any runs (a file cannot read a table another file of the batch creates), and
+    the stages computed more than once found."""
+    queries = [BatchQuery(name, plan_workflow(source, context, allow_overwrite))
+               for name, source in zip(output_names(sources), sources)]
+    cache = context.stage_cache
+    return Batch(queries, shared_keys(queries, cache, context) if cache is not None else frozenset(), context)
+
+
+def shared_keys(queries: list[BatchQuery], cache: StageCache, context: RunContext) -> frozenset[str]:
+    """The cache keys of stages that appear more than once among the batch's queries (workflows' statements are
+    planned again as they run, so only single-query files count)."""
+    counts: Counter[str] = Counter()
+    for query in queries:
+        for step in query.workflow.queries:
+            counts.update(_stage_keys(step.planned.dag, cache, context))
+    return frozenset(key for key, count in counts.items() if count > 1)
+
+
+def _stage_keys(dag: StageDag, cache: StageCache, context: RunContext) -> list[str]:
+    keys = []
+    for stage in dag.stages:
+        if stage is not dag.final and stage.operator != "SCAN":
+            key = cache.key(dag, stage.id, context.settings)
+            if key is not None:
+                keys.append(key.key)
+    return keys
+
+
+def check_targets(batch: Batch, output_dir: str, fmt: str, force: bool) -> dict[str, str]:
+    """Each query's output file in ``output_dir``, refused before anything runs when one exists (without
+    ``force``)."""
+    folder = Path(output_dir)
+    if folder.exists() and not folder.is_dir():
+        raise BadInputError(f"--output-dir {output_dir} is a file, not a folder")
+    folder.mkdir(parents=True, exist_ok=True)
+    storage = batch.context.storage
+    return {query.name: storage.check_local_target(str(folder / f"{query.name}.{EXTENSIONS[fmt]}"), force)
+            for query in batch.queries}
+
+
+def run_batch(batch: Batch, targets: dict[str, str], fmt: str, on_query=None, listener=None) -> list[BatchOutcome]:
+    """Run the queries in order, each writing its result to its target; the command's cached outputs go at the
+    end (unless ``--reuse``), or when one fails."""
+    context = batch.context
+    try:
+        for query in batch.queries:
+            started = time.perf_counter()
+            outcome = _run_query(query, batch, targets[query.name], fmt, listener)
+            outcome.seconds = time.perf_counter() - started
+            batch.outcomes.append(outcome)
+            if on_query is not None:
+                on_query(outcome)
+    finally:
+        finish_stage_cache(context)
+    return batch.outcomes
+
+
+def _run_query(query: BatchQuery, batch: Batch, target: str, fmt: str, listener) -> BatchOutcome:
+    context, workflow = batch.context, query.workflow
+    if workflow.is_single_query:
+        planned = workflow.steps[0].planned
+        assert planned is not None
+        ran = execute(planned, context, listener, shared=batch.shared)
+    else:
+        ran = run_workflow(workflow, listener, finish_cache=False).result
+    if ran is None:
+        return BatchOutcome(query.name, None, 0.0)
+    try:
+        write_output(ran.spark, context.storage, ran.record.result, target, fmt)
+        run, reused = _stage_counts(ran.record)
+        return BatchOutcome(query.name, ran.record.result_rows, 0.0, run, reused, target)
+    finally:
+        ran.close()
+
+
+def _stage_counts(record: RunRecord) -> tuple[int, int]:
+    """Stages the query ran (written or fused) and stages it read from the cache."""
+    reused = sum(1 for m in record.stages if m.reused)
+    return len(record.stages) - reused, reused
