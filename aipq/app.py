@@ -149,17 +149,18 @@ def check_table_data(dag: StageDag, storage: Storage) -> None:
 
 
 def execute(planned: PlannedQuery, context: RunContext, listener: StageListener | None = None,
-            analyze: bool = False, result_format: str | None = None, shared: frozenset[str] = frozenset()) -> QueryRun:
+            analyze: bool = False, result_format: str | None = None, shared: frozenset[str] = frozenset(),
+            shared_scans: dict | None = None) -> QueryRun:
     """Run a planned query; Spark starts here, so bad SQL fails in planning without paying for a JVM. With
     ``result_format`` csv or json the result is written in that form straight away; ``shared``: the cache keys of
-    stages other queries of a batch compute too."""
+    stages other queries of a batch compute too, ``shared_scans`` its tables read once for all of them."""
     check_table_data(planned.dag, context.storage)
     collector = collector_for(context, planned.dag, planned.source_name or "query")
     try:
         replanner = Reoptimizer(planned, context) if Reoptimizer.applies(planned, context) else None
         record = run_dag(context, planned.dag, listener, analyze, collector, result_format=result_format,
                          replanner=replanner, cache=context.stage_cache, reuse=context.reuses_outputs,
-                         shared=shared)
+                         shared=shared, shared_scans=shared_scans)
     except BadInputError as error:
         name = getattr(error, "missing_name", None)
         if error.position is None and name:

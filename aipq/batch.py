@@ -2,7 +2,8 @@
 (``aipq run a.sql b.sql …`` or a directory), planned together before any runs. A stage whose subplan over the same
 table files appears more than once in the batch's queries is computed once: written whole (no other stage's
 summary prunes it, so every reader gets all of its rows) and read by the others from the command's stage-output
-cache. Each query's rows are the ones it gives alone, written to a file of its own."""
+cache. A table several files read is read once for all of them (``engine/shared_scans.py``). Each query's rows
+are the ones it gives alone, written to a file of its own."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from pathlib import Path
 from aipq.app import SqlSource, execute, finish_stage_cache, load_sql
 from aipq.engine.context import RunContext
 from aipq.engine.executor import RunRecord
+from aipq.engine.shared_scans import plan_shared_scans, start_shared_scans, stop_shared_scans
 from aipq.engine.sink import write_output
 from aipq.engine.stage_cache import StageCache
 from aipq.errors import BadInputError
@@ -37,6 +39,8 @@ class BatchOutcome:
     stages_run: int = 0
     stages_reused: int = 0  # read from an output another query (or an earlier statement) of the batch wrote
     output: str | None = None
+    shuffle_write_bytes: int = 0
+    input_bytes: int = 0  # read from tables and stage outputs (a shared scan's cache counts as read)
 
 
 @dataclass
@@ -44,6 +48,7 @@ class Batch:
     queries: list[BatchQuery]
     shared: frozenset[str]  # cache keys of the stages more than one place in the batch computes
     context: RunContext
+    scans: dict = field(default_factory=dict)  # tables several files read: ``engine/shared_scans.py``
     outcomes: list[BatchOutcome] = field(default_factory=list)
 
 
@@ -82,7 +87,10 @@ def plan_batch(sources: list[SqlSource], context: RunContext, allow_overwrite: b
     queries = [BatchQuery(name, plan_workflow(source, context, allow_overwrite))
                for name, source in zip(output_names(sources), sources)]
     cache = context.stage_cache
-    return Batch(queries, shared_keys(queries, cache, context) if cache is not None else frozenset(), context)
+    shared = shared_keys(queries, cache, context) if cache is not None else frozenset()
+    scans = (plan_shared_scans([step.planned.dag for query in queries for step in query.workflow.queries])
+             if context.settings.shared_scans == "on" else {})
+    return Batch(queries, shared, context, scans)
 
 
 def shared_keys(queries: list[BatchQuery], cache: StageCache, context: RunContext) -> frozenset[str]:
@@ -121,6 +129,7 @@ def run_batch(batch: Batch, targets: dict[str, str], fmt: str, on_query=None, li
     """Run the queries in order, each writing its result to its target; the command's cached outputs go at the
     end (unless ``--reuse``), or when one fails."""
     context = batch.context
+    start_shared_scans(context.spark, batch.scans)
     try:
         for query in batch.queries:
             started = time.perf_counter()
@@ -130,6 +139,7 @@ def run_batch(batch: Batch, targets: dict[str, str], fmt: str, on_query=None, li
             if on_query is not None:
                 on_query(outcome)
     finally:
+        stop_shared_scans(batch.scans)
         finish_stage_cache(context)
     return batch.outcomes
 
@@ -139,7 +149,7 @@ def _run_query(query: BatchQuery, batch: Batch, target: str, fmt: str, listener)
     if workflow.is_single_query:
         planned = workflow.steps[0].planned
         assert planned is not None
-        ran = execute(planned, context, listener, shared=batch.shared)
+        ran = execute(planned, context, listener, shared=batch.shared, shared_scans=batch.scans)
     else:
         ran = run_workflow(workflow, listener, finish_cache=False).result
     if ran is None:
@@ -147,7 +157,10 @@ def _run_query(query: BatchQuery, batch: Batch, target: str, fmt: str, listener)
     try:
         write_output(ran.spark, context.storage, ran.record.result, target, fmt)
         run, reused = _stage_counts(ran.record)
-        return BatchOutcome(query.name, ran.record.result_rows, 0.0, run, reused, target)
+        stages = ran.record.stages
+        return BatchOutcome(query.name, ran.record.result_rows, 0.0, run, reused, target,
+                            sum(m.shuffle.shuffle_write_bytes for m in stages),
+                            sum(m.shuffle.input_bytes for m in stages))
     finally:
         ran.close()
 

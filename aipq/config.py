@@ -236,6 +236,11 @@ KNOBS: tuple[Knob, ...] = (
          "this is 'on'.",
          "--reuse", "switch", ("off", "on"),
          help="Read stage outputs that earlier commands kept, and keep this command's for later ones."),
+    Knob("shared_scans", "on", "In a batch of files (aipq run FILE... or a directory), a table several of them "
+         "read is read once with every column they read and kept in Spark's cache (memory, spilling to disk) "
+         "for all of them ('on'), or read by each on its own ('off').",
+         "--shared-scans", "choice", ("on", "off"),
+         help="In a batch, read a table several files read once for all of them."),
     Knob("cache_size", 8 * GB, "The most bytes the stage-output cache (<work dir>/stage-cache) holds; the least "
          "recently used outputs are removed first. 0: no cache (every stage is computed).",
          "--cache-size", "size", low=0, shown="8GB",
@@ -286,6 +291,7 @@ class Settings:
     cartesian: str = default_of("cartesian")
     staging: str = default_of("staging")
     reuse: str = default_of("reuse")
+    shared_scans: str = default_of("shared_scans")
     cache_size: int = default_of("cache_size")
     work_dir: str = default_of("work_dir")
     warehouse: str = default_of("warehouse")

@@ -4,6 +4,7 @@ computed once and read by the others, and each file's rows are the ones it gives
 from __future__ import annotations
 
 import duckdb
+import pytest
 from conftest import assert_same_rows, oracle_rows
 
 from aipq.tpch.queries import query_text
@@ -60,3 +61,16 @@ def test_a_batch_refuses_what_does_not_apply_before_running(aipq, tmp_path):
     empty.mkdir()
     nothing = aipq("run", str(empty), "--output-dir", str(out))
     assert nothing.exit_code == 2 and "holds no .sql file" in said(nothing)
+
+
+@pytest.mark.slow
+def test_the_22_tpch_queries_as_one_batch_give_duckdbs_rows(aipq, duck, tmp_path):
+    """Shared scans (the tables several queries read, read once and cached) and hive staging's written stages:
+    every query's rows are DuckDB's."""
+    out = tmp_path / "out"
+    result = aipq("run", *(f"tpch:{n}" for n in range(1, 23)), "--output-dir", str(out), "--staging", "hive")
+    assert result.exit_code == 0, result.output
+    assert "table(s) read once for several files" in said(result) and " 0 table(s) read once" not in said(result)
+    for number in range(1, 23):
+        assert_same_rows(parquet_rows(out / f"tpch-q{number}.parquet"), oracle_rows(duck, query_text(number)),
+                         ordered=True)

@@ -206,7 +206,8 @@ class StrategyResult:
         }
 
 
-def _canonical(rows: list) -> list[tuple]:
+def canonical_rows(rows: list) -> list[tuple]:
+    """Rows in a fixed order, decimals and floats to two places: equal answers compare equal."""
     def normal(value):
         return round(float(value), 2) if isinstance(value, float) or type(value).__name__ == "Decimal" else value
 
@@ -382,7 +383,7 @@ def _run_round(runner: QueryRunner, label: str, text: str, order: list[tuple[Str
 
 def _check_rows(label: str, strategy: str, rows: list, expected: list) -> None:
     """Every run's rows against the first run's (``expected`` holds the first strategy and its rows once set)."""
-    canonical = _canonical(rows)
+    canonical = canonical_rows(rows)
     if not expected:
         expected += [strategy, canonical]
     elif canonical != expected[1]:

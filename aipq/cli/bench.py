@@ -15,7 +15,7 @@ from click.core import ParameterSource
 from rich.console import Console
 
 from aipq import app
-from aipq.cli.bench_render import staging_table, strategy_table
+from aipq.cli.bench_render import batch_report, batch_table, staging_table, strategy_table
 from aipq.cli.options import home_dir, planning_options
 from aipq.config import MB, PLANS, STRATEGIES, Settings
 from aipq.engine.context import RunContext
@@ -565,3 +565,36 @@ def bench_staging(ctx, scale_factor, queries, repeat, json_path, settings: Setti
     Console().print(staging_table(results, scale_factor, repeat))
     if json_path:
         json_path.write_text(json.dumps([r.__dict__ for r in results], indent=2))
+
+
+@bench.command("batch")
+@click.option("--sf", "scale_factor", type=float, default=1.0, show_default=True)
+@click.option("--queries", default=",".join(str(n) for n in range(1, 23)), show_default=True,
+              help="TPC-H query numbers, comma-separated.")
+@click.option("--repeat", type=click.IntRange(1), default=2, show_default=True,
+              help="Timed rounds (after one warm-up round).")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Write results.json and report.md here.")
+@planning_options
+@click.pass_context
+def bench_batch(ctx, scale_factor, queries, repeat, out_dir, settings: Settings):
+    """TPC-H's queries as one batch (aipq run FILE...) against one by one: time, bytes read, bytes shuffled."""
+    from aipq.bench.batch import measure_batches
+
+    home = home_dir(ctx)
+    numbers = _numbers(queries, "--queries")
+    err = Console(stderr=True)
+    with err.status(f"preparing TPC-H SF {scale_factor:g}…"):
+        app.generate_tpch(home, scale_factor, "default")
+    with progress_bar("bench batch", 3 * (repeat + 1)) as step:
+        results = measure_batches(RunContext(home, settings), numbers, repeat, step)
+    context = _context(f"TPC-H SF {scale_factor:g}: {len(numbers)} queries as one batch and one by one "
+                       f"(median of {repeat})", invocation(ctx), settings, home, scale_factor=scale_factor,
+                       repeat=repeat, queries=numbers)
+    Console().print(batch_table(results, context.title))
+    if out_dir is not None:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        (out_dir / "results.json").write_text(json.dumps({**context.__dict__,
+                                                          "modes": [r.as_dict() for r in results]}, indent=2))
+        (out_dir / "report.md").write_text(batch_report(results, context))
+        err.print(f"wrote results.json, report.md to {out_dir}")

@@ -66,3 +66,29 @@ def stats_overhead_table(overheads, errors, title: str) -> Table:
                       f"{r['storing_seconds']:.2f}",
                       "" if error is None else f"{error:.2%}")
     return table
+
+
+def batch_table(results, title: str) -> Table:
+    """``aipq bench batch``: each mode's median time, its speed against one by one, bytes read and shuffled."""
+    table = Table(title=title)
+    for column in ("mode", "seconds (median)", "vs one by one", "read", "shuffle write"):
+        table.add_column(column, justify="left" if column == "mode" else "right")
+    base = results[0].median_seconds
+    for result in results:
+        run = result.runs[0]
+        table.add_row(result.mode, f"{result.median_seconds:.2f}", f"{base / result.median_seconds:.2f}×",
+                      format_size(run.input_bytes), format_size(run.shuffle_write_bytes))
+    return table
+
+
+def batch_report(results, context) -> str:
+    """``aipq bench batch``'s report.md: the command, the machine and the table as markdown."""
+    base = results[0].median_seconds
+    lines = [f"### {context.title}", "", f"`{context.command}` · {context.machine} · {context.date}", "",
+             "| mode | seconds (median) | vs one by one | read | shuffle write | rounds |", "|---|--:|--:|--:|--:|---|"]
+    for result in results:
+        run = result.runs[0]
+        rounds = ", ".join(f"{s:.2f}" for s in (r.seconds for r in result.runs))
+        lines.append(f"| {result.mode} | {result.median_seconds:.2f} | {base / result.median_seconds:.2f}× | "
+                     f"{format_size(run.input_bytes)} | {format_size(run.shuffle_write_bytes)} | {rounds} |")
+    return "\n".join(lines) + "\n"

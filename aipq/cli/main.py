@@ -254,7 +254,8 @@ def _run_batch(context: RunContext, sources: list[str], fmt: str | None, output_
     if not quiet:
         reused = sum(o.stages_reused for o in outcomes)
         err.print(f"batch: {len(outcomes)} file(s) in {sum(o.seconds for o in outcomes):.1f} s; "
-                  f"{len(planned.shared)} subplan(s) in common, {reused} stage(s) read instead of computed")
+                  f"{len(planned.shared)} subplan(s) in common, {reused} stage(s) read instead of computed; "
+                  f"{len(planned.scans)} table(s) read once for several files")
 
 
 @cli.command()

@@ -17,6 +17,7 @@ from sqlglot import exp
 from aipq.catalog import TableEntry
 from aipq.engine import jvm
 from aipq.engine.session import read_table, union_frames
+from aipq.engine.shared_scans import SharedScan, table_key
 from aipq.planner.logical import (
     Aggregate,
     Filter,
@@ -72,9 +73,16 @@ class StageCompiler:
         self.measured_broadcasts: dict[int, str] = {}
         # False while a stage runs again after the driver ran out of memory broadcasting: every join repartitions
         self.broadcasts_allowed = True
+        # a batch's tables read by several of its queries, each read once for all of them (``shared_scans.py``)
+        self.shared_scans: dict[tuple[str, tuple[str, ...]], SharedScan] = {}
 
-    def table(self, entry: TableEntry) -> DataFrame:
-        key = (entry.qualified_name, entry.data_paths())  # two scans may read different partitions of one table
+    def table(self, entry: TableEntry, columns: frozenset[str] = frozenset()) -> DataFrame:
+        """The table's rows: from a batch's shared scan when it holds ``columns`` (``engine/shared_scans.py``),
+        else read."""
+        key = table_key(entry)  # two scans may read different partitions of one table
+        shared = self.shared_scans.get(key)
+        if shared is not None and columns <= shared.columns:
+            return shared.frame
         if key not in self._tables:
             self._tables[key] = read_table(self.spark, entry)
         return self._tables[key]
@@ -88,8 +96,8 @@ class StageCompiler:
         if isinstance(node, Scan):
             pruner = self.partition_pruners.get(id(node))
             entry = pruner(node) if pruner is not None else node.table
-            source = self.table(entry)
             read = node.columns + node.filter_only
+            source = self.table(entry, frozenset(src for _, src in read))
             # statistics describe whole tables: a scan of some partitions only observes nothing
             observer = self.scan_observers.get(id(node)) if entry is node.table else None
             if observer is not None:  # sees only the columns the scan reads (it keeps Spark's column pruning)

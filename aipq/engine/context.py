@@ -47,6 +47,11 @@ class RunContext:
         run that starts with none known), sharing the process's session, the catalog and the calibration."""
         return replace(self, _shared=replace(self._shared, repository=repository))
 
+    def as_new_command(self) -> RunContext:
+        """This context as a command of its own: the same session, storage, catalog and repository, its own
+        stage-output cache."""
+        return replace(self, _shared=replace(self._shared, stage_cache=None))
+
     @property
     def spark(self):
         """The Spark session, started on first use (planning alone needs none); a setting fixed at start that

@@ -190,17 +190,20 @@ def session_facts(spark, files: FileSource) -> SessionFacts:
 def run_dag(context: RunContext, dag: StageDag, listener: StageListener | None = None, analyze: bool = False,
             statistics: StatisticsCollector | None = None, ip_strategy: Strategy | None = None,
             result_format: str | None = None, replanner: Replanner | None = None,
-            cache: StageCache | None = None, reuse: bool = False, shared: frozenset[str] = frozenset()) -> RunRecord:
+            cache: StageCache | None = None, reuse: bool = False, shared: frozenset[str] = frozenset(),
+            shared_scans: dict | None = None) -> RunRecord:
     """Run ``dag``'s stages in order under ``context``'s settings; the record holds where its result is. With
     ``result_format`` csv or json the final stage writes its rows in that form (no parquet round trip for
     the result); with ``replanner`` the stages not yet run may be planned again after each written stage; with
     ``cache`` a stage whose output it holds is read from it, and exact outputs are kept in it; a stage whose cache
-    key is in ``shared`` is written whole, for the other queries of a batch."""
+    key is in ``shared`` is written whole, for the other queries of a batch, and a table in ``shared_scans`` is
+    read from the batch's cached read of it."""
     spark, settings, storage = context.spark, context.settings, context.storage
     listener = listener or StageListener()
     run_id, work_dir = new_work_dir(storage, context.runs_dir)
     paths = {s.id: join(work_dir, f"stage-{s.id}") for s in dag.stages}
     compiler = StageCompiler(spark, paths)
+    compiler.shared_scans = shared_scans or {}
     store = SummaryStore(spark, storage, work_dir, paths, settings.probe_min_rejection)
     written: dict[int, int] = {}
 

@@ -1,0 +1,89 @@
+"""``aipq bench batch``: TPC-H's queries as one batch (``aipq run FILE...``) against one by one (each its own
+command), in one session so that neither pays a JVM start: wall time, bytes read and bytes shuffled. Modes run
+interleaved round by round, the order reversed every other round; every mode's rows are checked against the
+first mode's, query by query."""
+
+from __future__ import annotations
+
+import statistics
+import tempfile
+import time
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from aipq.app import SqlSource
+from aipq.batch import check_targets, plan_batch, run_batch
+from aipq.bench.strategies import canonical_rows
+from aipq.engine.context import RunContext
+from aipq.errors import ExecutionError
+from aipq.tpch.queries import query_text
+
+# one by one; a batch reading each table on its own (stages in common still computed once); a batch with shared scans
+MODES = ("one by one", "batch, own scans", "batch, shared scans")
+
+
+@dataclass
+class ModeRun:
+    seconds: float
+    input_bytes: int
+    shuffle_write_bytes: int
+    rows: dict[str, list] = field(default_factory=dict, repr=False)
+
+
+@dataclass
+class ModeResult:
+    mode: str
+    runs: list[ModeRun] = field(default_factory=list)
+
+    @property
+    def median_seconds(self) -> float:
+        return statistics.median(r.seconds for r in self.runs)
+
+    def as_dict(self) -> dict:
+        return {"mode": self.mode, "median_seconds": round(self.median_seconds, 3),
+                "seconds": [round(r.seconds, 3) for r in self.runs],
+                "input_bytes": self.runs[0].input_bytes, "shuffle_write_bytes": self.runs[0].shuffle_write_bytes}
+
+
+def _run(context: RunContext, sources: list[SqlSource], folder: Path, shared_scans: str) -> ModeRun:
+    """The sources as one batch (a fresh command: its own stage-output cache)."""
+    command = context.with_settings(replace(context.settings, shared_scans=shared_scans)).as_new_command()
+    batch = plan_batch(sources, command)
+    outcomes = run_batch(batch, check_targets(batch, str(folder), "parquet", True), "parquet")
+    spark = context.spark
+    rows = {o.name: canonical_rows(spark.read.parquet(o.output).collect()) for o in outcomes if o.output}
+    return ModeRun(0.0, sum(o.input_bytes for o in outcomes), sum(o.shuffle_write_bytes for o in outcomes), rows)
+
+
+def _one_mode(context: RunContext, mode: str, sources: list[SqlSource], folder: Path) -> ModeRun:
+    started = time.perf_counter()
+    if mode == MODES[0]:
+        runs = [_run(context, [source], folder, "off") for source in sources]
+        result = ModeRun(0.0, sum(r.input_bytes for r in runs), sum(r.shuffle_write_bytes for r in runs),
+                         {name: rows for r in runs for name, rows in r.rows.items()})
+    else:
+        result = _run(context, sources, folder, "on" if mode == MODES[2] else "off")
+    result.seconds = time.perf_counter() - started
+    return result
+
+
+def measure_batches(context: RunContext, numbers: list[int], repeat: int, progress=None) -> list[ModeResult]:
+    """One warm-up round, then ``repeat`` timed ones, modes interleaved."""
+    sources = [SqlSource(query_text(n), f"tpch:q{n}") for n in numbers]
+    results = [ModeResult(mode) for mode in MODES]
+    expected: dict[str, list] = {}
+    with tempfile.TemporaryDirectory(prefix="aipq-bench-batch-") as scratch:
+        for round_number in range(repeat + 1):
+            order = results if round_number % 2 == 0 else results[::-1]
+            for result in order:
+                run = _one_mode(context, result.mode, sources, Path(scratch) / f"r{round_number}")
+                for name, rows in run.rows.items():
+                    if expected.setdefault(name, rows) != rows:
+                        raise ExecutionError(f"{name}: {result.mode} gave other rows than {MODES[0]}",
+                                             hint="this is a bug; please report it")
+                run.rows = {}
+                if round_number > 0:
+                    result.runs.append(run)
+                if progress:
+                    progress()
+    return results
