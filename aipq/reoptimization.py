@@ -3,13 +3,14 @@ stage, its rows are compared with the estimate the plan was made with; when they
 (or the plan had no estimate), the query is planned again with the joins already done standing as their outputs
 (``pipeline.replan_dag``), from what is now known: the rows every finished stage wrote and the distinct keys this
 run sketched in them, the statistics this run collected so far, and for tables still without statistics the row
-counts in their files' footers.
+counts, minima and maxima in their files' footers (an integral key's range bounding its distinct values).
 """
 
 from __future__ import annotations
 
 from aipq.engine.context import RunContext
 from aipq.engine.session import table_rows
+from aipq.engine.statistics import footer_column_stats
 from aipq.estimator.join_estimates import JoinEstimates, KnownTables, q_error
 from aipq.pipeline import PlannedQuery, replan_dag
 from aipq.planner.stages import Stage, StageDag
@@ -40,7 +41,10 @@ class Reoptimizer:
         spark, storage = context.spark, context.storage
         return JoinEstimates(KnownTables(context.repository, storage), dag, measured,
                              footer_rows=(lambda scan: table_rows(spark, storage, scan.table)) if footers else None,
-                             measured_distinct=distinct)
+                             measured_distinct=distinct,
+                             footer_columns=(lambda scan: footer_column_stats(
+                                 spark, storage, scan.table, table_rows(spark, storage, scan.table)))
+                             if footers else None)
 
     def _note_estimates(self, dag: StageDag, measured: dict[int, float], footers: bool,
                         distinct: dict[tuple[int, str], float] | None = None) -> None:

@@ -137,3 +137,19 @@ def test_a_re_planned_table_write_holds_the_oracles_rows(aipq, duck, tmp_path, h
     entry = Catalog(home).lookup("default.reopt_q5")
     rows = duckdb.connect().execute(f"SELECT * FROM read_parquet('{entry.path}/**/*.parquet')").fetchall()
     assert_same_rows(rows, oracle_rows(duck, Q5_BAD), ordered=False)
+
+
+def test_footers_bound_an_integral_keys_distinct_values_for_tables_without_statistics(spark, home, tpch):
+    """Re-planning over tables without statistics: an integral column's footer range bounds its distinct values
+    (TPC-H's lineitem.l_suppkey holds SF × 10,000 suppliers' keys), others stay unknown; min and max are the
+    footers'."""
+    from aipq.engine.statistics import footer_column_stats
+    from aipq.engine.storage import local_storage
+
+    entry = Catalog(home).lookup("default.lineitem")
+    rows = duckdb.connect().execute(f"SELECT count(*), count(DISTINCT l_suppkey), min(l_shipdate) "
+                                    f"FROM read_parquet('{entry.path}')").fetchone()
+    found = footer_column_stats(spark, local_storage(), entry, rows[0])
+    assert found["l_suppkey"].ndv == rows[1] == 100
+    assert found["l_comment"].ndv == 0 and found["l_shipdate"].min_value == rows[2].isoformat()
+    assert found["l_orderkey"].ndv <= rows[0]

@@ -52,11 +52,14 @@ class JoinEstimates:
 
     def __init__(self, tables: KnownTables, dag: StageDag | None = None,
                  measured: dict[int, float] | None = None, footer_rows: Callable[[Scan], int | None] | None = None,
-                 measured_distinct: dict[tuple[int, str], float] | None = None):
+                 measured_distinct: dict[tuple[int, str], float] | None = None,
+                 footer_columns: Callable[[Scan], dict[str, ColumnStats]] | None = None):
         self.tables = tables
         self.dag = dag
         self.measured = measured or {}  # stage id → the rows its output holds (a re-plan's finished stages)
         self.measured_distinct = measured_distinct or {}  # (stage id, column) → distinct keys sketched in it
+        self.footer_columns = footer_columns  # a table without statistics: what its files' footers tell
+        self._footer_columns: dict[str, dict[str, ColumnStats]] = {}
         self.footer_rows = footer_rows  # a table without statistics: the row count its files' footers hold
         self._footers: dict[str, float | None] = {}  # by table path: each footer count read once
         self.cardinality = Cardinality(StatsLookup(table_rows=self._table_rows, column=self._column,
@@ -87,7 +90,13 @@ class JoinEstimates:
 
     def _column(self, scan: Scan, column: str) -> ColumnStats | None:
         stats = self.tables.stats(scan.table.path)
-        return stats.columns.get(column) if stats is not None else None
+        if stats is not None:
+            return stats.columns.get(column)
+        if self.footer_columns is None:
+            return None
+        if scan.table.path not in self._footer_columns:
+            self._footer_columns[scan.table.path] = self.footer_columns(scan)
+        return self._footer_columns[scan.table.path].get(column)
 
     def rows(self, node: Node) -> float | None:
         return self.cardinality.rows(node)
