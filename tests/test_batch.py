@@ -31,6 +31,7 @@ def test_a_batch_computes_a_common_stage_once_and_each_file_gets_its_own_rows(ai
     assert not (work / "stage-cache").exists(), "the batch's shared outputs go when it completes"
 
 
+@pytest.mark.slow
 def test_a_directory_batch_runs_workflows_and_queries_in_name_order(aipq, duck, tmp_path):
     folder, out = tmp_path / "nightly", tmp_path / "out"
     folder.mkdir()

@@ -62,6 +62,7 @@ def test_a_rerun_with_reuse_reads_the_kept_stages_and_gives_the_same_rows(aipq, 
     assert cached(aipq, work) == []
 
 
+@pytest.mark.slow
 def test_without_reuse_a_command_reads_only_what_it_kept_and_removes_it(aipq, duck, tmp_path):
     work = tmp_path / "work"
     earlier = aipq("run", "tpch:3", "--quiet", "--work-dir", str(work), "--reuse", *HIVE)
@@ -83,6 +84,7 @@ def test_without_reuse_a_command_reads_only_what_it_kept_and_removes_it(aipq, du
     assert_same_rows(rows, as_text(oracle_rows(duck, query_text(3))), ordered=True)
 
 
+@pytest.mark.slow
 def test_a_workflows_later_statement_reads_the_stage_an_earlier_one_kept(aipq, tmp_path):
     work = tmp_path / "work"
     script = tmp_path / "twice.sql"
@@ -99,6 +101,7 @@ def test_a_workflows_later_statement_reads_the_stage_an_earlier_one_kept(aipq, t
     assert sorted(first) == sorted(second) and first
 
 
+@pytest.mark.slow
 def test_a_changed_table_file_invalidates_the_outputs_built_on_it(tmp_path, home, tpch):
     aipq = Aipq(tmp_path / "fresh")
     work = tmp_path / "work"
