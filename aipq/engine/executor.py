@@ -40,6 +40,7 @@ from aipq.planner import reducers
 from aipq.planner.logical import Join, Node, Scan, Sort
 from aipq.planner.physical import measured_broadcasts
 from aipq.planner.stages import Stage, StageDag, StageRead
+from aipq.stats.plan_key import stage_plan_key
 from aipq.stats.planner import plan_statistics
 
 
@@ -260,6 +261,14 @@ class _DagRun:
     reuse: bool = False  # entries of earlier commands are read too (--reuse)
     shared: frozenset[str] = frozenset()  # cache keys of stages other queries of a batch compute too
 
+    def finished_twins(self, stage: Stage, done: set[int]) -> list[int]:
+        """Summary pre-passes that ran before a re-plan over the same subplan as ``stage``."""
+        if not self.record.replans:
+            return []
+        key = stage_plan_key(self.dag, stage.id)
+        return [s.id for s in self.dag.stages if s.id in done and s.id != stage.id and s.operator == "SCAN"
+                and stage_plan_key(self.dag, s.id) == key]
+
     def cache_key(self, stage: Stage) -> CacheKey | None:
         """Where the cache holds or would keep ``stage``'s output: neither the result nor a summary pre-pass."""
         if self.cache is None or stage is self.dag.final or stage.operator == "SCAN":
@@ -333,11 +342,14 @@ def _run_stages(run_state: _DagRun) -> None:
                 # the estimator reads table statistics from the repository: decide on what earlier stages
                 # collected; a stage with no edge to decide on does not wait for the storing thread
                 statistics.settle_tables()
+            if stage.operator == "SCAN":
+                for twin in run_state.finished_twins(stage, done):
+                    store.alias(twin, stage.id)
             deciding = time.perf_counter()
             decisions = ip.decide(stage, store.infos())
             decision_seconds = time.perf_counter() - deciding
-            if stage.operator == "SCAN" and not decisions.builds:
-                continue  # a summary pre-pass whose summary no edge wants: nothing reads its output
+            if stage.operator == "SCAN" and all(build.key in store.built for build in decisions.builds):
+                continue  # a summary pre-pass whose summaries no edge wants, or built before a re-plan
             inputs = fused_into.pop(stage.id, [])  # the stages fused into this one's job, transitively
             cache_key = run_state.cache_key(stage)
             hit = run_state.cache.lookup(cache_key.key, run_state.reuse) if cache_key is not None else None

@@ -140,6 +140,13 @@ class SummaryStore:
     def infos(self) -> dict[tuple[int, str], BuiltInfo]:
         return {key: summary.info() for key, summary in self.built.items()}
 
+    def alias(self, built_by: int, stage_id: int) -> None:
+        """The summaries stage ``built_by`` built, offered as ``stage_id``'s too (a re-planned DAG's pre-pass of
+        the same scan)."""
+        for (producer, column), summary in list(self.built.items()):
+            if producer == built_by:
+                self.built.setdefault((stage_id, column), summary)
+
     # ---- building (T_r) -----------------------------------------------------------------------------
     def build_columns(self, df: DataFrame, builds: list[SummaryBuild], sketched: dict[str, str]) -> list[Column]:
         """Aggregates observed while ``df`` is written: one summary (and its distinct count) per build.
