@@ -236,9 +236,10 @@ KNOBS: tuple[Knob, ...] = (
          "this is 'on'.",
          "--reuse", "switch", ("off", "on"),
          help="Read stage outputs that earlier commands kept, and keep this command's for later ones."),
-    Knob("shared_scans", "on", "In a batch of files (aipq run FILE... or a directory), a table several of them "
+    Knob("shared_scans", "off", "In a batch of files (aipq run FILE... or a directory), a table several of them "
          "read is read once with every column they read and kept in Spark's cache (memory, spilling to disk) "
-         "for all of them ('on'), or read by each on its own ('off').",
+         "for all of them ('on'), or read by each on its own ('off': the default, since on TPC-H SF 1 reading "
+         "Spark's cache was slower than reading the parquet files again).",
          "--shared-scans", "choice", ("on", "off"),
          help="In a batch, read a table several files read once for all of them."),
     Knob("cache_size", 8 * GB, "The most bytes the stage-output cache (<work dir>/stage-cache) holds; the least "

@@ -69,7 +69,8 @@ def test_the_22_tpch_queries_as_one_batch_give_duckdbs_rows(aipq, duck, tmp_path
     """Shared scans (the tables several queries read, read once and cached) and hive staging's written stages:
     every query's rows are DuckDB's."""
     out = tmp_path / "out"
-    result = aipq("run", *(f"tpch:{n}" for n in range(1, 23)), "--output-dir", str(out), "--staging", "hive")
+    result = aipq("run", *(f"tpch:{n}" for n in range(1, 23)), "--output-dir", str(out), "--staging", "hive",
+                  "--shared-scans", "on")
     assert result.exit_code == 0, result.output
     assert "table(s) read once for several files" in said(result) and " 0 table(s) read once" not in said(result)
     for number in range(1, 23):
