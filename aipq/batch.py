@@ -52,6 +52,11 @@ class Batch:
     outcomes: list[BatchOutcome] = field(default_factory=list)
 
 
+def is_batch(sources: tuple[str, ...]) -> bool:
+    """Whether ``aipq run``'s arguments make a batch: several, or a directory."""
+    return len(sources) > 1 or (len(sources) == 1 and Path(sources[0]).is_dir())
+
+
 def batch_sources(sources: list[str]) -> list[SqlSource]:
     """The files of a batch: each argument a file, ``tpch:N``/``tpcds:N``, or a directory of ``*.sql`` files (in
     name order)."""

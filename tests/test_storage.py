@@ -39,6 +39,8 @@ DRIVER_FILES = {
     "context.py": "the system temporary folder's name for a read-only home's runs",
     "options.py": "creating the home folder",
     "bench.py": "benchmark report files",
+    "batch.py": "a batch's SQL files and its local output folder; bench batch's scratch folder",
+    "strategies.py": "a benchmark run's own statistics repository, in a temporary folder",
     "report.py": "benchmark report files",
 }
 FILE_MODULES = {"shutil", "tempfile", "glob"}

@@ -13,7 +13,8 @@ from pathlib import Path
 import click
 from rich.console import Console
 
-from aipq import app, workflow
+from aipq import app, batch, workflow
+from aipq.batch import is_batch
 from aipq.catalog import FORMATS, Catalog
 from aipq.cli.bench import bench
 from aipq.cli.cache import cache
@@ -167,7 +168,7 @@ def run(ctx, sources, inline, settings: Settings, fmt, output, output_dir, force
     its last SELECT. Several FILEs, or a directory of .sql files, run as a batch: planned together, each stage
     they have in common computed once, each file's rows written to --output-dir."""
     context = RunContext(home_dir(ctx), settings)
-    if len(sources) > 1 or (sources and Path(sources[0]).is_dir()) or output_dir is not None:
+    if is_batch(sources) or output_dir is not None:
         _run_batch(context, list(sources), fmt, output_dir, force, allow_overwrite, quiet,
                    refused={"--sql": inline is not None, "--output": output is not None, "--resume": resume,
                             "--analyze": analyze, "--keep-work": keep_work})
@@ -227,8 +228,6 @@ def run(ctx, sources, inline, settings: Settings, fmt, output, output_dir, force
 def _run_batch(context: RunContext, sources: list[str], fmt: str | None, output_dir: str | None, force: bool,
                allow_overwrite: bool, quiet: bool, refused: dict[str, bool]) -> None:
     """``aipq run`` of several files or a directory: the batch planned together, each result in ``output_dir``."""
-    from aipq import batch
-
     given = [option for option, present in refused.items() if present]
     if given:
         raise BadInputError(f"{given[0]} does not apply to a batch of files",
