@@ -401,7 +401,9 @@ def _run_stages(run_state: _DagRun) -> None:
                                         broadcasts=broadcasts)
                 metrics = _run_recovering(run, stage, inputs, statistics, compiler, spark, storage, paths[stage.id],
                                           broadcasts)
-            if cache_key is not None and stage.id not in inexact:
+            # an exact summary is the written output itself, read where it was written: such a stage stays put
+            if cache_key is not None and stage.id not in inexact and \
+                    not any(build.kind == "exact" for build in decisions.builds):
                 kept = run_state.cache.keep(cache_key, paths[stage.id], metrics.rows_written, metrics.bytes_written,
                                             f"{stage.name} {stage.operator}")
                 if kept is not None:
