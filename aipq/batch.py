@@ -22,8 +22,6 @@ from aipq.errors import BadInputError
 from aipq.planner.stages import StageDag
 from aipq.workflow import Workflow, plan_workflow, run_workflow
 
-EXTENSIONS = {"csv": "csv", "json": "json", "parquet": "parquet"}
-
 
 @dataclass
 class BatchQuery:
@@ -109,13 +107,8 @@ def shared_keys(queries: list[BatchQuery], cache: StageCache, context: RunContex
 
 
 def _stage_keys(dag: StageDag, cache: StageCache, context: RunContext) -> list[str]:
-    keys = []
-    for stage in dag.stages:
-        if stage is not dag.final and stage.operator != "SCAN":
-            key = cache.key(dag, stage.id, context.settings)
-            if key is not None:
-                keys.append(key.key)
-    return keys
+    keys = (cache.stage_key(dag, stage.id, context.settings) for stage in dag.stages)
+    return [key.key for key in keys if key is not None]
 
 
 def check_targets(batch: Batch, output_dir: str, fmt: str, force: bool) -> dict[str, str]:
@@ -126,7 +119,7 @@ def check_targets(batch: Batch, output_dir: str, fmt: str, force: bool) -> dict[
         raise BadInputError(f"--output-dir {output_dir} is a file, not a folder")
     folder.mkdir(parents=True, exist_ok=True)
     storage = batch.context.storage
-    return {query.name: storage.check_local_target(str(folder / f"{query.name}.{EXTENSIONS[fmt]}"), force)
+    return {query.name: storage.check_local_target(str(folder / f"{query.name}.{fmt}"), force)
             for query in batch.queries}
 
 

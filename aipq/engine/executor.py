@@ -270,10 +270,7 @@ class _DagRun:
                 and stage_plan_key(self.dag, s.id) == key]
 
     def cache_key(self, stage: Stage) -> CacheKey | None:
-        """Where the cache holds or would keep ``stage``'s output: neither the result nor a summary pre-pass."""
-        if self.cache is None or stage is self.dag.final or stage.operator == "SCAN":
-            return None
-        return self.cache.key(self.dag, stage.id, self.settings)
+        return self.cache.stage_key(self.dag, stage.id, self.settings) if self.cache is not None else None
 
     def replan(self, stage: Stage, done: set[int]) -> bool:
         """Offer the replanner the run so far; True when it gave a new DAG, which this run now follows."""

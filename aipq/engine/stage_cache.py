@@ -76,6 +76,13 @@ class StageCache:
         self.kept: list[CacheEntry] = []
 
     # ---- keys --------------------------------------------------------------------------------------------------
+    def stage_key(self, dag: StageDag, stage_id: int, settings: Settings) -> CacheKey | None:
+        """Where the cache holds or would keep a stage's output: neither the result nor a summary pre-pass."""
+        stage = dag.stage(stage_id)
+        if stage is dag.final or stage.operator == "SCAN":
+            return None
+        return self.key(dag, stage_id, settings)
+
     def key(self, dag: StageDag, stage_id: int, settings: Settings) -> CacheKey | None:
         """The key of a stage's output, or None when it cannot be cached: a non-deterministic function, or a
         table whose files cannot be fingerprinted."""
