@@ -9,8 +9,6 @@ counts, minima and maxima in their files' footers (an integral key's range bound
 from __future__ import annotations
 
 from aipq.engine.context import RunContext
-from aipq.engine.session import table_rows
-from aipq.engine.statistics import footer_column_stats
 from aipq.estimator.join_estimates import JoinEstimates, KnownTables, q_error
 from aipq.pipeline import PlannedQuery, replan_dag
 from aipq.planner.stages import Stage, StageDag
@@ -28,28 +26,23 @@ class Reoptimizer:
         self.factor = context.settings.reoptimize_factor
         self.estimates: dict[int, float | None] = {}  # stage id → the rows its plan was made with
         self.replans: list[dict] = []
-        self._note_estimates(planned.dag, {}, footers=False)
+        self._note_estimates(planned.dag, {})
 
     @staticmethod
     def applies(planned: PlannedQuery, context: RunContext) -> bool:
         settings = context.settings
         return settings.plan == "cost" and settings.reoptimize_factor > 0 and planned.written is not None
 
-    def _estimates(self, dag: StageDag, measured: dict[int, float], footers: bool,
+    def _estimates(self, dag: StageDag, measured: dict[int, float],
                    distinct: dict[tuple[int, str], float] | None = None) -> JoinEstimates:
         context = self.context
-        spark, storage = context.spark, context.storage
-        return JoinEstimates(KnownTables(context.repository, storage), dag, measured,
-                             footer_rows=(lambda scan: table_rows(spark, storage, scan.table)) if footers else None,
-                             measured_distinct=distinct,
-                             footer_columns=(lambda scan: footer_column_stats(
-                                 spark, storage, scan.table, table_rows(spark, storage, scan.table)))
-                             if footers else None)
+        return JoinEstimates(KnownTables(context.repository, context.storage), dag, measured,
+                             measured_distinct=distinct, footers=context.table_footers())
 
-    def _note_estimates(self, dag: StageDag, measured: dict[int, float], footers: bool,
+    def _note_estimates(self, dag: StageDag, measured: dict[int, float],
                         distinct: dict[tuple[int, str], float] | None = None) -> None:
-        """Each new stage's rows as estimated from what its plan was made with (a re-plan's: footers too)."""
-        estimates = self._estimates(dag, measured, footers, distinct)
+        """Each new stage's rows as estimated from what its plan was made with."""
+        estimates = self._estimates(dag, measured, distinct)
         for stage in dag.stages:
             if stage.id not in self.estimates:
                 self.estimates[stage.id] = estimates.rows(stage.plan)
@@ -64,7 +57,7 @@ class Reoptimizer:
             return None
         context = self.context
         measured = {stage_id: float(count) for stage_id, count in written.items()}
-        costing = context.join_costing(self._estimates(dag, measured, footers=True, distinct=distinct))
+        costing = context.join_costing(self._estimates(dag, measured, distinct))
         replanned = replan_dag(self.planned, dag, done, context.settings, context.storage, costing)
         if replanned is None:
             return None  # no finished join stands in a join block still to order: nothing to re-plan
@@ -78,7 +71,7 @@ class Reoptimizer:
         self.replans.append(note)
         if not changed:
             return None, note
-        self._note_estimates(new, measured, footers=True, distinct=distinct)
+        self._note_estimates(new, measured, distinct)
         return new, note
 
 

@@ -41,11 +41,29 @@ def worst_text(aipq, number: int) -> str:
     return result.output
 
 
-def test_without_statistics_the_written_order_is_kept_and_explain_says_why(aipq):
+def test_without_statistics_the_order_is_priced_from_the_parquet_footers_and_explain_says_so(aipq):
     cost = explained(aipq, "tpch:5", "--plan", "cost", "--statistics", "off", *REPARTITION)
-    linear = explained(aipq, "tpch:5", "--plan", "linear", "--statistics", "off", *REPARTITION)
-    assert cost["join_order"] and cost["join_order"][0].startswith("as written: no statistics for default.")
-    assert joined_tables(cost) == joined_tables(linear)
+    note = cost["join_order"][0]
+    assert note.startswith("cost-based (dynamic programming over 6 relations)"), note
+    assert note.endswith("default.customer, default.lineitem, default.nation, default.orders, default.region, "
+                         "default.supplier from their files' footers (no statistics yet)"), note
+
+
+def test_a_table_without_statistics_or_footers_keeps_the_written_order_and_explain_says_why(aipq, tmp_path):
+    path = tmp_path / "nation_names.csv"
+    path.write_text("key,label\n7,seven\n3,three\n")
+    assert aipq("table", "add", "nation_names", str(path), "--format", "csv").exit_code == 0
+    try:
+        sql = ("select label, count(*) from nation_names, nation, supplier "
+               "where key = n_nationkey and n_nationkey = s_nationkey group by label")
+        query = tmp_path / "labels.sql"
+        query.write_text(sql)
+        cost = explained(aipq, str(query), "--plan", "cost", "--statistics", "off", *REPARTITION)
+        linear = explained(aipq, str(query), "--plan", "linear", "--statistics", "off", *REPARTITION)
+        assert cost["join_order"][0] == "as written: no statistics for default.nation_names (a run collects them)"
+        assert joined_tables(cost) == joined_tables(linear)
+    finally:
+        aipq("table", "drop", "nation_names")
 
 
 def test_the_cost_based_order_is_estimated_cheaper_than_a_bad_written_order(aipq, tpch_statistics, tmp_path):

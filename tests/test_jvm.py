@@ -100,9 +100,10 @@ def test_parquet_footer_statistics_cover_every_row_group_or_say_nothing(spark, t
                                             f"count(*) - count({column})").first()
         assert (found[name].min, found[name].max, found[name].nulls) == (str(low), str(high), nulls), name
     assert found["s"].nulls > 0 and found["d"].min == "2020-01-01"
+    assert jvm.parquet_footers(spark, files, ["id"]).rows == 30000
     text = tmp_path / "not.parquet"
     text.write_text("a,b\n1,2\n")
-    assert jvm.parquet_footer_statistics(spark, [str(text)], ["a"]) == {}
+    assert jvm.parquet_footers(spark, [str(text)], ["a"]) == jvm.ParquetFooters(None, {})
 
 
 def test_counted_filters_stay_apart_and_spark_metrics_count_their_rows(spark, tmp_path):

@@ -6,17 +6,20 @@ from __future__ import annotations
 
 import os
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from aipq.catalog import Catalog
 from aipq.config import Settings, home_writable, master_cores
+from aipq.engine.footers import FooterStatistics, footer_statistics
 from aipq.engine.session import SparkCatalogLookup, get_session
 from aipq.engine.stage_cache import FOLDER, StageCache
 from aipq.engine.storage import Storage, join
 from aipq.estimator.join_estimates import JoinEstimates, KnownTables, join_costing
 from aipq.estimator.parameters import Calibration, load_calibration
 from aipq.planner.join_order import JoinCosting
+from aipq.planner.logical import Scan
 from aipq.stats.repository import StatsRepository
 
 
@@ -98,9 +101,17 @@ class RunContext:
 
     def join_costing(self, estimates: JoinEstimates | None = None) -> JoinCosting:
         """What join orders (``--plan cost``) and pre-aggregation are priced with: the repository's statistics of
-        the tables as they are now (or ``estimates``, a re-plan's), and the calibrated unit costs."""
-        tables = estimates.tables if estimates is not None else KnownTables(self.repository, self.storage)
-        return join_costing(self.settings, tables, self.calibration, master_cores(self.settings.master), estimates)
+        the tables as they are now, their files' footers for tables it does not know (or ``estimates``, a
+        re-plan's), and the calibrated unit costs."""
+        if estimates is None:
+            estimates = JoinEstimates(KnownTables(self.repository, self.storage), footers=self.table_footers())
+        return join_costing(self.settings, estimates.tables, self.calibration, master_cores(self.settings.master),
+                            estimates)
+
+    def table_footers(self) -> Callable[[Scan], FooterStatistics | None]:
+        """What a table's files' footers tell (parquet's rows, min and max), for plans over tables without
+        statistics; read only when asked, since they need the Spark session."""
+        return lambda scan: footer_statistics(self.spark, self.storage, scan.table)
 
     @property
     def stage_cache(self) -> StageCache | None:

@@ -325,21 +325,37 @@ class FooterColumn:
     max: str | None
 
 
-def parquet_footer_statistics(spark: SparkSession, files: Sequence[str],
-                              columns: Sequence[str]) -> dict[str, FooterColumn]:
-    """Nulls, min and max of ``columns`` (top-level, any case) over all row groups of the parquet ``files``,
-    read from the footers with Spark's parquet-mr (no data page is read) by ``aipq.spark.FooterStatistics`` in
-    one call. A column is left out when any row group lacks its statistics or the files cannot be read as
-    parquet: its min and max are then unknown."""
+@dataclass(frozen=True)
+class ParquetFooters:
+    """What the footers of some parquet files hold: their rows, and statistics of the columns every row group
+    has them for."""
+
+    rows: int | None  # None: a file cannot be read as parquet
+    columns: dict[str, FooterColumn]
+
+
+def parquet_footers(spark: SparkSession, files: Sequence[str], columns: Sequence[str]) -> ParquetFooters:
+    """Rows of the parquet ``files``, and nulls, min and max of ``columns`` (top-level, any case) over all their
+    row groups, read from the footers with Spark's parquet-mr (no data page is read) by
+    ``aipq.spark.FooterStatistics`` in one call. A column is left out when any row group lacks its statistics;
+    nothing is known when the files cannot be read as parquet."""
     found_text = _aipq_class(spark, "FooterStatistics").read(
         spark.sparkContext._jsc.hadoopConfiguration(), _RECORD.join(files), _RECORD.join(columns))
+    if found_text is None:
+        return ParquetFooters(None, {})
+    rows, *records = found_text.split(_RECORD)
     found = {}
-    for record in (found_text or "").split(_RECORD):
-        if record:
-            name, nulls, has_values, low, high = record.split(_FIELD)
-            values = has_values == "1"
-            found[name] = FooterColumn(int(nulls), low if values else None, high if values else None)
-    return found
+    for record in records:
+        name, nulls, has_values, low, high = record.split(_FIELD)
+        values = has_values == "1"
+        found[name] = FooterColumn(int(nulls), low if values else None, high if values else None)
+    return ParquetFooters(int(rows), found)
+
+
+def parquet_footer_statistics(spark: SparkSession, files: Sequence[str],
+                              columns: Sequence[str]) -> dict[str, FooterColumn]:
+    """Nulls, min and max of ``columns`` from the footers of the parquet ``files`` (``parquet_footers``)."""
+    return parquet_footers(spark, files, columns).columns
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,6 @@ stop a scan early): its row count must equal the table's.
 
 from __future__ import annotations
 
-import contextlib
 import re
 import threading
 import time
@@ -26,7 +25,6 @@ from dataclasses import dataclass, field
 from pyspark.sql import Column, DataFrame, Observation
 from pyspark.sql import functions as F
 
-from aipq.catalog import TableEntry
 from aipq.engine import jvm
 from aipq.engine.context import RunContext
 from aipq.engine.session import read_table, table_rows
@@ -351,27 +349,3 @@ def collect_table(context: RunContext, entry, columns: list[str] | None, collect
     df.write.format("noop").mode("overwrite").save()
     collector._store_table(collector._pending.pop())
     return repository.table(entry.path, need.files.fingerprint)
-
-
-_INTEGRAL = ("tinyint", "smallint", "int", "bigint")
-
-
-def footer_column_stats(spark, files: FileSource, entry: TableEntry, rows: int) -> dict[str, ColumnStats]:
-    """What a parquet table's footers tell of its columns without reading a row: nulls, min and max, and for an
-    integral column at most max − min + 1 distinct values (a surrogate key's range bounds its distinct count:
-    TPC-H's foreign keys). Other columns' distinct counts stay unknown (0). For re-planning a query over tables
-    without statistics."""
-    if entry.format != "parquet" or entry.partitioned:
-        return {}
-    types = entry.column_types()
-    found = jvm.parquet_footer_statistics(spark, data_files(files, entry.path).paths, list(types))
-    stats = {}
-    for column, footer in found.items():
-        data_type = types.get(column.lower(), "")
-        ndv = 0.0
-        if data_type in _INTEGRAL and footer.min is not None and footer.max is not None:
-            with contextlib.suppress(ValueError):
-                ndv = float(min(rows - footer.nulls, int(footer.max) - int(footer.min) + 1))
-        stats[column.lower()] = ColumnStats(column.lower(), data_type, rows, footer.nulls, max(ndv, 0.0), 0, 0.0,
-                                            footer.min, footer.max, collected_by="parquet footers")
-    return stats

@@ -5,6 +5,7 @@ from the calibrated unit costs — the estimator's own figures, before anything 
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Protocol
 
 from aipq.config import Settings
 from aipq.estimator.benefit import materialization_cost
@@ -46,22 +47,27 @@ class KnownTables:
         return self._stats[path]
 
 
+class TableFooters(Protocol):
+    """What a table's files tell without reading a row (``engine.statistics.FooterStatistics``)."""
+
+    rows: int
+    columns: dict[str, ColumnStats]
+
+
 class JoinEstimates:
     """``planner.join_order.RowEstimates`` over the repository: a relation's rows and key counts, and which of
     its tables the repository knows nothing of."""
 
     def __init__(self, tables: KnownTables, dag: StageDag | None = None,
-                 measured: dict[int, float] | None = None, footer_rows: Callable[[Scan], int | None] | None = None,
+                 measured: dict[int, float] | None = None,
                  measured_distinct: dict[tuple[int, str], float] | None = None,
-                 footer_columns: Callable[[Scan], dict[str, ColumnStats]] | None = None):
+                 footers: Callable[[Scan], TableFooters | None] | None = None):
         self.tables = tables
         self.dag = dag
         self.measured = measured or {}  # stage id → the rows its output holds (a re-plan's finished stages)
         self.measured_distinct = measured_distinct or {}  # (stage id, column) → distinct keys sketched in it
-        self.footer_columns = footer_columns  # a table without statistics: what its files' footers tell
-        self._footer_columns: dict[str, dict[str, ColumnStats]] = {}
-        self.footer_rows = footer_rows  # a table without statistics: the row count its files' footers hold
-        self._footers: dict[str, float | None] = {}  # by table path: each footer count read once
+        self.footers = footers  # a table without statistics: what its files' footers tell
+        self._footers: dict[str, TableFooters | None] = {}  # by table path: each table's footers read once
         self.cardinality = Cardinality(StatsLookup(table_rows=self._table_rows, column=self._column,
                                                    stage_rows=self._stage_rows, stage_distinct=self._stage_distinct))
 
@@ -77,26 +83,31 @@ class JoinEstimates:
             return self.measured_distinct[(read.stage_id, column)]
         return self.cardinality.distinct(self.dag.stage(read.stage_id).plan, column) if self.dag is not None else None
 
+    def _footer(self, scan: Scan) -> TableFooters | None:
+        if self.footers is None:
+            return None
+        if scan.table.path not in self._footers:
+            self._footers[scan.table.path] = self.footers(scan)
+        return self._footers[scan.table.path]
+
     def _table_rows(self, scan: Scan) -> float | None:
         stats = self.tables.stats(scan.table.path)
         if stats is not None:
             return float(stats.rows)
-        if self.footer_rows is None:
-            return None
-        if scan.table.path not in self._footers:
-            footer = self.footer_rows(scan)
-            self._footers[scan.table.path] = float(footer) if footer is not None else None
-        return self._footers[scan.table.path]
+        footer = self._footer(scan)
+        return float(footer.rows) if footer is not None else None
 
     def _column(self, scan: Scan, column: str) -> ColumnStats | None:
         stats = self.tables.stats(scan.table.path)
         if stats is not None:
             return stats.columns.get(column)
-        if self.footer_columns is None:
-            return None
-        if scan.table.path not in self._footer_columns:
-            self._footer_columns[scan.table.path] = self.footer_columns(scan)
-        return self._footer_columns[scan.table.path].get(column)
+        footer = self._footer(scan)
+        return footer.columns.get(column) if footer is not None else None
+
+    def from_footers(self, node: Node) -> list[str]:
+        """The tables under ``node`` estimated from their files' footers, for want of statistics."""
+        return sorted({scan.table.qualified_name for scan in node.walk() if isinstance(scan, Scan)
+                       and self.tables.stats(scan.table.path) is None and self._footer(scan) is not None})
 
     def rows(self, node: Node) -> float | None:
         return self.cardinality.rows(node)

@@ -38,6 +38,8 @@ class RowEstimates(Protocol):
 
     def missing_statistics(self, node: Node) -> list[str]: ...
 
+    def from_footers(self, node: Node) -> list[str]: ...
+
 
 @dataclass(frozen=True)
 class JoinCosting:
@@ -276,8 +278,10 @@ def choose_order(graph: JoinGraph, costing: JoinCosting, written: Shape) -> Orde
     _, cost = pricing.shape_cost(shape)
     _, written_cost = pricing.shape_cost(written)
     method = "dynamic programming" if count <= DP_RELATIONS else "greedy"
+    footers = sorted({name for relation in graph.relations for name in costing.estimates.from_footers(relation)})
+    source = f"; {', '.join(footers)} from their files' footers (no statistics yet)" if footers else ""
     return OrderChoice(shape, f"cost-based ({method} over {count} relations): estimated {cost:.3g} s, "
-                              f"{pricing.rows(pricing.full):,.0f} rows out; as written {written_cost:.3g} s")
+                              f"{pricing.rows(pricing.full):,.0f} rows out; as written {written_cost:.3g} s{source}")
 
 
 def worst_connected_order(graph: JoinGraph, costing: JoinCosting) -> list[int] | None:
