@@ -117,10 +117,16 @@ def check_targets(batch: Batch, output_dir: str, fmt: str, force: bool) -> dict[
     folder = Path(output_dir)
     if folder.exists() and not folder.is_dir():
         raise BadInputError(f"--output-dir {output_dir} is a file, not a folder")
+    made = not folder.exists()
     folder.mkdir(parents=True, exist_ok=True)
     storage = batch.context.storage
-    return {query.name: storage.check_local_target(str(folder / f"{query.name}.{fmt}"), force)
-            for query in batch.queries}
+    try:
+        return {query.name: storage.check_local_target(str(folder / f"{query.name}.{fmt}"), force)
+                for query in batch.queries}
+    except BadInputError:
+        if made:  # a refused batch leaves no folder of its own behind
+            folder.rmdir()
+        raise
 
 
 def run_batch(batch: Batch, targets: dict[str, str], fmt: str, on_query=None, listener=None) -> list[BatchOutcome]:

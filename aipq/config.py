@@ -122,14 +122,16 @@ class Knob:
 KNOBS: tuple[Knob, ...] = (
     Knob("plan", "linear", "Join tree shape: 'linear' (left-deep, join order as written, like Hive), 'bushy' "
          "(independent joins become sibling stages, the paper's Fig. 5b/5c) or 'cost' (the cheapest tree, bushy "
-         "allowed, from the statistics repository's rows and distinct counts; the written order while a table "
-         "has no statistics).",
+         "allowed, from the statistics repository's rows and distinct counts; for a parquet table it does not "
+         "know yet, from the row counts, minima and maxima in its files' footers; the written order when a "
+         "table has neither).",
          "--plan", "choice", PLANS, help="Join tree shape or order."),
     Knob("reoptimize_factor", 2.0, "With plan 'cost': after each stage whose output is written, its rows are "
          "compared with the estimate the plan was made with; when they differ by more than this factor (or the "
          "plan had no estimate), the stages not yet run are planned again from what is now known: the rows the "
-         "finished stages wrote, the statistics collected so far and, for tables still without statistics, the "
-         "row counts in their files' footers (ADP's corrective re-optimization). 0: never re-plan.",
+         "finished stages wrote and the distinct keys sketched in them, the statistics collected so far and, for "
+         "tables still without statistics, their files' footers (ADP's corrective re-optimization). 0: never "
+         "re-plan.",
          "--reoptimize-factor", "float", low=0.0,
          help="With --plan cost, re-plan the stages not yet run when a stage's rows differ from the estimate by "
               "more than this factor (0: never)."),
