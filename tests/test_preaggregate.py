@@ -4,10 +4,18 @@ it pays, shown in explain, never where it would change a result, and DuckDB's ro
 from __future__ import annotations
 
 import json
+from datetime import date, timedelta
 
 import pytest
-from conftest import assert_same_rows, oracle_rows, run_to_rows
+from conftest import LOCAL_FILES, assert_same_rows, oracle_rows, run_to_rows
 
+from aipq.catalog import Catalog
+from aipq.config import Settings
+from aipq.engine.footers import FooterStatistics
+from aipq.estimator.join_estimates import JoinEstimates, KnownTables, join_costing
+from aipq.estimator.parameters import load_calibration
+from aipq.pipeline import plan_query
+from aipq.stats.repository import ColumnStats
 from aipq.tpch.queries import query_text
 
 REPARTITION = ("--broadcast-threshold", "0")
@@ -58,16 +66,50 @@ def test_preaggregated_queries_give_the_oracles_rows(aipq, duck, tmp_path, strat
 
 
 def test_the_statistics_decide_where_and_explain_says_so(aipq, tpch_statistics):
-    # about four lines an order: grouping lineitem by l_orderkey pays where the partial stage is fused ...
-    applied = preaggregations(aipq, "--sql", ORDERS_GROUPED, "--staging", "adaptive")
-    assert len(applied) == 1 and "lineitem grouped by l_orderkey, about" in applied[0]
-    # ... but not where it is a stage of its own, written and read back (a stage's fixed cost at SF 0.01)
-    assert preaggregations(aipq, "--sql", ORDERS_GROUPED, "--staging", "hive") == []
-    # l_returnflag's three values times the orders: about as many groups as lines
-    assert preaggregations(aipq, "--sql", BOTH_SIDES_GROUPED, "--staging", "adaptive") == []
+    # at SF 0.01 a partial aggregate's stage costs more than the shuffle it saves
+    assert preaggregations(aipq, "--sql", ORDERS_GROUPED, "--staging", "adaptive", "--ip", "off") == []
     assert preaggregations(aipq, "--sql", ORDERS_GROUPED, "--preaggregate", "off") == []
     default = aipq("explain", "--format", "json", *REPARTITION, "--sql", ORDERS_GROUPED)
     assert json.loads(default.output)["preaggregation"] == []  # off unless asked for
+
+
+def sf1_costing(home, settings: Settings, orders_date_days: int = 2400) -> object:
+    """Join costing with TPC-H SF 1's rows and keys (lineitem's 6 million lines of 1.5 million orders), from
+    footers made up for it: what pre-aggregation is priced with at that scale."""
+    def column(name: str, rows: int, ndv: float, low: str | None = None, high: str | None = None) -> ColumnStats:
+        return ColumnStats(name, "date" if low else "bigint", rows, 0, ndv, 0, 8.0, low, high)
+
+    end = (date(1992, 1, 1) + timedelta(days=orders_date_days)).isoformat()
+    tables = {"lineitem": FooterStatistics(6_000_000, {"l_orderkey": column("l_orderkey", 6_000_000, 1_500_000)}),
+              "orders": FooterStatistics(1_500_000, {
+                  "o_orderkey": column("o_orderkey", 1_500_000, 1_500_000),
+                  "o_orderpriority": column("o_orderpriority", 1_500_000, 5),
+                  "o_orderdate": column("o_orderdate", 1_500_000, 2_400, "1992-01-01", end)})}
+    estimates = JoinEstimates(KnownTables(None, LOCAL_FILES), footers=lambda scan: tables[scan.table.name])
+    return join_costing(settings, KnownTables(None, LOCAL_FILES), load_calibration(home), 2, estimates)
+
+
+@pytest.mark.parametrize("staging, ip, applied", [
+    ("adaptive", "off", True),  # 1.5 million groups shuffled once instead of 6 million lines
+    ("hive", "off", False),  # written, read back and shuffled again: more than half the lines' cost
+    ("adaptive", "adaptive", True),  # orders' summary keeps every line: nothing to prune first
+])
+def test_at_scale_the_partial_groups_pay_only_where_they_are_shuffled_once(home, staging, ip, applied):
+    settings = Settings(preaggregate="auto", staging=staging, ip=ip, broadcast_threshold=0)
+    planned = plan_query(ORDERS_GROUPED, Catalog(home), settings, LOCAL_FILES,
+                         costing=sf1_costing(home, settings))
+    notes = planned.dag.plan.preaggregations
+    assert (notes and "lineitem grouped by l_orderkey, about 1,500,000 groups" in notes[0]) if applied else not notes
+
+
+def test_a_summary_that_prunes_the_input_first_leaves_little_to_save(home):
+    """Orders of one month keep about 1 line in 80 after their summary: the partial stage's fixed cost is then
+    more than half of shuffling what is left, though without information passing it pays."""
+    sql = ORDERS_GROUPED.replace("group by", "where o_orderdate < date '1992-02-01' group by")
+    for ip, applied in (("off", True), ("adaptive", False)):
+        settings = Settings(preaggregate="auto", staging="adaptive", ip=ip, broadcast_threshold=0)
+        planned = plan_query(sql, Catalog(home), settings, LOCAL_FILES, costing=sf1_costing(home, settings))
+        assert bool(planned.dag.plan.preaggregations) == applied, ip
 
 
 @pytest.mark.parametrize("kind", sorted(NOT_DECOMPOSABLE))

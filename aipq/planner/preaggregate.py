@@ -9,8 +9,10 @@ so summing sums and counts, and taking the least of minima and the greatest of m
 A count of no rows is 0, not the NULL a sum of nothing gives.
 
 It is applied where the statistics say it pays (``PreaggregationCosting``): the partial groups, estimated from
-the columns' distinct counts, shuffled (twice, when the join needs them partitioned on fewer columns than they
-are grouped by) and, under Hive staging, written as a stage, against the input's rows shuffled as they are.
+the columns' distinct counts, shuffled by the partial aggregate and again by the join (unless the join is
+partitioned on exactly the group columns and the groups are not written between), a stage's fixed cost, and
+under Hive staging their write, against the input's rows shuffled as they are; with information passing on,
+both after the pruning the join's other input's summary does.
 """
 
 from __future__ import annotations
@@ -68,9 +70,10 @@ def _rewrite(aggregate: Aggregate, costing: PreaggregationCosting, notes: list[s
         if not read <= set(below.output):
             continue
         join_keys = join.left_keys if side == "left" else join.right_keys
+        other, other_keys = (join.right, join.right_keys) if side == "left" else (join.left, join.left_keys)
         keys = list(dict.fromkeys([e.name for _, e in aggregate.groups if e.name in below.output]
                                   + list(join_keys) + sorted(refs(join.residual) & set(below.output))))
-        priced = _price(below, keys, set(join_keys), costing)
+        priced = _price(below, keys, set(join_keys), other, list(other_keys), costing)
         if priced is None:
             continue
         groups, rows = priced
@@ -92,8 +95,8 @@ def _rewrite(aggregate: Aggregate, costing: PreaggregationCosting, notes: list[s
     return aggregate
 
 
-def _price(below: Node, keys: list[str], join_keys: set[str], costing: PreaggregationCosting
-           ) -> tuple[float | None, float | None] | None:
+def _price(below: Node, keys: list[str], join_keys: set[str], other: Node, other_keys: list[str],
+           costing: PreaggregationCosting) -> tuple[float | None, float | None] | None:
     """(partial groups, rows) of the input when pre-aggregating it pays, else None; (None, None) when it is
     applied unpriced."""
     if costing.always:
@@ -110,12 +113,28 @@ def _price(below: Node, keys: list[str], join_keys: set[str], costing: Preaggreg
         distinct = estimates.distinct(below, key)
         groups *= distinct if distinct is not None else rows
     groups = min(groups, rows)
-    shuffled = groups * (1 if set(keys) == join_keys else 2)
-    with_partial = units.shuffled_row_seconds * shuffled
+    kept = _kept_by_summary(below, list(join_keys), other, other_keys, units) if units.passing else 1.0
+    rows, groups = rows * kept, groups * kept
+    # the partial aggregate's own shuffle, and the join's: again when the join is partitioned on fewer columns,
+    # or when the partial groups were written (Hive staging) and so lost their partitioning
+    shuffles = 1 if set(keys) == join_keys and not costing.hive_staging else 2
+    with_partial = units.shuffled_row_seconds * groups * shuffles + units.stage_seconds  # a stage of its own
     if costing.hive_staging:
-        with_partial += units.stage_seconds + units.written_row_seconds * groups
+        with_partial += units.written_row_seconds * groups
     without = units.shuffled_row_seconds * rows
     return (groups, rows) if with_partial <= SHARE_OF_COST * without else None
+
+
+def _kept_by_summary(below: Node, keys: list[str], other: Node, other_keys: list[str], units: JoinCosting) -> float:
+    """The share of ``below``'s rows a summary of the join's other input keeps, with information passing on:
+    the input is pruned before it is aggregated or shuffled, whichever of the two runs."""
+    estimates = units.estimates
+    share = 1.0
+    for mine, theirs in zip(keys, other_keys):
+        have, offered = estimates.distinct(below, mine), estimates.distinct(other, theirs)
+        if have and offered:
+            share = min(share, offered / have)
+    return share
 
 
 def _finish(partial: exp.Expression, name: str) -> exp.Expression:
