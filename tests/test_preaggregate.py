@@ -4,6 +4,7 @@ it pays, shown in explain, never where it would change a result, and DuckDB's ro
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from datetime import date, timedelta
 
 import pytest
@@ -84,7 +85,10 @@ def sf1_costing(home, settings: Settings, orders_date_days: int = 2400) -> objec
               "orders": FooterStatistics(1_500_000, {
                   "o_orderkey": column("o_orderkey", 1_500_000, 1_500_000),
                   "o_orderpriority": column("o_orderpriority", 1_500_000, 5),
-                  "o_orderdate": column("o_orderdate", 1_500_000, 2_400, "1992-01-01", end)})}
+                  "o_custkey": column("o_custkey", 1_500_000, 100_000),
+                  "o_orderdate": column("o_orderdate", 1_500_000, 2_400, "1992-01-01", end)}),
+              "customer": FooterStatistics(150_000, {"c_custkey": column("c_custkey", 150_000, 150_000),
+                                                     "c_mktsegment": column("c_mktsegment", 150_000, 5)})}
     estimates = JoinEstimates(KnownTables(None, LOCAL_FILES), footers=lambda scan: tables[scan.table.name])
     return join_costing(settings, KnownTables(None, LOCAL_FILES), load_calibration(home), 2, estimates)
 
@@ -94,7 +98,7 @@ def sf1_costing(home, settings: Settings, orders_date_days: int = 2400) -> objec
     ("hive", "off", False),  # written, read back and shuffled again: more than half the lines' cost
     ("adaptive", "adaptive", True),  # orders' summary keeps every line: nothing to prune first
 ])
-def test_at_scale_the_partial_groups_pay_only_where_they_are_shuffled_once(home, staging, ip, applied):
+def test_at_scale_the_partial_groups_pay_only_where_they_are_shuffled_once(home, tpch, staging, ip, applied):
     settings = Settings(preaggregate="auto", staging=staging, ip=ip, broadcast_threshold=0)
     planned = plan_query(ORDERS_GROUPED, Catalog(home), settings, LOCAL_FILES,
                          costing=sf1_costing(home, settings))
@@ -102,7 +106,7 @@ def test_at_scale_the_partial_groups_pay_only_where_they_are_shuffled_once(home,
     assert (notes and "lineitem grouped by l_orderkey, about 1,500,000 groups" in notes[0]) if applied else not notes
 
 
-def test_a_summary_that_prunes_the_input_first_leaves_little_to_save(home):
+def test_a_summary_that_prunes_the_input_first_leaves_little_to_save(home, tpch):
     """Orders of one month keep about 1 line in 80 after their summary: the partial stage's fixed cost is then
     more than half of shuffling what is left, though without information passing it pays."""
     sql = ORDERS_GROUPED.replace("group by", "where o_orderdate < date '1992-02-01' group by")
@@ -110,6 +114,19 @@ def test_a_summary_that_prunes_the_input_first_leaves_little_to_save(home):
         settings = Settings(preaggregate="auto", staging="adaptive", ip=ip, broadcast_threshold=0)
         planned = plan_query(sql, Catalog(home), settings, LOCAL_FILES, costing=sf1_costing(home, settings))
         assert bool(planned.dag.plan.preaggregations) == applied, ip
+
+
+def test_an_input_that_is_a_join_is_not_pre_aggregated(home, tpch):
+    """Its rows are an estimate built on estimates (TPC-H Q5's five-table input was estimated 50× too large):
+    lineitem ⋈ orders grouped by o_custkey would look like 6 million rows in 100,000 groups."""
+    sql = ("select c_mktsegment, sum(l_quantity) as qty from lineitem join orders on l_orderkey = o_orderkey "
+           "join customer on o_custkey = c_custkey group by c_mktsegment")
+    settings = Settings(preaggregate="auto", staging="adaptive", ip="off", broadcast_threshold=0)
+    planned = plan_query(sql, Catalog(home), settings, LOCAL_FILES, costing=sf1_costing(home, settings))
+    assert planned.dag.plan.preaggregations == ()
+    forced = plan_query(sql, Catalog(home), replace(settings, preaggregate="always"), LOCAL_FILES,
+                        costing=sf1_costing(home, settings))
+    assert any("lineitem ⋈ orders grouped by o_custkey" in note for note in forced.dag.plan.preaggregations)
 
 
 @pytest.mark.parametrize("kind", sorted(NOT_DECOMPOSABLE))

@@ -8,7 +8,8 @@ group, and every join partner of one of them is a partner of the partial row (th
 so summing sums and counts, and taking the least of minima and the greatest of maxima, gives the same values.
 A count of no rows is 0, not the NULL a sum of nothing gives.
 
-It is applied where the statistics say it pays (``PreaggregationCosting``): the partial groups, estimated from
+It is applied where the statistics say it pays (``PreaggregationCosting``), on an input that is no join (a
+table's rows and keys are known; a join's are estimated from them): the partial groups, estimated from
 the columns' distinct counts, shuffled by the partial aggregate and again by the join (unless the join is
 partitioned on exactly the group columns and the groups are not written between), a stage's fixed cost, and
 under Hive staging their write, against the input's rows shuffled as they are; with information passing on,
@@ -104,6 +105,8 @@ def _price(below: Node, keys: list[str], join_keys: set[str], other: Node, other
     units = costing.join
     if units is None or units.estimates.missing_statistics(below):
         return None
+    if any(isinstance(node, Join) for node in below.walk()):
+        return None  # a join's rows are an estimate of an estimate: TPC-H Q5's were 50× too many
     estimates = units.estimates
     rows = estimates.rows(below)
     if rows is None or rows <= 0:
