@@ -63,6 +63,27 @@ def test_a_rerun_with_reuse_reads_the_kept_stages_and_gives_the_same_rows(aipq, 
 
 
 @pytest.mark.slow
+def test_a_reused_stage_builds_the_summary_a_later_stage_probes_with(aipq, duck, tmp_path):
+    """Q3's customer–orders stage, kept by one query and reused by another that reads lineitem differently: the
+    Bloom filter of its o_orderkey is built from the cached output, and the new lineitem stage probes it."""
+    work = tmp_path / "work"
+    options = ("--work-dir", str(work), "--reuse", "--ip", "always", "--scan-summaries", "0",
+               "--broadcast-threshold", "0", *HIVE)
+    assert aipq("run", "tpch:3", "--format", "csv", *options).exit_code == 0
+    later = tmp_path / "q3-later.sql"
+    later.write_text(query_text(3).replace("l_shipdate > date '1995-03-15'", "l_shipdate > date '1995-03-20'"))
+    result = aipq("explain", str(later), "--analyze", "--format", "json", *options)
+    assert result.exit_code == 0, result.output
+    info = json.loads(result.output)
+    measured = [stage["measured"] for stage in info["stages"]]
+    reused = [stage for stage in measured if stage["reused"]]
+    assert reused and any(stage["summaries"] for stage in reused), reused
+    probed = [probe for stage in measured if not stage["reused"] for probe in stage["probes"]]
+    producers = {summary["stage"] for stage in reused for summary in stage["summaries"]}
+    assert any(probe["producer"] in producers and probe["rows_out"] < probe["rows_in"] for probe in probed), probed
+    assert info["run"]["result_rows"] == len(oracle_rows(duck, later.read_text()))
+
+
 def test_without_reuse_a_command_reads_only_what_it_kept_and_removes_it(aipq, duck, tmp_path):
     work = tmp_path / "work"
     earlier = aipq("run", "tpch:3", "--quiet", "--work-dir", str(work), "--reuse", *HIVE)

@@ -354,8 +354,11 @@ def _run_stages(run_state: _DagRun) -> None:
                 paths[stage.id] = hit.path
                 written[stage.id], bytes_written[stage.id] = hit.rows, hit.bytes
                 whose = "this" if hit.command == run_state.cache.command else "an earlier"
-                record.stages.append(StageMetrics(stage.id, stage.operator, 0.0, hit.rows, hit.bytes,
-                                                  decisions=StageDecisions(stage.id), decision_seconds=decision_seconds,
+                started = time.perf_counter()
+                built = _summaries_of_output(spark, store, stage, decisions, hit.path, group)
+                record.stages.append(StageMetrics(stage.id, stage.operator, time.perf_counter() - started, hit.rows,
+                                                  hit.bytes, decisions=built, decision_seconds=decision_seconds,
+                                                  summaries=[store.built[b.key] for b in built.builds],
                                                   staging=f"reused from the stage-output cache ({hit.description} "
                                                           f"of {whose} command)", reused=True))
                 continue
@@ -493,6 +496,24 @@ def _broadcast_notes(stage: Stage, broadcasts: dict[int, str], read_bytes) -> li
 def runtime_broadcast_threshold(settings: Settings) -> int:
     """The most bytes of a join input measured while the query runs that is broadcast (0: none)."""
     return max(settings.broadcast_threshold, 0) if settings.runtime_broadcast == "on" else 0
+
+
+def _summaries_of_output(spark, store: SummaryStore, stage: Stage, decisions: StageDecisions, path: str,
+                         group: str) -> StageDecisions:
+    """The Bloom filters and exact key sets a reused stage would have built while writing, built from its
+    cached output in one pass (later stages' edges count on them); HIP's hash lists, which live in a write's
+    observation, are not. What was built, as the stage's decisions."""
+    builds = [build for build in decisions.builds if build.kind != "hash-list"]
+    if not builds:
+        return StageDecisions(stage.id)
+    spark.sparkContext.setJobGroup(group, f"aipq {stage.name} summaries of its cached output", interruptOnCancel=True)
+    try:
+        df = spark.read.parquet(path)
+        values = df.agg(*store.build_columns(df, builds, {})).first().asDict()
+        store.collect(df, builds, None, values, {})
+    finally:
+        spark.sparkContext.setLocalProperty("spark.jobGroup.id", None)
+    return StageDecisions(stage.id, builds=builds)
 
 
 def fused_job_conf(settings: Settings) -> dict[str, str]:
