@@ -172,6 +172,16 @@ def execute(planned: PlannedQuery, context: RunContext, listener: StageListener 
     return QueryRun(context.spark, planned, record, context.storage)
 
 
+def keep_stage_outputs(context: RunContext) -> str | None:
+    """``--keep-work``: the stage outputs this command moves into the stage-output cache stay there when it
+    completes, beside its work directory. Where they go (None: no cache)."""
+    cache = context.stage_cache
+    if cache is None:
+        return None
+    cache.keeping = True
+    return cache.root
+
+
 def finish_stage_cache(context: RunContext) -> None:
     """The command is done: the stage outputs it kept go, unless it keeps them for later ones (``--reuse``)."""
     cache = context.stage_cache

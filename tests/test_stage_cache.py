@@ -84,6 +84,16 @@ def test_a_reused_stage_builds_the_summary_a_later_stage_probes_with(aipq, duck,
     assert info["run"]["result_rows"] == len(oracle_rows(duck, later.read_text()))
 
 
+def test_keep_work_keeps_the_outputs_moved_into_the_cache_too(aipq, tmp_path):
+    work = tmp_path / "work"
+    result = aipq("run", "tpch:3", "--quiet", "--keep-work", "--work-dir", str(work), *HIVE)
+    assert result.exit_code == 0, result.output
+    kept = cached(aipq, work)
+    assert kept and "in the stage-output cache" in said(result), said(result)
+    assert all(Path(entry["path"]).is_dir() for entry in kept)
+    assert aipq("cache", "clear", "--work-dir", str(work)).exit_code == 0
+
+
 def test_without_reuse_a_command_reads_only_what_it_kept_and_removes_it(aipq, duck, tmp_path):
     work = tmp_path / "work"
     earlier = aipq("run", "tpch:3", "--quiet", "--work-dir", str(work), "--reuse", *HIVE)

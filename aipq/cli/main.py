@@ -153,7 +153,9 @@ def cli(ctx: click.Context, home: str | None, debug: bool) -> None:
 @click.option("--force", is_flag=True, help="Let --output replace an existing file.")
 @click.option("--limit", "show_rows", type=click.IntRange(0), default=50, show_default=True,
               help="Rows shown with --format table.")
-@click.option("--keep-work", is_flag=True, help="Keep the stage outputs of this run under <home>/runs.")
+@click.option("--keep-work", is_flag=True,
+              help="Keep the stage outputs of this run under <home>/runs (and those moved into the stage-output "
+                   "cache there).")
 @click.option("--allow-overwrite", is_flag=True,
               help="Let the workflow drop or overwrite tables it did not create.")
 @click.option("--quiet", is_flag=True, help="No per-stage summary.")
@@ -181,6 +183,7 @@ def run(ctx, sources, inline, settings: Settings, fmt, output, output_dir, force
         fmt = output_format(str(output), fmt)
         output = context.storage.check_local_target(str(output), force)
     fmt = fmt or "table"
+    cached_in = app.keep_stage_outputs(context) if keep_work else None
     planned = workflow.plan_workflow(sql, context, allow_overwrite, record=True, resume=resume)
     if output is not None and not any(isinstance(s.step, workflow.QueryStep) for s in planned.steps):
         raise BadInputError("--output was given but the workflow has no SELECT whose rows could be written")
@@ -221,6 +224,9 @@ def run(ctx, sources, inline, settings: Settings, fmt, output, output_dir, force
         if keep_work:
             result.keep()
             err.print(f"stage outputs kept in {result.record.work_dir}")
+            if context.stage_cache is not None and context.stage_cache.kept:
+                err.print(f"and {len(context.stage_cache.kept)} in the stage-output cache, {cached_in} "
+                          f"('aipq cache clear' removes them)")
         else:
             result.close()
 

@@ -70,6 +70,7 @@ class StageCache:
         self.limit = limit_bytes
         self.command = command or uuid.uuid4().hex[:12]
         self.resuming = False  # ``--resume``: the entries an interrupted command left are read too
+        self.keeping = False  # ``--keep-work``: the entries stay when the command completes, as with ``--reuse``
         self._entries: dict[str, CacheEntry] | None = None
         self._pinned: set[str] = set()  # made or read by this command: never evicted while it runs
         self.hits: list[CacheEntry] = []
@@ -184,8 +185,9 @@ class StageCache:
         self.entries().pop(_folder(entry), None)
 
     def finish(self, reuse: bool) -> None:
-        """A command that completed: without ``reuse`` the entries it made or read go (with it, they stay)."""
-        if reuse:
+        """A command that completed: without ``reuse`` the entries it made or read go (with it, or when kept for
+        inspection, they stay)."""
+        if reuse or self.keeping:
             return
         for folder in sorted(self._pinned):
             entry = self.entries().get(folder)
