@@ -511,6 +511,10 @@ def _summaries_of_output(spark, store: SummaryStore, stage: Stage, decisions: St
         df = spark.read.parquet(path)
         values = df.agg(*store.build_columns(df, builds, {})).first().asDict()
         store.collect(df, builds, None, values, {})
+    except AipqError:
+        raise
+    except Exception as error:
+        raise spark_error(error, f"stage {stage.name} (summaries of its cached output at {path})") from error
     finally:
         spark.sparkContext.setLocalProperty("spark.jobGroup.id", None)
     return StageDecisions(stage.id, builds=builds)
