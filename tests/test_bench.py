@@ -315,3 +315,49 @@ def test_a_disturbed_single_run_runs_again_alone_and_the_tally_counts_it():
     assert (tally.rerun, tally.runs, tally.stolen_seconds) == (1, 2, 0.5)
     line = steal_line(tally.rerun, tally.stolen_seconds, tally.runs, unit="runs")
     assert line.startswith("runs run again") and "during them (steal): 1;" in line and "2 runs kept: 0.5 s" in line
+
+
+def test_a_batch_benchmark_process_gets_the_benchmarks_settings_back_from_its_options():
+    """The separate ``aipq`` processes of ``bench batch`` run with the benchmark's settings: every knob off its
+    default, Spark's settings and the master survive the trip through the command line."""
+    from pathlib import Path
+
+    import click
+    from click.testing import CliRunner
+
+    from aipq.bench.batch import command_options
+    from aipq.cli.options import planning_options
+    from aipq.config import Settings
+
+    given = Settings(ip="hip", bloom_size=512 * 1024, stats_columns=("l_tax", "o_comment"), beta=0.5,
+                     reoptimize_factor=0.0, spark_conf={"spark.executor.cores": "1"}, master="local[1]")
+    seen = []
+
+    @click.command()
+    @planning_options
+    def capture(settings):
+        seen.append(settings)
+
+    options = command_options(Path("/some/home"), given)
+    assert options[:2] == ["--home", "/some/home"]
+    result = CliRunner().invoke(capture, options[2:], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    assert seen == [given]
+
+
+@pytest.mark.slow
+def test_bench_batch_times_the_batch_in_the_session_and_as_separate_commands(aipq, tmp_path):
+    """Every mode runs, the separate processes included, and each mode's rows were checked against one by one's;
+    a process mode is compared with one by one as processes."""
+    out = tmp_path / "bench"
+    result = aipq("bench", "batch", "--sf", str(SF), "--queries", "3,6", "--repeat", "1", "--out", str(out))
+    assert result.exit_code == 0, result.output
+    modes = {m["mode"]: m for m in json.loads((out / "results.json").read_text())["modes"]}
+    assert set(modes) == {"one by one", "batch, own scans", "batch, shared scans", "one by one, separate commands",
+                          "batch, one command"}
+    assert modes["one by one"]["input_bytes"] > 0
+    assert modes["batch, one command"]["input_bytes"] is None and modes["batch, one command"]["median_seconds"] > 0
+    report = (out / "report.md").read_text()
+    separate = modes["one by one, separate commands"]["median_seconds"]
+    ratio = separate / modes["batch, one command"]["median_seconds"]
+    assert f"| batch, one command | {modes['batch, one command']['median_seconds']:.2f} | {ratio:.2f}× |" in report

@@ -1,11 +1,14 @@
-"""``aipq bench batch``: TPC-H's queries as one batch (``aipq run FILE...``) against one by one (each its own
-command), in one session so that neither pays a JVM start: wall time, bytes read and bytes shuffled. Modes run
-interleaved round by round, the order reversed every other round; every mode's rows are checked against the
-first mode's, query by query."""
+"""``aipq bench batch``: TPC-H's queries as one batch (``aipq run FILE...``) against one by one, two ways: in one
+session, so that neither pays a JVM start (wall time, bytes read and bytes shuffled), and as separate ``aipq``
+processes, as a scheduler running each file would (JVM start and warm-up included). Modes run interleaved round
+by round, the order reversed every other round; every mode's rows are checked against the first mode's, query by
+query."""
 
 from __future__ import annotations
 
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 from dataclasses import dataclass, field, replace
@@ -14,19 +17,28 @@ from pathlib import Path
 from aipq.app import SqlSource
 from aipq.batch import check_targets, plan_batch, run_batch
 from aipq.bench.strategies import canonical_rows
+from aipq.config import KNOBS, Settings
 from aipq.engine.context import RunContext
 from aipq.errors import ExecutionError
 from aipq.tpch.queries import query_text
 
-# one by one; a batch reading each table on its own (stages in common still computed once); a batch with shared scans
-MODES = ("one by one", "batch, own scans", "batch, shared scans")
+# In one session: one by one; a batch reading each table on its own (stages in common still computed once); a
+# batch with shared scans. As processes: one ``aipq run`` per query; the batch as one ``aipq run``.
+MODES = ("one by one", "batch, own scans", "batch, shared scans", "one by one, separate commands",
+         "batch, one command")
+PROCESS_MODES = MODES[3:]
+
+
+def baseline(mode: str) -> str:
+    """The one-by-one mode ``mode`` is compared with: the one run the same way (in the session, or as processes)."""
+    return PROCESS_MODES[0] if mode in PROCESS_MODES else MODES[0]
 
 
 @dataclass
 class ModeRun:
     seconds: float
-    input_bytes: int
-    shuffle_write_bytes: int
+    input_bytes: int | None  # None: not measured (a separate process)
+    shuffle_write_bytes: int | None
     rows: dict[str, list] = field(default_factory=dict, repr=False)
 
 
@@ -55,7 +67,55 @@ def _run(context: RunContext, sources: list[SqlSource], folder: Path, shared_sca
     return ModeRun(0.0, sum(o.input_bytes for o in outcomes), sum(o.shuffle_write_bytes for o in outcomes), rows)
 
 
+def command_options(home: Path, settings: Settings) -> list[str]:
+    """``aipq``'s options giving a process ``settings``: each knob off its default as ``--conf aipq.…``, the
+    Spark settings and the master."""
+    options = ["--home", str(home)]
+    values = settings.knob_values()
+    for knob in KNOBS:
+        value = values[knob.name]
+        if value != knob.default:
+            text = ",".join(value) if isinstance(value, tuple) else str(value)
+            options += ["--conf", f"{knob.setting}={text}"]
+    for key, value in settings.spark_conf.items():
+        options += ["--conf", f"{key}={value}"]
+    return options + (["--master", settings.master] if settings.master else [])
+
+
+def _aipq(home: Path, settings: Settings, arguments: list[str]) -> None:
+    """One ``aipq`` process, as a user runs it; its error is the mode's."""
+    command = [sys.executable, "-m", "aipq.cli.main", "--home", str(home), "run", *arguments, "--quiet", "--force",
+               *command_options(home, settings)[2:]]
+    done = subprocess.run(command, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise ExecutionError(f"`aipq run {' '.join(arguments)}` failed (exit {done.returncode})",
+                             hint=(done.stderr.strip().splitlines() or [""])[-1])
+
+
+def _processes(context: RunContext, mode: str, sources: list[SqlSource], folder: Path) -> ModeRun:
+    """The mode's ``aipq`` processes, timed; their rows read back from the files they wrote."""
+    names = [source.name.replace(":", "-") for source in sources]
+    folder.mkdir(parents=True)
+    started = time.perf_counter()
+    if mode == PROCESS_MODES[0]:
+        for source, name in zip(sources, names):
+            _aipq(context.home, context.settings, [_argument(source), "--output", str(folder / f"{name}.parquet")])
+    else:
+        _aipq(context.home, context.settings, [*(_argument(s) for s in sources), "--output-dir", str(folder)])
+    seconds = time.perf_counter() - started
+    spark = context.spark
+    rows = {name: canonical_rows(spark.read.parquet(str(folder / f"{name}.parquet")).collect()) for name in names}
+    return ModeRun(seconds, None, None, rows)
+
+
+def _argument(source: SqlSource) -> str:
+    """``tpch:N`` for the source ``tpch:qN``, as ``aipq run`` takes it."""
+    return source.name.replace(":q", ":")
+
+
 def _one_mode(context: RunContext, mode: str, sources: list[SqlSource], folder: Path) -> ModeRun:
+    if mode in PROCESS_MODES:
+        return _processes(context, mode, sources, folder)
     started = time.perf_counter()
     if mode == MODES[0]:
         runs = [_run(context, [source], folder, "off") for source in sources]
@@ -76,7 +136,8 @@ def measure_batches(context: RunContext, numbers: list[int], repeat: int, progre
         for round_number in range(repeat + 1):
             order = results if round_number % 2 == 0 else results[::-1]
             for result in order:
-                run = _one_mode(context, result.mode, sources, Path(scratch) / f"r{round_number}")
+                folder = Path(scratch) / f"r{round_number}-{MODES.index(result.mode)}"
+                run = _one_mode(context, result.mode, sources, folder)
                 for name, rows in run.rows.items():
                     if expected.setdefault(name, rows) != rows:
                         raise ExecutionError(f"{name}: {result.mode} gave other rows than {MODES[0]}",

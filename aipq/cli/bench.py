@@ -578,15 +578,16 @@ def bench_staging(ctx, scale_factor, queries, repeat, json_path, settings: Setti
 @planning_options
 @click.pass_context
 def bench_batch(ctx, scale_factor, queries, repeat, out_dir, settings: Settings):
-    """TPC-H's queries as one batch (aipq run FILE...) against one by one: time, bytes read, bytes shuffled."""
-    from aipq.bench.batch import measure_batches
+    """TPC-H's queries as one batch (aipq run FILE...) against one by one, in one session and as separate aipq
+    commands: time, bytes read, bytes shuffled."""
+    from aipq.bench.batch import MODES, measure_batches
 
     home = home_dir(ctx)
     numbers = _numbers(queries, "--queries")
     err = Console(stderr=True)
     with err.status(f"preparing TPC-H SF {scale_factor:g}…"):
         app.generate_tpch(home, scale_factor, "default")
-    with progress_bar("bench batch", 3 * (repeat + 1)) as step:
+    with progress_bar("bench batch", len(MODES) * (repeat + 1)) as step:
         results = measure_batches(RunContext(home, settings), numbers, repeat, step)
     context = _context(f"TPC-H SF {scale_factor:g}: {len(numbers)} queries as one batch and one by one "
                        f"(median of {repeat})", invocation(ctx), settings, home, scale_factor=scale_factor,

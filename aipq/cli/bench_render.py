@@ -6,6 +6,7 @@ import statistics
 
 from rich.table import Table
 
+from aipq.bench.batch import baseline
 from aipq.bench.staging import StagingResult
 from aipq.bench.stats import overhead_rows
 from aipq.bench.strategies import headlines, joins_label, paired_speedup, pruning_efficiency, speedup
@@ -73,22 +74,31 @@ def batch_table(results, title: str) -> Table:
     table = Table(title=title)
     for column in ("mode", "seconds (median)", "vs one by one", "read", "shuffle write"):
         table.add_column(column, justify="left" if column == "mode" else "right")
-    base = results[0].median_seconds
     for result in results:
         run = result.runs[0]
-        table.add_row(result.mode, f"{result.median_seconds:.2f}", f"{base / result.median_seconds:.2f}×",
-                      format_size(run.input_bytes), format_size(run.shuffle_write_bytes))
+        table.add_row(result.mode, f"{result.median_seconds:.2f}", f"{_batch_speedup(results, result):.2f}×",
+                      _measured_size(run.input_bytes), _measured_size(run.shuffle_write_bytes))
     return table
+
+
+def _batch_speedup(results, result) -> float:
+    """How much faster ``result``'s mode ran than one by one run the same way (in the session, or as processes)."""
+    base = next(r for r in results if r.mode == baseline(result.mode))
+    return base.median_seconds / result.median_seconds
+
+
+def _measured_size(size: int | None) -> str:
+    """A byte count, or a dash where the mode's processes did not report it."""
+    return "—" if size is None else format_size(size)
 
 
 def batch_report(results, context) -> str:
     """``aipq bench batch``'s report.md: the command, the machine and the table as markdown."""
-    base = results[0].median_seconds
     lines = [f"### {context.title}", "", f"`{context.command}` · {context.machine} · {context.date}", "",
              "| mode | seconds (median) | vs one by one | read | shuffle write | rounds |", "|---|--:|--:|--:|--:|---|"]
     for result in results:
         run = result.runs[0]
         rounds = ", ".join(f"{s:.2f}" for s in (r.seconds for r in result.runs))
-        lines.append(f"| {result.mode} | {result.median_seconds:.2f} | {base / result.median_seconds:.2f}× | "
-                     f"{format_size(run.input_bytes)} | {format_size(run.shuffle_write_bytes)} | {rounds} |")
+        lines.append(f"| {result.mode} | {result.median_seconds:.2f} | {_batch_speedup(results, result):.2f}× | "
+                     f"{_measured_size(run.input_bytes)} | {_measured_size(run.shuffle_write_bytes)} | {rounds} |")
     return "\n".join(lines) + "\n"
