@@ -39,6 +39,7 @@ class BatchOutcome:
     output: str | None = None
     shuffle_write_bytes: int = 0
     input_bytes: int = 0  # read from tables and stage outputs (a shared scan's cache counts as read)
+    summaries_taken: int = 0  # Bloom filters the stages it read from the cache came with (not built again)
 
 
 @dataclass
@@ -164,7 +165,8 @@ def _run_query(query: BatchQuery, batch: Batch, target: str, fmt: str, listener)
         stages = ran.record.stages
         return BatchOutcome(query.name, ran.record.result_rows, 0.0, run, reused, target,
                             sum(m.shuffle.shuffle_write_bytes for m in stages),
-                            sum(m.shuffle.input_bytes for m in stages))
+                            sum(m.shuffle.input_bytes for m in stages),
+                            sum(summary.offered for m in stages for summary in m.summaries))
     finally:
         ran.close()
 

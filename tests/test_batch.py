@@ -31,6 +31,21 @@ def test_a_batch_computes_a_common_stage_once_and_each_file_gets_its_own_rows(ai
     assert not (work / "stage-cache").exists(), "the batch's shared outputs go when it completes"
 
 
+def test_a_batch_query_takes_the_bloom_filter_another_built_on_the_stage_they_share(aipq, duck, tmp_path):
+    """Q3 and a Q3 reading other lineitem rows share customer–orders: the second reads it from the batch's
+    cache with the Bloom filter of its o_orderkey the first built while writing it, and its lineitem stage
+    probes that filter; each file's rows are DuckDB's."""
+    later = tmp_path / "q3-later.sql"
+    later.write_text(query_text(3).replace("l_shipdate > date '1995-03-15'", "l_shipdate > date '1995-03-20'"))
+    out = tmp_path / "out"
+    result = aipq("run", "tpch:3", str(later), "--output-dir", str(out), "--staging", "hive", "--ip", "always",
+                  "--scan-summaries", "0", "--broadcast-threshold", "0")
+    assert result.exit_code == 0, result.output
+    assert "1 stage(s) read instead of computed with 1 Bloom filter(s) built where they were written" in said(result)
+    assert_same_rows(parquet_rows(out / "tpch-q3.parquet"), oracle_rows(duck, query_text(3)), ordered=True)
+    assert_same_rows(parquet_rows(out / "q3-later.parquet"), oracle_rows(duck, later.read_text()), ordered=True)
+
+
 @pytest.mark.slow
 def test_a_directory_batch_runs_workflows_and_queries_in_name_order(aipq, duck, tmp_path):
     folder, out = tmp_path / "nightly", tmp_path / "out"

@@ -63,21 +63,26 @@ def test_a_rerun_with_reuse_reads_the_kept_stages_and_gives_the_same_rows(aipq, 
 
 
 @pytest.mark.slow
-def test_a_reused_stage_builds_the_summary_a_later_stage_probes_with(aipq, duck, tmp_path):
+@pytest.mark.parametrize("later_bloom", [None, "512KB"], ids=["offered", "other-size"])
+def test_a_reused_stage_has_the_summary_a_later_stage_probes_with(aipq, duck, tmp_path, later_bloom):
     """Q3's customer–orders stage, kept by one query and reused by another that reads lineitem differently: the
-    Bloom filter of its o_orderkey is built from the cached output, and the new lineitem stage probes it."""
+    Bloom filter of its o_orderkey that the first query built is taken from the cache entry, or, asked for at a
+    size far from the kept one's, built again from the cached output; the new lineitem stage probes it."""
     work = tmp_path / "work"
     options = ("--work-dir", str(work), "--reuse", "--ip", "always", "--scan-summaries", "0",
                "--broadcast-threshold", "0", *HIVE)
     assert aipq("run", "tpch:3", "--format", "csv", *options).exit_code == 0
     later = tmp_path / "q3-later.sql"
     later.write_text(query_text(3).replace("l_shipdate > date '1995-03-15'", "l_shipdate > date '1995-03-20'"))
-    result = aipq("explain", str(later), "--analyze", "--format", "json", *options)
+    sized = ("--bloom-size", later_bloom) if later_bloom else ()
+    result = aipq("explain", str(later), "--analyze", "--format", "json", *options, *sized)
     assert result.exit_code == 0, result.output
     info = json.loads(result.output)
     measured = [stage["measured"] for stage in info["stages"]]
     reused = [stage for stage in measured if stage["reused"]]
     assert reused and any(stage["summaries"] for stage in reused), reused
+    offered = {summary["offered"] for stage in reused for summary in stage["summaries"]}
+    assert offered == {later_bloom is None}, reused
     probed = [probe for stage in measured if not stage["reused"] for probe in stage["probes"]]
     producers = {summary["stage"] for stage in reused for summary in stage["summaries"]}
     assert any(probe["producer"] in producers and probe["rows_out"] < probe["rows_in"] for probe in probed), probed

@@ -258,9 +258,11 @@ def _run_batch(context: RunContext, sources: list[str], fmt: str | None, output_
     outcomes = batch.run_batch(planned, targets, fmt, report)
     if not quiet:
         reused = sum(o.stages_reused for o in outcomes)
+        taken = sum(o.summaries_taken for o in outcomes)
+        filters = f" with {taken} Bloom filter(s) built where they were written" if taken else ""
         err.print(f"batch: {len(outcomes)} file(s) in {sum(o.seconds for o in outcomes):.1f} s; "
-                  f"{len(planned.shared)} subplan(s) in common, {reused} stage(s) read instead of computed; "
-                  f"{len(planned.scans)} table(s) read once for several files")
+                  f"{len(planned.shared)} subplan(s) in common, {reused} stage(s) read instead of computed"
+                  f"{filters}; {len(planned.scans)} table(s) read once for several files")
 
 
 @cli.command()

@@ -220,8 +220,8 @@ def _add_measures(node: Tree, measured: dict[str, Any]) -> None:
     for summary in measured["summaries"]:
         size = format_size(summary["size_bytes"]) if summary["size_bytes"] is not None else "the stage output"
         fpp = f", false-positive rate ≈ {summary['expected_fpp']:.2%}" if summary["expected_fpp"] is not None else ""
-        node.add(f"[cyan]built[/cyan] {summary['kind']} on {summary['column']}: ~{summary['items']:,} keys, "
-                 f"{size}{fpp}")
+        how = "[cyan]taken[/cyan] from the stage-output cache:" if summary.get("offered") else "[cyan]built[/cyan]"
+        node.add(f"{how} {summary['kind']} on {summary['column']}: ~{summary['items']:,} keys, {size}{fpp}")
 
 
 def explain_dot(info: dict[str, Any]) -> str:

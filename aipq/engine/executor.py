@@ -408,6 +408,7 @@ def _run_stages(run_state: _DagRun) -> None:
                                             f"{stage.name} {stage.operator}")
                 if kept is not None:
                     paths[stage.id] = kept.path
+                    store.offer(stage.id, kept.path)
             faults.reached("stage-written")
             metrics.reduce_tasks = tasks
             metrics.staging = why
@@ -500,17 +501,19 @@ def runtime_broadcast_threshold(settings: Settings) -> int:
 
 def _summaries_of_output(spark, store: SummaryStore, stage: Stage, decisions: StageDecisions, path: str,
                          group: str) -> StageDecisions:
-    """The Bloom filters and exact key sets a reused stage would have built while writing, built from its
-    cached output in one pass (later stages' edges count on them); HIP's hash lists, which live in a write's
-    observation, are not. What was built, as the stage's decisions."""
+    """The Bloom filters and exact key sets a reused stage would have built while writing: those the cache entry
+    offers (built when it was written), the others from its cached output in one pass (later stages' edges count
+    on them); HIP's hash lists, which live in a write's observation, are not. What was built, as the stage's
+    decisions."""
     builds = [build for build in decisions.builds if build.kind != "hash-list"]
-    if not builds:
-        return StageDecisions(stage.id)
+    left = store.take_offered(path, builds)
+    if not left:
+        return StageDecisions(stage.id, builds=builds)
     spark.sparkContext.setJobGroup(group, f"aipq {stage.name} summaries of its cached output", interruptOnCancel=True)
     try:
         df = spark.read.parquet(path)
-        values = df.agg(*store.build_columns(df, builds, {})).first().asDict()
-        store.collect(df, builds, None, values, {})
+        values = df.agg(*store.build_columns(df, left, {})).first().asDict()
+        store.collect(df, left, None, values, {})
     except AipqError:
         raise
     except Exception as error:

@@ -9,6 +9,7 @@ probed with a column of another type family (that could only drop rows wrongly).
 
 from __future__ import annotations
 
+import base64
 import json
 import time
 from dataclasses import dataclass, field, fields, replace
@@ -20,6 +21,7 @@ from pyspark.sql.types import ByteType, DataType, IntegerType, LongType, ShortTy
 from aipq.catalog import TableEntry
 from aipq.engine import jvm
 from aipq.engine.storage import Storage, join
+from aipq.errors import AipqError
 from aipq.ip.planner import AUTO_BLOOM_CAP_BYTES, BLOOM_HEADER_BYTES, BuiltInfo, SummaryBuild, SummaryUse
 from aipq.planner.logical import Scan
 from aipq.stats import sketches
@@ -29,6 +31,11 @@ _INTEGRAL = (ByteType, ShortType, IntegerType, LongType)
 # every auto-sized filter (the cap's bits and Spark's header of at most 16 bytes) is probed as a literal (_condition)
 LITERAL_FILTER_BYTES = AUTO_BLOOM_CAP_BYTES + BLOOM_HEADER_BYTES
 SKETCH_LG_K = 12
+# In a stage-output cache entry: the Bloom filters built while the entry was written, offered to a later reader
+OFFERED_FILE = "_aipq_summaries.json"
+# a cached Bloom filter serves a build that asked for at least its bits' worth of precision and at most this
+# factor fewer bits (a much larger filter costs more to ship and probe than it saves)
+OFFERED_SIZE_FACTOR = 2
 # rows over which a task judges a probe (ProbeGate): enough for a share of 10% to be measured to within about
 # 0.3% points, and small against a task's rows (an SF 1 lineitem task reads about 3 M)
 GATE_WINDOW_ROWS = 32768
@@ -69,6 +76,7 @@ class BuiltSummary:
     path: str | None = None
     payload: object = field(default=None, repr=False)
     sketch: bytes | None = field(default=None, repr=False)  # HLL of the keys (statistics' hashing)
+    offered: bool = False  # taken from a stage-output cache entry, not built by this run
 
     def info(self) -> BuiltInfo:
         return BuiltInfo(self.kind, self.size_bytes, self.items, self.sketch)  # type: ignore[arg-type]
@@ -205,6 +213,47 @@ class SummaryStore:
             summary.store_seconds = time.perf_counter() - started
             self.storage.write_text(base + ".json", json.dumps(summary.metadata(), indent=2))
             self.built[build.key] = summary
+
+    # ---- offering to later readers of a cached output (issue 43) ------------------------------------------
+    def offer(self, stage_id: int, folder: str) -> None:
+        """Keep the Bloom filters stage ``stage_id`` built beside its output in the cache entry ``folder``, so that
+        a later reader of the entry (another query of the batch, a later ``--reuse``) takes them instead of
+        building them again from the cached rows."""
+        offered = []
+        for (producer, column), summary in self.built.items():
+            if producer != stage_id or summary.kind != "bloom" or summary.offered:
+                continue
+            name = f"_aipq_summary_{len(offered)}.bloom"
+            self.storage.write_bytes(join(folder, name), summary.payload or b"")
+            offered.append({"column": column, "file": name, "family": summary.family, "items": summary.items,
+                            "bits": summary.bits, "expected_items": summary.expected_items,
+                            "expected_fpp": summary.expected_fpp,
+                            "sketch": base64.b64encode(summary.sketch).decode() if summary.sketch else None})
+        if offered:
+            self.storage.write_text(join(folder, OFFERED_FILE), json.dumps(offered, indent=2))
+
+    def take_offered(self, folder: str, builds: list[SummaryBuild]) -> list[SummaryBuild]:
+        """Register, as built, the filters the cache entry ``folder`` offers for ``builds`` (same column, at least
+        the bits asked for and at most ``OFFERED_SIZE_FACTOR`` times them); the builds left to build."""
+        try:
+            offered = {o["column"]: o for o in json.loads(self.storage.read_text(join(folder, OFFERED_FILE)))}
+        except (AipqError, OSError, ValueError, TypeError):
+            return builds  # an entry kept without filters (or before filters were kept)
+        left = []
+        for build in builds:
+            found = offered.get(build.column)
+            if build.kind != "bloom" or found is None or not build.bits or not found["bits"] or \
+                    not build.bits <= found["bits"] <= build.bits * OFFERED_SIZE_FACTOR:
+                left.append(build)
+                continue
+            path = join(folder, found["file"])
+            data = self.storage.read_bytes(path)
+            self.built[build.key] = BuiltSummary(
+                build.stage, build.column, "bloom", found["family"], items=found["items"], size_bytes=len(data),
+                bits=found["bits"], expected_items=found["expected_items"], expected_fpp=found["expected_fpp"],
+                path=path, payload=data or None,
+                sketch=base64.b64decode(found["sketch"]) if found["sketch"] else None, offered=True)
+        return left
 
     # ---- probing (P_m) ------------------------------------------------------------------------------
     def probe(self, df: DataFrame, uses: list[SummaryUse], records: list[ProbeRecord], name: str) -> DataFrame:
