@@ -63,13 +63,15 @@ def test_a_rerun_with_reuse_reads_the_kept_stages_and_gives_the_same_rows(aipq, 
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("later_bloom", [None, "512KB"], ids=["offered", "other-size"])
-def test_a_reused_stage_has_the_summary_a_later_stage_probes_with(aipq, duck, tmp_path, later_bloom):
+@pytest.mark.parametrize(("ip", "later_bloom"), [("always", None), ("always", "512KB"), ("hip", None)],
+                         ids=["offered", "other-size", "hash-list"])
+def test_a_reused_stage_has_the_summary_a_later_stage_probes_with(aipq, duck, tmp_path, ip, later_bloom):
     """Q3's customer–orders stage, kept by one query and reused by another that reads lineitem differently: the
     Bloom filter of its o_orderkey that the first query built is taken from the cache entry, or, asked for at a
-    size far from the kept one's, built again from the cached output; the new lineitem stage probes it."""
+    size far from the kept one's (or as HIP's hash list), built again from the cached output; the new lineitem
+    stage probes it."""
     work = tmp_path / "work"
-    options = ("--work-dir", str(work), "--reuse", "--ip", "always", "--scan-summaries", "0",
+    options = ("--work-dir", str(work), "--reuse", "--ip", ip, "--scan-summaries", "0",
                "--broadcast-threshold", "0", *HIVE)
     assert aipq("run", "tpch:3", "--format", "csv", *options).exit_code == 0
     later = tmp_path / "q3-later.sql"
@@ -82,7 +84,7 @@ def test_a_reused_stage_has_the_summary_a_later_stage_probes_with(aipq, duck, tm
     reused = [stage for stage in measured if stage["reused"]]
     assert reused and any(stage["summaries"] for stage in reused), reused
     offered = {summary["offered"] for stage in reused for summary in stage["summaries"]}
-    assert offered == {later_bloom is None}, reused
+    assert offered == {ip == "always" and later_bloom is None}, reused
     probed = [probe for stage in measured if not stage["reused"] for probe in stage["probes"]]
     producers = {summary["stage"] for stage in reused for summary in stage["summaries"]}
     assert any(probe["producer"] in producers and probe["rows_out"] < probe["rows_in"] for probe in probed), probed

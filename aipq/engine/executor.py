@@ -501,26 +501,27 @@ def runtime_broadcast_threshold(settings: Settings) -> int:
 
 def _summaries_of_output(spark, store: SummaryStore, stage: Stage, decisions: StageDecisions, path: str,
                          group: str) -> StageDecisions:
-    """The Bloom filters and exact key sets a reused stage would have built while writing: those the cache entry
-    offers (built when it was written), the others from its cached output in one pass (later stages' edges count
-    on them); HIP's hash lists, which live in a write's observation, are not. What was built, as the stage's
-    decisions."""
-    builds = [build for build in decisions.builds if build.kind != "hash-list"]
-    left = store.take_offered(path, builds)
+    """The summaries a reused stage would have built while writing: the Bloom filters the cache entry offers
+    (built when it was written), the others from its cached output in one pass, observed as a stage's write
+    observes them (later stages' edges count on them). What was built, as the stage's decisions."""
+    left = store.take_offered(path, decisions.builds)
     if not left:
-        return StageDecisions(stage.id, builds=builds)
+        return StageDecisions(stage.id, builds=decisions.builds)
     spark.sparkContext.setJobGroup(group, f"aipq {stage.name} summaries of its cached output", interruptOnCancel=True)
     try:
         df = spark.read.parquet(path)
-        values = df.agg(*store.build_columns(df, left, {})).first().asDict()
-        store.collect(df, left, None, values, {})
+        observation = Observation(f"{group}-summaries")
+        df.observe(observation, F.count(F.lit(1)).alias("rows"), *store.build_columns(df, left, {})) \
+            .write.format("noop").mode("overwrite").save()
+        values = jvm.observed_metrics(observation, keep_in_jvm=store.jvm_resident(left))
+        store.collect(df, left, observation, values, {})
     except AipqError:
         raise
     except Exception as error:
         raise spark_error(error, f"stage {stage.name} (summaries of its cached output at {path})") from error
     finally:
         spark.sparkContext.setLocalProperty("spark.jobGroup.id", None)
-    return StageDecisions(stage.id, builds=builds)
+    return StageDecisions(stage.id, builds=decisions.builds)
 
 
 def fused_job_conf(settings: Settings) -> dict[str, str]:
