@@ -23,15 +23,17 @@ from aipq.errors import ExecutionError
 from aipq.tpch.queries import query_text
 
 # In one session: one by one; a batch reading each table on its own (stages in common still computed once); a
-# batch with shared scans. As processes: one ``aipq run`` per query; the batch as one ``aipq run``.
-MODES = ("one by one", "batch, own scans", "batch, shared scans", "one by one, separate commands",
-         "batch, one command")
-PROCESS_MODES = MODES[3:]
+# batch with shared scans; one by one again (the A/A control). As processes: one ``aipq run`` per query; the
+# batch as one ``aipq run``.
+ONE_BY_ONE, BATCH, SHARED_SCANS, ONE_BY_ONE_AGAIN = "one by one", "batch, own scans", "batch, shared scans", \
+    "one by one, again"
+MODES = (ONE_BY_ONE, BATCH, SHARED_SCANS, ONE_BY_ONE_AGAIN, "one by one, separate commands", "batch, one command")
+PROCESS_MODES = MODES[4:]
 
 
 def baseline(mode: str) -> str:
     """The one-by-one mode ``mode`` is compared with: the one run the same way (in the session, or as processes)."""
-    return PROCESS_MODES[0] if mode in PROCESS_MODES else MODES[0]
+    return PROCESS_MODES[0] if mode in PROCESS_MODES else ONE_BY_ONE
 
 
 @dataclass
@@ -117,12 +119,12 @@ def _one_mode(context: RunContext, mode: str, sources: list[SqlSource], folder: 
     if mode in PROCESS_MODES:
         return _processes(context, mode, sources, folder)
     started = time.perf_counter()
-    if mode == MODES[0]:
+    if mode in (ONE_BY_ONE, ONE_BY_ONE_AGAIN):
         runs = [_run(context, [source], folder, "off") for source in sources]
         result = ModeRun(0.0, sum(r.input_bytes for r in runs), sum(r.shuffle_write_bytes for r in runs),
                          {name: rows for r in runs for name, rows in r.rows.items()})
     else:
-        result = _run(context, sources, folder, "on" if mode == MODES[2] else "off")
+        result = _run(context, sources, folder, "on" if mode == SHARED_SCANS else "off")
     result.seconds = time.perf_counter() - started
     return result
 
@@ -140,7 +142,7 @@ def measure_batches(context: RunContext, numbers: list[int], repeat: int, progre
                 run = _one_mode(context, result.mode, sources, folder)
                 for name, rows in run.rows.items():
                     if expected.setdefault(name, rows) != rows:
-                        raise ExecutionError(f"{name}: {result.mode} gave other rows than {MODES[0]}",
+                        raise ExecutionError(f"{name}: {result.mode} gave other rows than {ONE_BY_ONE}",
                                              hint="this is a bug; please report it")
                 run.rows = {}
                 if round_number > 0:
