@@ -33,8 +33,8 @@ LITERAL_FILTER_BYTES = AUTO_BLOOM_CAP_BYTES + BLOOM_HEADER_BYTES
 SKETCH_LG_K = 12
 # In a stage-output cache entry: the Bloom filters built while the entry was written, offered to a later reader
 OFFERED_FILE = "_aipq_summaries.json"
-# a cached Bloom filter serves a build that asked for at least its bits' worth of precision and at most this
-# factor fewer bits (a much larger filter costs more to ship and probe than it saves)
+# a cached Bloom filter serves a build that asks for at most its bits (a larger filter of the same keys is at
+# least as precise) and at least 1/OFFERED_SIZE_FACTOR of them (a much larger one costs more to ship and probe)
 OFFERED_SIZE_FACTOR = 2
 # rows over which a task judges a probe (ProbeGate): enough for a share of 10% to be measured to within about
 # 0.3% points, and small against a task's rows (an SF 1 lineitem task reads about 3 M)
