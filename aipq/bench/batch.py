@@ -86,8 +86,9 @@ def command_options(home: Path, settings: Settings) -> list[str]:
 
 def _aipq(home: Path, settings: Settings, arguments: list[str]) -> None:
     """One ``aipq`` process, as a user runs it; its error is the mode's."""
-    command = [sys.executable, "-m", "aipq.cli.main", "--home", str(home), "run", *arguments, "--quiet", "--force",
-               *command_options(home, settings)[2:]]
+    options = command_options(home, settings)
+    command = [sys.executable, "-m", "aipq.cli.main", *options[:2], "run", *arguments, "--quiet", "--force",
+               *options[2:]]
     done = subprocess.run(command, capture_output=True, text=True)
     if done.returncode != 0:
         raise ExecutionError(f"`aipq run {' '.join(arguments)}` failed (exit {done.returncode})",

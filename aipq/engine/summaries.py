@@ -235,6 +235,8 @@ class SummaryStore:
     def take_offered(self, folder: str, builds: list[SummaryBuild]) -> list[SummaryBuild]:
         """Register, as built, the filters the cache entry ``folder`` offers for ``builds`` (same column, at least
         the bits asked for and at most ``OFFERED_SIZE_FACTOR`` times them); the builds left to build."""
+        if not any(build.kind == "bloom" for build in builds):
+            return builds
         try:
             offered = {o["column"]: o for o in json.loads(self.storage.read_text(join(folder, OFFERED_FILE)))}
         except (AipqError, OSError, ValueError, TypeError):
