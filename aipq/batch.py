@@ -18,7 +18,7 @@ from aipq.engine.executor import RunRecord
 from aipq.engine.shared_scans import plan_shared_scans, start_shared_scans, stop_shared_scans
 from aipq.engine.sink import write_output
 from aipq.engine.stage_cache import StageCache
-from aipq.errors import BadInputError
+from aipq.errors import AipqError, BadInputError
 from aipq.planner.stages import StageDag
 from aipq.workflow import Workflow, plan_workflow, run_workflow
 
@@ -119,10 +119,14 @@ def check_targets(batch: Batch, output_dir: str, fmt: str, force: bool) -> dict[
     if folder.exists() and not folder.is_dir():
         raise BadInputError(f"--output-dir {output_dir} is a file, not a folder")
     made = not folder.exists()
-    folder.mkdir(parents=True, exist_ok=True)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise BadInputError(f"--output-dir {output_dir} cannot be created: {error.strerror or error}",
+                            hint="choose a folder you can write to") from error
     storage = batch.context.storage
     try:
-        return {query.name: storage.check_local_target(str(folder / f"{query.name}.{fmt}"), force)
+        return {query.name: storage.check_local_target(str(folder / f"{query.name}.{fmt}"), force, "--output-dir")
                 for query in batch.queries}
     except BadInputError:
         if made:  # a refused batch leaves no folder of its own behind
@@ -136,9 +140,13 @@ def run_batch(batch: Batch, targets: dict[str, str], fmt: str, on_query=None, li
     context = batch.context
     start_shared_scans(context.spark, batch.scans)
     try:
-        for query in batch.queries:
+        for position, query in enumerate(batch.queries):
             started = time.perf_counter()
-            outcome = _run_query(query, batch, targets[query.name], fmt, listener)
+            try:
+                outcome = _run_query(query, batch, targets[query.name], fmt, listener)
+            except AipqError as error:
+                _name_failing_file(error, query, batch.queries[position + 1:])
+                raise
             outcome.seconds = time.perf_counter() - started
             batch.outcomes.append(outcome)
             if on_query is not None:
@@ -147,6 +155,15 @@ def run_batch(batch: Batch, targets: dict[str, str], fmt: str, on_query=None, li
         stop_shared_scans(batch.scans)
         finish_stage_cache(context)
     return batch.outcomes
+
+
+def _name_failing_file(error: AipqError, query: BatchQuery, skipped: list[BatchQuery]) -> None:
+    """A query's failure said as the batch's: which file failed and which files did not run."""
+    if error.position is None:  # a message with a position names its file already
+        error.message = f"{query.workflow.source.name}: {error.message}"
+    if skipped:
+        names = ", ".join(q.workflow.source.name for q in skipped)
+        error.message += f" (not run: {names})"
 
 
 def _run_query(query: BatchQuery, batch: Batch, target: str, fmt: str, listener) -> BatchOutcome:

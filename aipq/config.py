@@ -113,10 +113,18 @@ class Knob:
                     raise ValueError(f"{column!r} is not COLUMN, TABLE.COLUMN or DB.TABLE.COLUMN")
             return columns
         if self.kind == "uri":
-            return text.strip()  # empty: the default place under the home
+            return absolute_uri(text.strip())  # empty: the default place under the home
         if not text.strip():
             raise ValueError("give a value")
         return text
+
+
+def absolute_uri(text: str) -> str:
+    """A folder as given, made absolute when it is a local path without a scheme: stored in the catalog, a relative
+    path would mean another folder from another working directory."""
+    if not text or re.match(r"^[A-Za-z][A-Za-z0-9+.-]*:", text):
+        return text
+    return os.path.abspath(os.path.expanduser(text))
 
 
 KNOBS: tuple[Knob, ...] = (

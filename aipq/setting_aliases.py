@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-from aipq.config import DEFAULT_REDUCER_BYTES, KNOBS, Knob, Settings, size_bytes
+from aipq.config import DEFAULT_REDUCER_BYTES, KNOBS, Knob, Settings, absolute_uri, size_bytes
 from aipq.errors import BadInputError
 
 
@@ -78,7 +78,7 @@ def _strict_cartesian(text: str, _current: object) -> str | None:
 
 
 def _uri(text: str, _current: object) -> str | None:
-    return text.strip() or None
+    return absolute_uri(text.strip()) or None
 
 
 def _hive_mapred_mode(text: str, _current: object) -> str | None:

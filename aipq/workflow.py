@@ -23,7 +23,14 @@ from aipq.engine.context import RunContext
 from aipq.engine.executor import StageListener
 from aipq.engine.session import read_schema
 from aipq.engine.statistics import collect_table
-from aipq.engine.tables import appended_files, partition_folders, publish, publish_partitions, remove_data
+from aipq.engine.tables import (
+    appended_files,
+    committed_here,
+    partition_folders,
+    publish,
+    publish_partitions,
+    remove_data,
+)
 from aipq.errors import BadInputError, ExecutionError, UnknownNameError
 from aipq.journal import Journal, durable
 from aipq.pipeline import PlannedQuery, plan_statement
@@ -74,6 +81,7 @@ class Workflow:
     journal: Journal | None = None  # what this run commits is recorded there (a workflow file's run)
     resumed: frozenset[int] = frozenset()  # statements an interrupted run committed (``--resume``)
     resuming: bool = False
+    redone: frozenset[int] = frozenset()  # statements the interrupted run committed that run again (edited, or after)
 
     @property
     def queries(self) -> list[PlannedStep]:
@@ -139,6 +147,9 @@ class _Planner:
         # known only once it has
         self.written: set[str] = set()
         self.resumed: frozenset[int] = frozenset()  # statements an interrupted run committed: not run again
+        # statements the interrupted run committed that run again (edited since, or after an edited one): a table
+        # such a CREATE TABLE … AS SELECT created then is replaced, not an error
+        self.redone: frozenset[int] = frozenset()
 
     def error_at(self, step: Step, message: str, node: exp.Expression | None = None, hint: str | None = None,
                  cls=BadInputError):
@@ -152,6 +163,11 @@ class _Planner:
     def may_replace(self, target: str, entry: TableEntry) -> bool:
         return (self.allow_overwrite or target in self.created
                 or (self.creator is not None and created_by(entry) == self.creator))
+
+    def redoes(self, step: Step, entry: TableEntry) -> bool:
+        """Whether ``step`` writes again the table ``entry`` that its own earlier version created in the
+        interrupted run (resumed after an edit)."""
+        return step.number in self.redone and self.creator is not None and created_by(entry) == self.creator
 
     def check_replace(self, step: Step, target: str, entry: TableEntry, verb: str) -> None:
         if not self.may_replace(target, entry):
@@ -200,6 +216,8 @@ class _Planner:
     def plan_write(self, step: WriteStep, planned: PlannedStep) -> None:
         existing = self.view.lookup(step.target)
         mode = step.mode
+        if mode == "create" and existing is not None and self.redoes(step, existing):
+            existing = None  # replaced when it runs (``_run_step``)
         if mode == "create" and existing is not None:
             if step.if_not_exists:
                 planned.skip_reason = "the table exists (IF NOT EXISTS)"
@@ -481,6 +499,15 @@ def _commit_partitions(context: RunContext, catalog, creator: str | None, planne
         commit.cleanup()
 
 
+def _partition_count(storage, result: str, write: WriteStep, existing: TableEntry | None) -> int:
+    """How many partitions a finished write to a partitioned table commits (0 for an unpartitioned table)."""
+    if not (write.partitioned_by or (existing is not None and existing.partitioned)):
+        return 0
+    columns = existing.partition_columns if existing is not None else write.partitioned_by
+    spec = write.partition or tuple((c, None) for c in columns)
+    return len(partition_folders(storage, result, tuple(c for c, value in spec if value is None)))
+
+
 def new_table(context: RunContext, step: CreateTableStep) -> TableEntry:
     """The catalog entry of CREATE TABLE (no data yet, or an external table's data at its LOCATION)."""
     database, name = split_name(step.target)
@@ -563,30 +590,40 @@ def plan_workflow(source: SqlSource, context: RunContext, allow_overwrite: bool 
                 planner.resumed = frozenset(resumed)
             else:
                 skipping = False
+        if resume and journal is not None and not skipping and str(step.number) in journal.entries:
+            planner.redone |= {step.number}
         steps.append(planner.plan(step))
-    return Workflow(source, steps, context, allow_overwrite, journal, frozenset(resumed), resume)
+    return Workflow(source, steps, context, allow_overwrite, journal, frozenset(resumed), resume, planner.redone)
 
 
 def _committed_before_kill(context: RunContext, planner: _Planner, journal: Journal, step: Step) -> bool:
     """A statement killed while committing, judged by what it left: a new table it registered is done, an
-    append whose tagged files are in place is done; anything else (an overwrite, CREATE OR REPLACE) is written
-    again."""
+    append whose tagged files are in place is done, and so is an overwrite whose tagged data is the table's (or
+    every partition's) current data; anything else is written again."""
     found = journal.committing(step)
     if found is None or not isinstance(step, WriteStep):
         return False
     entry = context.catalog.lookup(step.target)
     if step.mode == "create":
         return entry is not None and planner.creator is not None and created_by(entry) == planner.creator
-    if step.mode != "append" or entry is None:
+    if entry is None:
         return False
-    tag = found.get("tag", "")
-    if entry.partitioned:
-        if any(appended_files(context.storage, p.path, tag) for p in entry.partitions):
-            raise ExecutionError(f"statement {step.number} ({step.describe()}) was interrupted while committing "
-                                 "its partitions: some of its rows may be in place",
-                                 hint=f"check table {step.target}, then run the workflow again without --resume")
+    tag, storage = found.get("tag", ""), context.storage
+    if not entry.partitioned:
+        if step.mode == "append":
+            return bool(appended_files(storage, entry.path, tag))
+        return committed_here(storage, entry.path, tag)
+    if step.mode == "append":
+        landed = sum(bool(appended_files(storage, p.path, tag)) for p in entry.partitions)
+    else:
+        landed = sum(committed_here(storage, p.path, tag) for p in entry.partitions)
+    if landed == 0:
         return False
-    return bool(appended_files(context.storage, entry.path, tag))
+    if landed == int(found.get("partitions", -1)):
+        return True
+    raise ExecutionError(f"statement {step.number} ({step.describe()}) was interrupted while committing "
+                         "its partitions: some of its rows may be in place",
+                         hint=f"check table {step.target}, then run the workflow again without --resume")
 
 
 def run_workflow(workflow: Workflow, listener: StageListener | None = None,
@@ -622,7 +659,7 @@ def _run_steps(workflow: Workflow, listener: StageListener | None, on_step: Call
         return WorkflowRun(execute(planned, context, listener, analyze, result_format))
     run = WorkflowRun(None)
     planner = _Planner(workflow.source, context, workflow.allow_overwrite)
-    planner.resumed = workflow.resumed
+    planner.resumed, planner.redone = workflow.resumed, workflow.redone
     try:
         for checked in workflow.steps:
             step = checked.step
@@ -698,11 +735,17 @@ def _run_step(planner: _Planner, step: Step, listener, run: WorkflowRun, result_
         try:
             with catalog.table_lock(write.target):  # another aipq process may write the same table
                 existing = catalog.lookup(write.target)
+                if existing is not None and write.mode == "create" and planner.redoes(step, existing):
+                    catalog.drop(write.target)  # what this statement's earlier version created
+                    remove_data(storage, existing.path)
+                    existing = None
                 write = _mode_now(write, existing)
                 location = existing.path if existing is not None else context.managed_location(database, name)
                 tag = uuid.uuid4().hex[:8]
                 if journal is not None:
-                    journal.mark(step, "committing", tag=tag, location=location)
+                    journal.mark(step, "committing", tag=tag, location=location,
+                                 partitions=str(_partition_count(storage, query_run.record.result_path, write,
+                                                                 existing)))
                 if write.partitioned_by or (existing is not None and existing.partitioned):
                     _commit_partitions(context, catalog, planner.creator, planned_step.planned,
                                        query_run.record.result_path, write, existing, location, tag)

@@ -11,8 +11,8 @@ PACKAGE = Path(__file__).parent.parent / "aipq"
 
 # Layers in the order data flows; a module may import its own layer and earlier ones.
 LAYERS = (
-    ("aipq", "aipq.errors", "aipq.faults", "aipq.files", "aipq.config", "aipq.setting_aliases", "aipq.catalog",
-     "aipq.tpch", "aipq.tpcds"),
+    ("aipq", "aipq.errors", "aipq.version", "aipq.faults", "aipq.files", "aipq.config", "aipq.setting_aliases",
+     "aipq.catalog", "aipq.tpch", "aipq.tpcds"),
     ("aipq.planner",),
     ("aipq.ip", "aipq.pipeline"),
     ("aipq.stats",),

@@ -116,3 +116,53 @@ def test_a_killed_workflow_resumes_with_the_uninterrupted_rows(aipq, home, tmp_p
     assert table_files(home, f"{prefix}_orders") == before["orders"]
     if f"CREATE TABLE AS default.{prefix}_nations: skipped" in said(resumed):
         assert before["nations"] <= table_files(home, f"{prefix}_nations"), "nations was written again"
+
+
+SELF_OVERWRITE = """drop table if exists {p};
+create table {p} as select l_orderkey, sum(l_quantity) as q from lineitem group by l_orderkey;
+insert overwrite table {p} select l_orderkey, q * 2 from {p} where q > 100;
+create table {p}_count as select count(*) as c from {p};
+select sum(q) from {p};
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("commit", ["rename", "versioned"])
+def test_a_committed_overwrite_that_reads_its_own_table_is_not_run_again(aipq, home, tmp_path, commit):
+    """Killed right after the INSERT OVERWRITE's new data is in place (its journal line not yet written):
+    --resume recognises the commit from the table's data and does not double q again (issue 55)."""
+    prefix = f"rs_self_{commit}"
+    script = tmp_path / f"{prefix}.sql"
+    script.write_text(f"set aipq.commit={commit};\n" + SELF_OVERWRITE.format(p=prefix))
+    aipq("run", "--sql", f"drop table if exists {prefix}_count", "--allow-overwrite")
+    killed = run_killed(home, script, "table-commit@2")
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    out = tmp_path / "resumed.parquet"
+    resumed = aipq("run", str(script), "--resume", "--output", str(out))
+    assert resumed.exit_code == 0, resumed.output
+    assert f"INSERT OVERWRITE default.{prefix}: skipped" in said(resumed)
+    expected = duckdb.connect().execute(
+        "select sum(q * 2) from (select sum(l_quantity) as q from read_parquet('{}') group by l_orderkey) "
+        "where q > 100".format(Catalog(home).lookup("default.lineitem").path)).fetchall()
+    assert rows_of(out) == expected
+
+
+def test_an_edited_table_statement_replaces_what_its_earlier_version_created(aipq, home, tmp_path):
+    """DROP, then CREATE TABLE … AS SELECT, then a failing statement; the CREATE edited before --resume: the DROP
+    is done and skipped, and the edited CREATE replaces the table the first version made (issue 55)."""
+    script = tmp_path / "rs_edited.sql"
+    text = ("drop table if exists rs_edited;\n"
+            "create table rs_edited as select n_nationkey as k from nation;\n"
+            "create table rs_edited_next as select k from rs_edited where assert_true(k < 0) is null;\n"
+            "select count(*) as n from rs_edited;\n")
+    script.write_text(text)
+    aipq("run", "--sql", "drop table if exists rs_edited_next", "--allow-overwrite")
+    failed = aipq("run", str(script))
+    assert failed.exit_code == 1, failed.output
+    script.write_text(text.replace("from nation;", "from nation where n_nationkey < 5;")
+                      .replace(" where assert_true(k < 0) is null", ""))
+    out = tmp_path / "edited.parquet"
+    resumed = aipq("run", str(script), "--resume", "--output", str(out))
+    assert resumed.exit_code == 0, resumed.output
+    assert "DROP TABLE default.rs_edited: skipped" in said(resumed)
+    assert rows_of(out) == [(5,)]

@@ -23,6 +23,7 @@ PACKAGE = Path(__file__).parent.parent / "aipq"
 # reason alone; every other module reaches data paths through engine/storage.py.
 DRIVER_FILES = {
     "storage.py": "the storage module itself",
+    "version.py": "aipq's own source files",
     "catalog.py": "the home's catalog database and table locks",
     "config.py": "the home folder",
     "repository.py": "the home's statistics database",

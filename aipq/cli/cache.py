@@ -66,7 +66,8 @@ def cache_show(ctx, as_json, settings: Settings):
 @planning_options
 @click.pass_context
 def cache_clear(ctx, settings: Settings):
-    """Remove every cached stage output."""
+    """Remove every cached stage output (but those a running command reads)."""
     stage_cache = _cache(ctx, settings)
-    count = stage_cache.clear()
-    Console(stderr=True).print(f"removed {count} cached stage output(s) from {stage_cache.root}")
+    count, in_use = stage_cache.clear()
+    busy = f"; kept {in_use} that a running command uses" if in_use else ""
+    Console(stderr=True).print(f"removed {count} cached stage output(s) from {stage_cache.root}{busy}")

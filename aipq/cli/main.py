@@ -82,8 +82,10 @@ DEEP_RECURSION_LIMIT = 60_000
 
 
 def call_with_deep_stack(ctx: click.Context, body):
-    """``body()`` on a thread with a deep stack (Ctrl-C still stops it: its Spark jobs are cancelled)."""
+    """``body()`` on a thread with a deep stack. Ctrl-C stops it (its Spark jobs are cancelled) and is reported as
+    an interruption, whatever the command's thread then ends with."""
     outcome: dict = {}
+    finished = threading.Event()
 
     def target() -> None:
         with ctx:  # click's current context is per thread
@@ -91,6 +93,8 @@ def call_with_deep_stack(ctx: click.Context, body):
                 outcome["value"] = body()
             except BaseException as error:  # noqa: BLE001 — re-raised on the caller's thread
                 outcome["error"] = error
+            finally:
+                finished.set()
 
     sys.setrecursionlimit(max(sys.getrecursionlimit(), DEEP_RECURSION_LIMIT))
     previous = threading.stack_size(DEEP_STACK_BYTES)
@@ -99,11 +103,16 @@ def call_with_deep_stack(ctx: click.Context, body):
         worker.start()
     finally:
         threading.stack_size(previous)
-    while worker.is_alive():
+    interrupted = False
+    # an Event, not Thread.join: a join interrupted by Ctrl-C can mark a running thread as stopped (CPython 3.11)
+    while not finished.is_set():
         try:
-            worker.join(0.25)
+            finished.wait(0.25)
         except KeyboardInterrupt:
+            interrupted = True
             _interrupt(worker)
+    if interrupted:
+        raise KeyboardInterrupt
     if "error" in outcome:
         raise outcome["error"]
     return outcome.get("value")

@@ -14,7 +14,7 @@ from aipq.catalog import Catalog
 from aipq.config import Settings, home_writable, master_cores
 from aipq.engine.footers import FooterStatistics, footer_statistics
 from aipq.engine.session import SparkCatalogLookup, get_session
-from aipq.engine.stage_cache import FOLDER, StageCache
+from aipq.engine.stage_cache import FOLDER, StageCache, session_result_settings
 from aipq.engine.storage import Storage, join
 from aipq.estimator.join_estimates import JoinEstimates, KnownTables, join_costing
 from aipq.estimator.parameters import Calibration, load_calibration
@@ -120,7 +120,8 @@ class RunContext:
         if self.settings.cache_size <= 0:
             return None
         if self._shared.stage_cache is None:
-            self._shared.stage_cache = StageCache(self.storage, join(self.runs_dir, FOLDER), self.settings.cache_size)
+            self._shared.stage_cache = StageCache(self.storage, join(self.runs_dir, FOLDER), self.settings.cache_size,
+                                                  session_settings=lambda: session_result_settings(self.spark))
         self._shared.stage_cache.limit = self.settings.cache_size  # a workflow's SET may change it
         return self._shared.stage_cache
 

@@ -349,7 +349,8 @@ def _run_stages(run_state: _DagRun) -> None:
                 continue  # a summary pre-pass whose summaries no edge wants, or built before a re-plan
             inputs = fused_into.pop(stage.id, [])  # the stages fused into this one's job, transitively
             cache_key = run_state.cache_key(stage)
-            hit = run_state.cache.lookup(cache_key.key, run_state.reuse) if cache_key is not None else None
+            hit = run_state.cache.lookup(cache_key.key, run_state.reuse, _parquet_rows(spark)) \
+                if cache_key is not None else None
             if hit is not None:  # its rows as an earlier statement or run wrote them: exact, read as they are
                 paths[stage.id] = hit.path
                 written[stage.id], bytes_written[stage.id] = hit.rows, hit.bytes
@@ -429,6 +430,11 @@ def _run_stages(run_state: _DagRun) -> None:
             faults.reached("between-stages")
             if not fused_into and run_state.replan(stage, done):
                 dag, ip, position = run_state.dag, run_state.ip, 0
+
+
+def _parquet_rows(spark) -> Callable[[str], int]:
+    """The rows of parquet files at a path (from their footers), to check a cached stage output before reading it."""
+    return lambda path: spark.read.parquet(path).count()
 
 
 # What Spark says when the driver ran out of memory building a broadcast join's table.
@@ -647,11 +653,16 @@ def spark_error(error: Exception, where: str) -> Exception:
 
     first = java_message(error)
     missing = _MISSING_FILE.search(first)
+    if missing and f"/{stage_cache.FOLDER}/" in missing.group(1):
+        return ExecutionError(f"{where} failed: a stage output in the stage-output cache was removed while this "
+                              f"command read it ({missing.group(1)})",
+                              hint="another command cleared the cache (aipq cache clear); run this one again")
     if missing or "FileNotFoundException" in first:
         where_file = f" ({missing.group(1)})" if missing else ""
         return ExecutionError(f"{where} failed: a data file of a table is gone{where_file}",
-                              hint="the table's files changed after it was registered: register it again with "
-                                   "`aipq table add`, or restore the files")
+                              hint="the table's files changed while this command read them (another command "
+                                   "overwrote it) or after it was registered: run it again, register the table "
+                                   "again with `aipq table add`, or restore the files")
     if isinstance(error, AnalysisException):
         text = re.sub(r"(\s*SQLSTATE: \w+)?;?( line \d+ pos \d+;?)?\s*$", "", first)
         condition = getattr(error, "getCondition", lambda: None)() or ""

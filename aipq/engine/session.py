@@ -11,7 +11,7 @@ from pathlib import Path
 from aipq.catalog import SPARK_CATALOG_PREFIX, TableEntry
 from aipq.config import Settings
 from aipq.engine import class_archive
-from aipq.errors import BadInputError, EnvironmentProblem
+from aipq.errors import BadInputError, EnvironmentProblem, ExecutionError
 from aipq.files import FileSource, total_bytes
 
 LOG_CONFIG = Path(__file__).with_name("log4j2.properties")
@@ -54,6 +54,10 @@ def _quiet_python_error_logs() -> None:
 
     for name in ("SQLQueryContextLogger", "DataFrameQueryContextLogger"):
         PySparkLogger.getLogger(name).setLevel(logging.CRITICAL + 10)
+    # py4j logs a Ctrl-C that lands in a call to the JVM, and the closed connections after it, with tracebacks;
+    # aipq says "interrupted" itself
+    logging.getLogger("py4j").setLevel(logging.CRITICAL + 10)
+    logging.getLogger().addFilter(lambda record: "KeyboardInterrupt while sending command" not in record.getMessage())
 
 
 def check_classic(settings: Settings) -> None:
@@ -193,19 +197,21 @@ def _read_partitions(spark, entry: TableEntry):
 
     if not entry.partitions:
         return spark.createDataFrame([], _ddl(entry.columns))
-    reader = spark.read.format(entry.format).options(**dict(entry.options))
+    def reader():  # a new one per read: a DataFrameReader keeps the options set on it (basePath)
+        return spark.read.format(entry.format).options(**dict(entry.options))
+
     types = entry.column_types()
     data_columns = [(c, t) for c, t in entry.columns if c not in entry.partition_columns]
     standard = [p.path for p in entry.partitions if p.path == entry.partition_folder(p.values)]
     frames = []
     if standard:
-        frames.append(reader.schema(_ddl(entry.columns)).option("basePath", entry.path).load(standard))
+        frames.append(reader().schema(_ddl(entry.columns)).option("basePath", entry.path).load(standard))
     in_layout = set(standard)
     for partition in entry.partitions:
         if partition.path in in_layout:
             continue
         values = [F.lit(v).cast(types[c]).alias(c) for c, v in zip(entry.partition_columns, partition.values)]
-        frames.append(reader.schema(_ddl(data_columns)).load(partition.path).select("*", *values))
+        frames.append(reader().schema(_ddl(data_columns)).load(partition.path).select("*", *values))
     names = [c for c, _ in entry.columns]
     return union_frames([frame.select(*names) for frame in frames])
 
@@ -227,7 +233,13 @@ def table_rows(spark, files: FileSource, entry: TableEntry) -> int:
     """A table's row count (parquet answers from file footers), cached per process by path and size."""
     key = (entry.data_paths(), sum(total_bytes(files, path) or 0 for path in entry.data_paths()))
     if key not in _TABLE_ROWS:
-        _TABLE_ROWS[key] = read_table(spark, entry).count()
+        try:
+            _TABLE_ROWS[key] = read_table(spark, entry).count()
+        except Exception as error:
+            raise ExecutionError(f"could not count the rows of table {entry.qualified_name} at {entry.path}: "
+                                 f"{java_message(error)}",
+                                 hint="its files changed while this command read them (another command "
+                                      "overwrote it?): run it again once that command has finished") from error
     return _TABLE_ROWS[key]
 
 

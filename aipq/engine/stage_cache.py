@@ -16,23 +16,54 @@ is kept.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
+import os
 import re
+import socket
 import time
 import uuid
-from dataclasses import asdict, dataclass
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
 
+from aipq.catalog import TableEntry
 from aipq.config import Settings
+from aipq.engine.processes import process_alive, process_start
+from aipq.engine.session import stage_sql_conf
 from aipq.engine.storage import Storage, join
-from aipq.errors import AipqError
+from aipq.errors import AipqError, warn
 from aipq.planner.stages import StageDag
 from aipq.stats.fingerprint import data_files
 from aipq.stats.plan_key import stage_plan_text, tables_under
+from aipq.version import code_version
 
 FOLDER = "stage-cache"
 ENTRY_FILE = "_aipq_entry.json"
 USED_FILE = "_aipq_used"
+
+# Runtime settings that change how fast a query runs, never its rows: left out of the key (aipq sets some per stage).
+_PERFORMANCE_ONLY = (
+    "spark.sql.shuffle.partitions", "spark.sql.autoBroadcastJoinThreshold", "spark.sql.adaptive.",
+    "spark.sql.optimizer.runtime.", "spark.sql.optimizer.dynamicPartitionPruning.", "spark.sql.files.",
+    "spark.sql.codegen.", "spark.sql.execution.arrow.", "spark.sql.warehouse.dir", "spark.sql.ui.",
+    "spark.sql.broadcastTimeout", "spark.sql.cbo.", "spark.sql.join.preferSortMergeJoin", "spark.sql.statistics.",
+)
+
+
+def changes_results(key: str) -> bool:
+    """Whether a Spark setting may change a query's rows (when in doubt, it may)."""
+    return key.startswith("spark.sql.") and not key.startswith(_PERFORMANCE_ONLY)
+
+
+def session_result_settings(spark) -> dict[str, str]:
+    """The settings of a running session that may change a query's rows: those set (by Spark's defaults file, the
+    user or aipq), its time zone (by default the JVM's) and Spark's version."""
+    values = {k: v for k, v in spark.conf.getAll.items() if changes_results(k)}
+    values["spark.sql.session.timeZone"] = spark.conf.get("spark.sql.session.timeZone")
+    values["spark.version"] = spark.version
+    return values
+
 
 # Functions whose value differs from run to run: a subplan calling one is never kept.
 _NON_DETERMINISTIC = re.compile(
@@ -59,13 +90,17 @@ class CacheEntry:
     created: float
     command: str  # the command that kept it
     used: float = 0.0
+    files: list[list] = field(default_factory=list)  # [name, bytes] of each data file, checked on a hit
 
 
 class StageCache:
     """The cache as one command sees it."""
 
-    def __init__(self, storage: Storage, root: str, limit_bytes: int, command: str | None = None):
+    def __init__(self, storage: Storage, root: str, limit_bytes: int, command: str | None = None,
+                 session_settings: Callable[[], dict[str, str]] | None = None):
         self.storage = storage
+        # the running session's settings that can change a query's rows (read once, on the first key)
+        self.session_settings = functools.cache(session_settings or dict)
         self.root = root
         self.limit = limit_bytes
         self.command = command or uuid.uuid4().hex[:12]
@@ -86,21 +121,43 @@ class StageCache:
 
     def key(self, dag: StageDag, stage_id: int, settings: Settings) -> CacheKey | None:
         """The key of a stage's output, or None when it cannot be cached: a non-deterministic function, or a
-        table whose files cannot be fingerprinted."""
+        table whose files cannot be fingerprinted. It covers everything that decides the output's rows: the
+        subplan, how each table under it is read (format, options, schema) and the files at every location it
+        reads (each partition's too), the settings that change results, and the versions of aipq and Spark."""
         text = stage_plan_text(dag, stage_id)
         if _NON_DETERMINISTIC.search(text):
             return None
-        fingerprints = []
+        inputs = []
         tables = tables_under(dag, stage_id)
         for table in tables:
-            fingerprint = data_files(self.storage, table.path).fingerprint
-            if not fingerprint:
+            read = self._table_input(table)
+            if read is None:
                 return None
-            fingerprints.append(f"{table.path}={fingerprint}")
+            inputs.append(read)
         plan_key = hashlib.sha256(text.encode()).hexdigest()[:32]
-        semantics = json.dumps([settings.dialect, sorted(settings.spark_conf.items())])
-        whole = "\n".join([plan_key, *sorted(fingerprints), semantics])
+        semantics = json.dumps([settings.dialect, sorted(self.result_settings(settings).items()), code_version()])
+        whole = "\n".join([plan_key, *sorted(inputs), semantics])
         return CacheKey(hashlib.sha256(whole.encode()).hexdigest()[:32], plan_key, tuple(t.path for t in tables))
+
+    def _table_input(self, table: TableEntry) -> str | None:
+        """How a table is read and the fingerprint of the files at each location read, as text; None when an
+        unpartitioned table's files cannot be fingerprinted (Spark's own catalog, nothing there)."""
+        described = [table.path, table.format, sorted(table.options), list(table.columns),
+                     list(table.partition_columns)]
+        for path in table.data_paths():
+            fingerprint = data_files(self.storage, path).fingerprint
+            if not fingerprint and not table.partitioned:
+                return None
+            described.append([path, fingerprint])  # an empty partition has none, and keys as such
+        return json.dumps(described)
+
+    def result_settings(self, settings: Settings) -> dict[str, str]:
+        """The Spark settings the stage's rows depend on: the session's (its time zone among them, which may come
+        from the JVM's default) with those this command sets over them."""
+        values = dict(self.session_settings())
+        values.update({k: v for k, v in {**stage_sql_conf(settings), **settings.spark_conf}.items()
+                       if changes_results(k)})
+        return values
 
     # ---- reading -----------------------------------------------------------------------------------------------
     def entries(self) -> dict[str, CacheEntry]:
@@ -126,21 +183,59 @@ class StageCache:
             entry.used = entry.created
         return entry
 
-    def lookup(self, key: str, reuse: bool) -> CacheEntry | None:
+    def lookup(self, key: str, reuse: bool, count_rows: Callable[[str], int] | None = None) -> CacheEntry | None:
         """An entry under ``key`` this command may read (see the module's description; its own first), marked
-        used."""
+        used. An entry whose files are not those it was kept with, or (with ``count_rows``) whose rows cannot be
+        read or are not as many, is removed with a warning: the stage is computed again."""
         readable = [e for e in self.entries().values()
                     if e.key == key and (e.command == self.command or reuse or self.resuming)]
         for entry in sorted(readable, key=lambda e: e.command != self.command):
             if not self.storage.exists(join(entry.path, ENTRY_FILE)):
                 del self.entries()[_folder(entry)]  # removed by another command meanwhile
                 continue
+            damage = self._damage(entry, count_rows)
+            if damage is not None:
+                warn(f"the stage-output cache's copy of {entry.description} at {entry.path} is damaged ({damage}); "
+                     "it is removed and the stage computed again")
+                self.remove(entry)
+                continue
             entry.used = time.time()
-            self.storage.write_text(join(entry.path, USED_FILE), f"{entry.used} {self.command}\n")
+            self._mark_used(entry, running=True)
             self._pinned.add(_folder(entry))
             self.hits.append(entry)
             return entry
         return None
+
+    def _damage(self, entry: CacheEntry, count_rows: Callable[[str], int] | None) -> str | None:
+        """What is wrong with an entry's files, or None when they are as kept."""
+        found = sorted([f.relative, f.length] for f in self.storage.data_files(entry.path) or [])
+        if found != sorted(list(f) for f in entry.files):
+            return f"{len(found)} data file(s) where {len(entry.files)} were kept, or of other sizes"
+        if count_rows is None:
+            return None
+        try:
+            rows = count_rows(entry.path)
+        except Exception as error:  # noqa: BLE001 — any failure to read it: recompute instead of failing the run
+            return f"its files cannot be read: {str(error).splitlines()[0] if str(error) else type(error).__name__}"
+        return None if rows == entry.rows else f"{rows:,} rows where {entry.rows:,} were kept"
+
+    def _mark_used(self, entry: CacheEntry, running: bool) -> None:
+        """Record when the entry was last used and, while a command runs with it, which process that is (``clear``
+        leaves such an entry alone)."""
+        owner = f" {socket.gethostname()} {os.getpid()} {process_start(os.getpid())}" if running else ""
+        self.storage.write_text(join(entry.path, USED_FILE), f"{entry.used} {self.command}{owner}\n")
+
+    def in_use_elsewhere(self, entry: CacheEntry) -> bool:
+        """Whether another command that is still running reads or made the entry."""
+        try:
+            _, command, host, pid, *started = self.storage.read_text(join(entry.path, USED_FILE)).split()
+        except (AipqError, OSError, ValueError):
+            return False  # no running command marked it
+        if command == self.command:
+            return False
+        if host != socket.gethostname():
+            return time.time() - entry.used < 3600  # another machine's: in use while recently used
+        return process_alive(int(pid), started[0] if started else "")
 
     # ---- keeping -----------------------------------------------------------------------------------------------
     def keep(self, key: CacheKey, source: str, rows: int, size: int, description: str) -> CacheEntry | None:
@@ -150,8 +245,9 @@ class StageCache:
         if folder in self.entries() or size > self.limit:
             return None
         now = time.time()
+        files = sorted([f.relative, f.length] for f in self.storage.data_files(source) or [])
         entry = CacheEntry(key.key, key.plan_key, join(self.root, folder), rows, size, description,
-                           list(key.tables), now, self.command, now)
+                           list(key.tables), now, self.command, now, files)
         self._make_room(size, key)
         self.storage.write_text(join(source, ENTRY_FILE), json.dumps(asdict(entry)))
         self.storage.mkdirs(self.root)
@@ -161,6 +257,7 @@ class StageCache:
             self.storage.delete(join(source, ENTRY_FILE))
             return None  # the folder is gone or taken: the output stays in the run's work directory
         self.entries()[folder] = entry
+        self._mark_used(entry, running=True)
         self._pinned.add(folder)
         self.kept.append(entry)
         return entry
@@ -173,7 +270,7 @@ class StageCache:
         others = sorted((e for e in entries.values() if e not in outdated), key=lambda e: e.used)
         total = sum(e.bytes for e in entries.values())
         for entry in [*outdated, *others]:
-            if _folder(entry) in self._pinned:
+            if _folder(entry) in self._pinned or self.in_use_elsewhere(entry):
                 continue
             if entry not in outdated and total + size <= self.limit:
                 break
@@ -186,8 +283,12 @@ class StageCache:
 
     def finish(self, reuse: bool) -> None:
         """A command that completed: without ``reuse`` the entries it made or read go (with it, or when kept for
-        inspection, they stay)."""
+        inspection, they stay, no longer marked as in use)."""
         if reuse or self.keeping:
+            for folder in sorted(self._pinned):
+                entry = self.entries().get(folder)
+                if entry is not None and self.storage.exists(entry.path):
+                    self._mark_used(entry, running=False)
             return
         for folder in sorted(self._pinned):
             entry = self.entries().get(folder)
@@ -198,12 +299,20 @@ class StageCache:
             self.storage.delete(self.root)  # nothing left: no empty folder beside the runs'
         self.kept.clear()
 
-    def clear(self) -> int:
-        """Remove every entry; how many there were."""
-        count = len(self.entries())
-        self.storage.delete(self.root)
-        self._entries = {}
-        return count
+    def clear(self) -> tuple[int, int]:
+        """Remove every entry but those a running command uses; how many were removed, and how many kept."""
+        in_use = [e for e in self.entries().values() if self.in_use_elsewhere(e)]
+        if not in_use:
+            count = len(self.entries())
+            self.storage.delete(self.root)
+            self._entries = {}
+            return count, 0
+        removed = 0
+        for entry in list(self.entries().values()):
+            if entry not in in_use:
+                self.remove(entry)
+                removed += 1
+        return removed, len(in_use)
 
 
 def _folder(entry: CacheEntry) -> str:

@@ -10,6 +10,7 @@ deletes a data path (``tests/test_storage.py`` checks the source).
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import shutil
 import stat as stat_module
@@ -296,6 +297,7 @@ class Storage:
         moved into place only when complete (an interrupted run never leaves half a file)."""
         target = os.path.abspath(target)
         handle, assembled = tempfile.mkstemp(prefix=f".{os.path.basename(target)}.", dir=os.path.dirname(target))
+        os.fchmod(handle, 0o666 & ~_umask())  # the mode any file the user writes gets, not mkstemp's 0600
         try:
             with os.fdopen(handle, "wb") as out:
                 out.write(header)
@@ -306,29 +308,29 @@ class Storage:
                 os.unlink(assembled)
 
     @staticmethod
-    def check_local_target(target: str, force: bool) -> str:
+    def check_local_target(target: str, force: bool, flag: str = "--output") -> str:
         """A driver-local output file can be written: its folder exists and is writable, and an existing file
-        is replaced only with ``force``. Its absolute path."""
+        is replaced only with ``force``. Its absolute path. ``flag`` names the option that gave it."""
         if not is_local(target):
-            raise BadInputError(f"--output {target}: the result file is written on this machine",
+            raise BadInputError(f"{flag} {target}: the result file is written on this machine",
                                 hint="give a local path; to keep the rows on a cluster's storage, write a table "
                                      "(CREATE TABLE … AS SELECT) with --warehouse there")
         target = os.path.abspath(os.path.expanduser(local_path(target)))
         folder = os.path.dirname(target)
         if os.path.isdir(target):
-            raise BadInputError(f"--output {target} is a directory", hint="give a file path")
+            raise BadInputError(f"{flag} {target} is a directory", hint="give a file path")
         if not os.path.isdir(folder):
-            raise BadInputError(f"the folder of --output ({folder}) does not exist")
+            raise BadInputError(f"the folder of {flag} ({folder}) does not exist")
         if os.path.lexists(target):
             if not force:
-                raise BadInputError(f"--output {target} exists", hint="add --force to replace it, or give a new name")
+                raise BadInputError(f"{flag} {target} exists", hint="add --force to replace it, or give a new name")
             if not os.access(target, os.W_OK):
-                raise BadInputError(f"--output {target} is read-only", hint="make it writable, or give a new name")
+                raise BadInputError(f"{flag} {target} is read-only", hint="make it writable, or give a new name")
         try:
             with tempfile.NamedTemporaryFile(prefix=f".{os.path.basename(target)}.", dir=folder):
                 pass
         except OSError as error:
-            raise BadInputError(f"cannot write --output into {folder}: {error.strerror or error}",
+            raise BadInputError(f"cannot write {flag} into {folder}: {error.strerror or error}",
                                 hint="choose a writable folder") from error
         return target
 
@@ -364,3 +366,11 @@ def _reason(error: Exception) -> str:
 def local_storage() -> Storage:
     """A Storage for local paths only (planning, tests without Spark)."""
     return Storage(None)
+
+
+@functools.cache
+def _umask() -> int:
+    """The process's umask (read by setting it, so once)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask

@@ -24,9 +24,12 @@ from dataclasses import dataclass
 from aipq import faults
 from aipq.catalog import Partition, TableEntry, unescape_partition_value
 from aipq.engine.storage import Storage, join, name, parent
-from aipq.errors import BadInputError, ExecutionError
+from aipq.errors import AipqError, BadInputError, ExecutionError
 
 _VERSION = re.compile(r"v-\d{8}-\d{6}-[0-9a-f]{8}")
+# Written into new data before it is moved into place, holding the write's tag: a resumed workflow tells from the
+# table's current data whether an interrupted create or overwrite was committed (Spark skips ``_`` files).
+COMMIT_FILE = "_aipq_commit"
 
 
 @dataclass(frozen=True)
@@ -64,7 +67,10 @@ def publish(storage: Storage, result: str, location: str, mode: str, commit: str
     that a resumed workflow can tell whether its interrupted append was committed."""
     if mode not in ("create", "overwrite", "append"):
         raise ValueError(f"unknown write mode {mode!r}")
-    done = _publish(storage, result, location, mode, commit, tag or uuid.uuid4().hex[:8])
+    tag = tag or uuid.uuid4().hex[:8]
+    if mode != "append":
+        storage.write_text(join(result, COMMIT_FILE), tag)
+    done = _publish(storage, result, location, mode, commit, tag)
     faults.reached("table-commit")
     return done
 
@@ -96,6 +102,15 @@ def _publish(storage: Storage, result: str, location: str, mode: str, commit: st
     else:
         _append_files(storage, result, location, tag)
     return Commit(location)
+
+
+def committed_here(storage: Storage, path: str, tag: str) -> bool:
+    """Whether the data at ``path`` (a table's or a partition's current data) is what the write tagged ``tag``
+    created or overwrote it with."""
+    try:
+        return storage.read_text(join(path, COMMIT_FILE)).strip() == tag
+    except (OSError, UnicodeDecodeError, AipqError):
+        return False
 
 
 def appended_files(storage: Storage, location: str, tag: str) -> list[str]:

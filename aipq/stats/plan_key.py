@@ -46,13 +46,14 @@ def stage_plan_key(dag: StageDag, stage_id: int) -> str:
 
 
 def tables_under(dag: StageDag, stage_id: int) -> list[TableEntry]:
-    """The base tables a stage's output derives from, through the stages it reads."""
-    found: dict[str, TableEntry] = {}
+    """The base tables a stage's output derives from, through the stages it reads (a table once per set of
+    partitions read)."""
+    found: dict[tuple[str, tuple[str, ...]], TableEntry] = {}
     stack: list[Node] = [dag.stage(stage_id).plan]
     while stack:
         node = stack.pop()
         if isinstance(node, Scan):
-            found.setdefault(node.table.path, node.table)
+            found.setdefault((node.table.path, node.table.data_paths()), node.table)  # partitions read differ
         elif isinstance(node, StageRead):
             stack.append(dag.stage(node.stage_id).plan)
         else:
