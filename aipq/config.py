@@ -260,7 +260,7 @@ KNOBS: tuple[Knob, ...] = (
          "s3a://, file:, a local path); on a cluster it must be storage every executor reaches. Default: "
          "<home>/runs.", "--work-dir", "uri", shown="", help="Folder (any Hadoop URI) for runs' stage outputs."),
     Knob("warehouse", "", "Where CREATE TABLE … AS SELECT puts a table's data (any URI Spark reads; Spark's "
-         "spark.sql.warehouse.dir sets it too). Default: <home>/warehouse.",
+         "spark.sql.warehouse.dir sets it too; a local path is made absolute). Default: <home>/warehouse.",
          "--warehouse", "uri", shown="", help="Folder (any Hadoop URI) for the data of tables workflows create."),
     Knob("commit", "auto", "How a table write is committed: 'rename' (the new data folder is renamed into place: "
          "atomic on local file systems and HDFS), 'versioned' (the data goes to a new version folder and the "

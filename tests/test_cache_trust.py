@@ -7,7 +7,9 @@ stage again, with the rows a run without the cache gives. A damaged entry is com
 from __future__ import annotations
 
 import json
+import os
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -211,3 +213,37 @@ def test_a_completed_reuse_run_leaves_its_entries_unmarked(aipq, tmp_path):
     assert marks and all(len(mark) == 2 for mark in marks), marks
     shown = aipq("cache", "show", "--json", "--work-dir", str(runs.work))
     assert all(e["files"] for e in json.loads(shown.stdout)["entries"])
+
+
+@pytest.mark.parametrize(("expression", "cacheable"), [
+    ("unix_timestamp()", False), ("current_user()", False), ("uuid()", False), ("rand() < 2", False),
+    ("input_file_block_start() >= 0", False), ("unix_timestamp(n_comment) is null", True),
+])
+def test_a_value_that_differs_from_run_to_run_is_never_cached(tpch, tmp_path, expression, cacheable):
+    storage = local_storage()
+    cache = StageCache(storage, str(tmp_path / "cache"), 1 << 30)
+    settings = Settings(staging="hive", broadcast_threshold=0)
+    sql = (f"select n_regionkey, count(*) from nation where {expression} or n_nationkey >= 0 "
+           "group by n_regionkey order by 1")
+    dag = plan_query(sql, tpch, settings, storage).dag
+    stage = next(s for s in dag.stages if s is not dag.final and s.operator != "SCAN")
+    assert (cache.key(dag, stage.id, settings) is not None) == cacheable
+
+
+@pytest.mark.slow
+def test_the_jvms_time_zone_from_tz_is_part_of_the_key(home, tpch, tmp_path):
+    """The probe's case: the same query with --reuse under TZ=UTC, then TZ=Asia/Kolkata, as separate commands."""
+    sql = ("select hour(from_unixtime(o_orderkey * 3600)) as h, count(*) as n from orders "
+           "group by hour(from_unixtime(o_orderkey * 3600)) order by h")
+    work = tmp_path / "work"
+    found = {}
+    for zone in ("UTC", "Asia/Kolkata"):
+        out = tmp_path / f"{zone.replace('/', '-')}.csv"
+        env = {**os.environ, "AIPQ_HOME": str(home), "TZ": zone}
+        done = subprocess.run([sys.executable, "-m", "aipq.cli.main", "run", "--sql", sql, "--output", str(out),
+                               "--work-dir", str(work), *REUSE], env=env, capture_output=True, text=True,
+                              timeout=600)
+        assert done.returncode == 0, done.stderr
+        found[zone] = (out.read_text(), REUSED in " ".join(done.stderr.split()))
+    assert not found["Asia/Kolkata"][1], "another time zone computes the stage again"
+    assert found["UTC"][0] != found["Asia/Kolkata"][0]
