@@ -11,18 +11,21 @@ from pathlib import Path
 from aipq.catalog import FORMATS, Catalog, Partition, TableEntry, split_name
 from aipq.config import master_cores
 from aipq.engine.context import RunContext
-from aipq.engine.executor import RunRecord, StageListener, keep_work_dir, remove_work_dir, run_dag
+from aipq.engine.executor import RunOptions, StageListener, run_dag
+from aipq.engine.records import RunRecord
 from aipq.engine.session import read_schema, table_rows
 from aipq.engine.statistics import collector_for
 from aipq.engine.storage import Storage, is_local, local_path
 from aipq.engine.tables import partition_folders, rewrite_columns
+from aipq.engine.work_dirs import keep_work_dir, remove_work_dir
 from aipq.errors import BadInputError, ExecutionError
-from aipq.estimator.edge_inputs import EdgeEstimator, SessionFacts
+from aipq.estimator.edge_inputs import EdgeEstimator, SessionFacts, adaptive_estimator
 from aipq.estimator.join_estimates import KnownTables, q_error, stage_row_estimates
+from aipq.ip.planner import Strategy
 from aipq.pipeline import PlannedQuery, worst_order_text
 from aipq.planner.resolve import find_word
 from aipq.planner.stages import StageDag
-from aipq.reoptimization import Reoptimizer
+from aipq.replanner import Reoptimizer
 from aipq.stats.fingerprint import data_files
 from aipq.stats.plan_key import stage_plan_key
 from aipq.stats.planner import plan_statistics
@@ -82,19 +85,17 @@ class QueryRun:
     storage: Storage
 
     def close(self) -> None:
-        remove_work_dir(self.storage, self.record)
+        remove_work_dir(self.storage, self.record.work_dir)
 
     def keep(self) -> None:
-        keep_work_dir(self.storage, self.record)
+        keep_work_dir(self.storage, self.record.work_dir)
 
 
 def planning_estimator(dag: StageDag, context: RunContext) -> EdgeEstimator | None:
     """For explain without running: strategy ``adaptive``'s estimator over what is known before the run."""
     settings = context.settings
-    if settings.ip != "adaptive":
-        return None
-    return EdgeEstimator(dag, settings, context.repository, context.calibration,
-                         session=SessionFacts(files=context.storage, parallelism=master_cores(settings.master)))
+    return adaptive_estimator(dag, settings, context.repository, context.calibration,
+                              lambda: SessionFacts(files=context.storage, parallelism=master_cores(settings.master)))
 
 
 def known_stage_sizes(dag: StageDag, context: RunContext) -> dict[int, dict]:
@@ -150,17 +151,20 @@ def check_table_data(dag: StageDag, storage: Storage) -> None:
 
 def execute(planned: PlannedQuery, context: RunContext, listener: StageListener | None = None,
             analyze: bool = False, result_format: str | None = None, shared: frozenset[str] = frozenset(),
-            shared_scans: dict | None = None) -> QueryRun:
+            shared_scans: dict | None = None, ip_strategy: Strategy | None = None) -> QueryRun:
     """Run a planned query; Spark starts here, so bad SQL fails in planning without paying for a JVM. With
     ``result_format`` csv or json the result is written in that form straight away; ``shared``: the cache keys of
-    stages other queries of a batch compute too, ``shared_scans`` its tables read once for all of them."""
+    stages other queries of a batch compute too, ``shared_scans`` its tables read once for all of them;
+    ``ip_strategy``: a strategy object instead of the settings' (a benchmark measuring one decision)."""
     check_table_data(planned.dag, context.storage)
     collector = collector_for(context, planned.dag, planned.source_name or "query")
     try:
         replanner = Reoptimizer(planned, context) if Reoptimizer.applies(planned, context) else None
-        record = run_dag(context, planned.dag, listener, analyze, collector, result_format=result_format,
-                         replanner=replanner, cache=context.stage_cache, reuse=context.reuses_outputs,
-                         shared=shared, shared_scans=shared_scans)
+        options = RunOptions(listener=listener or StageListener(), analyze=analyze, statistics=collector,
+                             result_format=result_format, replanner=replanner, cache=context.stage_cache,
+                             reuse=context.reuses_outputs, shared=shared, shared_scans=shared_scans,
+                             ip_strategy=ip_strategy)
+        record = run_dag(context, planned.dag, options)
     except BadInputError as error:
         name = getattr(error, "missing_name", None)
         if error.position is None and name:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from aipq.app import SqlSource, execute, finish_stage_cache, load_sql
 from aipq.engine.context import RunContext
-from aipq.engine.executor import RunRecord
+from aipq.engine.records import RunRecord
 from aipq.engine.shared_scans import plan_shared_scans, start_shared_scans, stop_shared_scans
 from aipq.engine.sink import write_output
 from aipq.engine.stage_cache import StageCache

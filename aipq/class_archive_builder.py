@@ -15,13 +15,14 @@ from pathlib import Path
 
 from aipq import app
 from aipq.config import Settings
+from aipq.engine import jvm
 from aipq.engine.class_archive import (
     DUMP_TIMEOUT_SECONDS,
     PREFIX,
     RECORD_VARIABLE,
-    _building,
-    _failed,
-    _lock,
+    being_built,
+    failed_marker,
+    lock_path,
 )
 from aipq.engine.context import RunContext
 from aipq.pipeline import plan_query
@@ -36,8 +37,8 @@ def build(final: Path) -> bool:
     """Record the archive with a training workload and move it to ``final``; False when another builder holds
     the lock or the JVM wrote nothing."""
     final.parent.mkdir(parents=True, exist_ok=True)
-    lock = _lock(final)
-    if _building(final):
+    lock = lock_path(final)
+    if being_built(final):
         return False
     lock.unlink(missing_ok=True)  # stale
     try:
@@ -84,24 +85,18 @@ def _train(home: Path):
 
 def _stop_and_wait(spark) -> None:
     """Stop the session and wait for its JVM to exit, writing the archive as it does."""
-    proc = getattr(spark.sparkContext._gateway, "proc", None)
-    spark.stop()
-    if proc is None:
-        return
-    if proc.stdin is not None:
-        proc.stdin.close()  # PySpark's JVM exits when its stdin closes
-    proc.wait(timeout=DUMP_TIMEOUT_SECONDS)
+    jvm.stop_and_wait(spark, DUMP_TIMEOUT_SECONDS)
 
 
 def main(final: Path) -> int:
     """The background builder: build, or leave the failure marker when no archive could be made."""
     try:
-        if build(final) or _building(final):
+        if build(final) or being_built(final):
             return 0
     except Exception:  # a cache: a failure is recorded, never raised at the user
         pass
     with contextlib.suppress(OSError):
-        _failed(final).touch()
+        failed_marker(final).touch()
     return 1
 
 

@@ -62,3 +62,12 @@ class Sizes:
         if uri not in self._known:
             self._known[uri] = total_bytes(self.files, uri)
         return self._known[uri]
+
+
+def format_size(n: float) -> str:
+    """A byte count as a person reads it (``1.5 MB``)."""
+    for unit in ("B", "KB", "MB", "GB"):
+        if abs(n) < 1024 or unit == "GB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} GB"

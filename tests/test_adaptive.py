@@ -129,8 +129,8 @@ def test_an_edge_is_timed_over_its_producer_its_target_and_what_follows():
 
 def test_a_measured_edge_is_found_again_in_every_new_plan_of_the_query(tpch):
     """bench decisions plans the query again for every run: the edge it measures must be recognized there."""
+    from aipq.bench.decisions import EdgeSet
     from aipq.ip.candidates import find_candidates
-    from aipq.ip.planner import EdgeSet
     from aipq.pipeline import plan_query
     from aipq.tpch.queries import query_text
 

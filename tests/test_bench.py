@@ -135,14 +135,18 @@ def test_bench_rejects_an_unknown_strategy(aipq):
 
 
 def test_a_series_name_gives_settings_over_the_benchmarks():
-    from aipq.bench.strategies import series_parts, series_settings, without_prior_statistics
+    from aipq.bench.series import Series
 
     name = "adaptive@adaptive/cost+aipq.runtime.broadcast=off+spark.sql.shuffle.partitions=4"
-    assert series_parts(name) == ("adaptive", "adaptive", "cost")
-    assert series_settings(name) == [("aipq.runtime.broadcast", "off"), ("spark.sql.shuffle.partitions", "4")]
-    assert series_settings("off@hive") == []
-    assert series_settings("adaptive/cost+prior=none+aipq.reoptimize.factor=0") == [("aipq.reoptimize.factor", "0")]
-    assert without_prior_statistics("adaptive/cost+prior=none") and not without_prior_statistics(name)
+    series = Series.parse(name)
+    assert (series.strategy, series.staging, series.plan) == ("adaptive", "adaptive", "cost")
+    assert series.settings == (("aipq.runtime.broadcast", "off"), ("spark.sql.shuffle.partitions", "4"))
+    assert Series.parse("off@hive").settings == ()
+    prior = Series.parse("adaptive/cost+prior=none+aipq.reoptimize.factor=0")
+    assert prior.settings == (("aipq.reoptimize.factor", "0"),)
+    assert not Series.parse("adaptive/cost+prior=none").prior_statistics and series.prior_statistics
+    assert Series.parse("spark-again").is_spark and Series.parse("spark-again").problem() is None
+    assert Series.parse("spark@hive").problem() is not None and Series.parse("adaptive@x").problem() is not None
 
 
 @pytest.mark.slow
@@ -205,7 +209,7 @@ def test_bench_synthetic_prunes_by_reference_ratio_and_splices_the_doc(aipq, tmp
     doc = tmp_path / "docs" / "benchmarks.md"
     doc.parent.mkdir()
     doc.write_text("# Benchmarks\n\nhand-written part\n")
-    from aipq.cli.bench import splice_reports
+    from aipq.bench.suite import splice_reports
 
     (out.parent / "tpch").mkdir()
     (out.parent / "tpch" / "report.md").write_text("### TPC-H\n\n![time.png](time.png)\n")

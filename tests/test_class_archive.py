@@ -61,7 +61,7 @@ def test_a_second_builder_waits_for_the_first_but_not_for_a_dead_one(cache):
     assert lock.exists(), "the other builder's lock is left alone"
     old = time.time() - class_archive.STALE_LOCK_SECONDS - 60
     os.utime(lock, (old, old))
-    assert not class_archive._building(final), "a lock this old is a builder that died"
+    assert not class_archive.being_built(final), "a lock this old is a builder that died"
 
 
 def test_a_builder_that_makes_no_archive_stops_later_ones_for_that_key(cache, monkeypatch):

@@ -18,11 +18,11 @@ LAYERS = (
     ("aipq.stats",),
     ("aipq.estimator",),
     ("aipq.engine",),
-    ("aipq.reoptimization",),
+    ("aipq.replanner",),
     ("aipq.app", "aipq.journal", "aipq.workflow", "aipq.class_archive_builder"),
     ("aipq.batch",),
     ("aipq.bench",),
-    ("aipq.cli",),
+    ("aipq.cli", "aipq.__main__"),
 )
 
 
@@ -91,3 +91,30 @@ def test_no_import_cycles():
         if module not in state:
             visit(module, [module])
     assert not cycles, "\n".join(cycles)
+
+
+# PySpark's handles on the JVM: reaching through them is py4j use, which stays in engine/jvm.py
+_JVM_HANDLES = {"_jvm", "_jsc", "_jdf", "_jc", "_jsparkSession", "_jreader", "_jwrite", "_jconf", "_gateway"}
+
+
+def py4j_uses(path: Path) -> list[str]:
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Attribute) and node.attr in _JVM_HANDLES:
+            found.append(f"{node.attr} at line {node.lineno}")
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names = [node.module or ""] if isinstance(node, ast.ImportFrom) else [a.name for a in node.names]
+            found += [f"import {n} at line {node.lineno}" for n in names if n.split(".")[0] == "py4j"]
+    return found
+
+
+def test_engine_jvm_is_the_one_module_that_touches_py4j():
+    offenders = {str(p.relative_to(PACKAGE)): py4j_uses(p) for p in sorted(PACKAGE.rglob("*.py"))
+                 if p.relative_to(PACKAGE).as_posix() != "engine/jvm.py" and py4j_uses(p)}
+    assert not offenders, offenders
+
+
+def test_the_py4j_check_finds_a_use(tmp_path):
+    sample = tmp_path / "sample.py"
+    sample.write_text("import py4j.java_gateway\n\ndef f(spark):\n    return spark.sparkContext._jvm.java\n")
+    assert len(py4j_uses(sample)) == 2

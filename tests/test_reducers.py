@@ -11,7 +11,8 @@ from conftest import LOCAL_FILES, assert_same_rows, local_bytes, oracle_rows
 
 from aipq.config import MB, Settings
 from aipq.engine.context import RunContext
-from aipq.engine.executor import remove_work_dir, run_dag
+from aipq.engine.executor import run_dag
+from aipq.engine.work_dirs import remove_work_dir
 from aipq.pipeline import plan_query
 from aipq.planner.reducers import reduce_tasks, stage_input_bytes
 from aipq.tpch.queries import query_text
@@ -61,7 +62,7 @@ def test_spark_runs_the_chosen_reduce_tasks_and_the_rows_stay_the_same(spark, tp
         rows = [tuple(r) for r in spark.read.parquet(str(record.result_path)).collect()]
         assert_same_rows(rows, oracle_rows(duck, query_text(3)), ordered=True)
     finally:
-        remove_work_dir(context.storage, record)
+        remove_work_dir(context.storage, record.work_dir)
 
 
 def test_the_estimator_prices_the_reduce_tasks_the_stage_will_run(aipq):

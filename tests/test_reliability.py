@@ -23,8 +23,8 @@ from pyspark.sql import functions as F
 from sqlglot.optimizer.annotate_types import annotate_types
 
 from aipq.engine import jvm
-from aipq.engine.executor import OWNER_FILE, remove_stale_work_dirs
 from aipq.engine.storage import local_storage
+from aipq.engine.work_dirs import OWNER_FILE, remove_stale_work_dirs
 from aipq.planner.normalize import canonicalize, simplify
 
 AIPQ = str(Path(sys.executable).with_name("aipq"))

@@ -11,7 +11,8 @@ from conftest import LOCAL_FILES, assert_same_rows, local_bytes, oracle_rows
 
 from aipq.config import Settings
 from aipq.engine.context import RunContext
-from aipq.engine.executor import remove_work_dir, run_dag
+from aipq.engine.executor import run_dag
+from aipq.engine.work_dirs import remove_work_dir
 from aipq.estimator.edge_inputs import feeds_shuffle
 from aipq.ip.candidates import find_candidates
 from aipq.pipeline import plan_query
@@ -114,7 +115,7 @@ def test_a_scan_stage_builds_its_summary_without_writing_its_rows(spark, tpch, h
         rows = [tuple(r) for r in spark.read.parquet(str(record.result_path)).collect()]
         assert_same_rows(rows, oracle_rows(duck, query_text(9)), ordered=True)
     finally:
-        remove_work_dir(context.storage, record)
+        remove_work_dir(context.storage, record.work_dir)
 
 
 def test_analyze_leaves_out_a_scan_stage_that_did_not_run(aipq):

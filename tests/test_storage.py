@@ -34,7 +34,8 @@ DRIVER_FILES = {
     "session.py": "JAVA_HOME and the log configuration",
     "generate.py": "tpchgen-cli's local output before it is registered",
     "app.py": "reading a SQL file",
-    "workflow.py": "a workflow file's own path",
+    "model.py": "a workflow file's own path (its tables count as its own)",
+    "resume.py": "a workflow file's own path (its journal)",
     "processes.py": "/proc, to tell whether a run's process lives",
     "steal.py": "/proc/stat, for the CPU time the hypervisor took",
     "context.py": "the system temporary folder's name for a read-only home's runs",
@@ -43,6 +44,7 @@ DRIVER_FILES = {
     "batch.py": "a batch's SQL files and its local output folder; bench batch's scratch folder",
     "strategies.py": "a benchmark run's own statistics repository, in a temporary folder",
     "report.py": "benchmark report files",
+    "suite.py": "benchmark report files and docs/benchmarks.md",
 }
 FILE_MODULES = {"shutil", "tempfile", "glob"}
 OS_FUNCTIONS = {"rename", "replace", "remove", "unlink", "rmdir", "makedirs", "mkdir", "listdir", "scandir", "walk",

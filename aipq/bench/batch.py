@@ -20,6 +20,7 @@ from aipq.bench.strategies import canonical_rows
 from aipq.config import KNOBS, Settings
 from aipq.engine.context import RunContext
 from aipq.errors import ExecutionError
+from aipq.files import format_size
 from aipq.tpch.queries import query_text
 
 # In one session: one by one; a batch reading each table on its own (stages in common still computed once); a
@@ -151,3 +152,26 @@ def measure_batches(context: RunContext, numbers: list[int], repeat: int, progre
                 if progress:
                     progress()
     return results
+
+
+def speedup_over_baseline(results, result) -> float:
+    """How much faster ``result``'s mode ran than one by one run the same way (in the session, or as processes)."""
+    base = next(r for r in results if r.mode == baseline(result.mode))
+    return base.median_seconds / result.median_seconds
+
+
+def measured_size(size: int | None) -> str:
+    """A byte count, or a dash where the mode's processes did not report it."""
+    return "—" if size is None else format_size(size)
+
+
+def batch_report(results, context) -> str:
+    """``aipq bench batch``'s report.md: the command, the machine and the table as markdown."""
+    lines = [f"### {context.title}", "", f"`{context.command}` · {context.machine} · {context.date}", "",
+             "| mode | seconds (median) | vs one by one | read | shuffle write | rounds |", "|---|--:|--:|--:|--:|---|"]
+    for result in results:
+        run = result.runs[0]
+        rounds = ", ".join(f"{s:.2f}" for s in (r.seconds for r in result.runs))
+        lines.append(f"| {result.mode} | {result.median_seconds:.2f} | {speedup_over_baseline(results, result):.2f}× | "
+                     f"{measured_size(run.input_bytes)} | {measured_size(run.shuffle_write_bytes)} | {rounds} |")
+    return "\n".join(lines) + "\n"

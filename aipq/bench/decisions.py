@@ -6,28 +6,25 @@ own edges (``EdgeSet``: each summary at the size adaptive built it) and once per
 reversed: a used edge left out, a skipped one added at the size its estimate chose — interleaved, in
 ``strategy_bench``'s balanced order (``round_order``, adaptive's own edges as the baseline). The estimator decides
 an edge among the others adaptive uses, and an edge's worth depends on them: measured alone against no passing
-(before this), TPC-H Q7's S1.l_orderkey on orders lost 0.37 s, because without S8.n_nationkey pruning S1's suppliers
-the 256 KB filter holds 496 thousand keys instead of 131 thousand and keeps half of orders; among adaptive's edges
-it keeps 8% of orders and gains 0.26 s (4 rounds each, 2026-11-28).
-An edge's measured benefit is the median time without it minus the median time with it, counted over the stages
-the edge can change: the producer (it builds the summary), the stage it prunes and every stage downstream of that
-one. The others run the same work either way and only add their noise
-(Q8's first stage alone varies by ±0.5 s); the whole query's difference is kept too. The decision was right when
-its sign agrees with the measured benefit's: used and faster, or skipped and not faster. Differences within
-``tolerance`` of the query's time are noise on this machine; such edges are counted separately (``neutral``) and
-right either way in the tolerant accuracy. A third count asks the runs themselves whether the sign is known: the
-effect is ``clear`` when every run with the edge was faster than every run without it, or every one slower (with 5
-runs each, chance alone separates them 1 time in 126); an edge whose runs overlap is right either way there.
+(docs/decisions.md has an edge that lost alone and gained among the others).
+An edge's measured benefit is the median time without it minus the median time with it, counted over the stages the
+edge can change: the producer (it builds the summary), the stage it prunes and every stage downstream of that one.
+The others run the same work either way and only add their noise; the whole query's difference is kept too. The
+decision was right when its sign agrees with the measured benefit's: used and faster, or skipped and not faster.
+Differences within ``tolerance`` of the query's time are noise on this machine; such edges are counted separately
+(``neutral``) and right either way in the tolerant accuracy. A third count asks the runs themselves whether the sign
+is known: the effect is ``clear`` when every run with the edge was faster than every run without it, or every one
+slower (with 5 runs each, chance alone separates them 1 time in 126); an edge whose runs overlap is right either way
+there.
 
 A run during which the hypervisor took more than 5% of the CPU time runs again (``aipq.bench.steal``). Only that run:
 a round of Q2 is 17 or 18 runs, over a minute, and a steal spell would rerun most of it; and the one run of
-adaptive's own edges is what every edge of the round is compared with, so a disturbed one would misjudge them all
-(decisions-rest at 615d9f7: Q10's run without any edge took 8.2 s against 2.5 s in an earlier run, and two skipped
-edges came out 3.6 s and 1.6 s "faster")."""
+adaptive's own edges is what every edge of the round is compared with, so a disturbed one would misjudge them all."""
 
 from __future__ import annotations
 
 import statistics
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
@@ -37,8 +34,35 @@ from aipq.bench.steal import StealTally, undisturbed_run
 from aipq.bench.strategies import QueryRunner, round_order
 from aipq.config import Settings
 from aipq.engine.context import RunContext
-from aipq.ip.planner import EdgeSet
+from aipq.ip.planner import Always
 from aipq.planner.stages import StageDag
+
+
+class EdgeSet(Always):
+    """A given set of edges and nothing else, each summary at a given filter size: what measuring one decision
+    needs (``aipq bench decisions`` runs adaptive's own edges with and without the edge it measures)."""
+
+    name = "edge-set"
+
+    def __init__(self, edges: Iterable[tuple[int, str, tuple]], filter_bytes: dict[tuple[int, str], int] | None = None):
+        # an edge: (producer, column, the target's stable_key); plans are rebuilt per run, so no object identity
+        self.edges = frozenset(edges)
+        self.filter_bytes = dict(filter_bytes or {})
+
+    def creation(self, planner, stage):
+        return [(column, "an edge being measured") for column in sorted({c for p, c, _ in self.edges if p == stage.id})]
+
+    def filter_bits(self, planner, stage, column):
+        size = self.filter_bytes.get((stage.id, column))
+        return size * 8 if size else None
+
+    def usage(self, planner, candidate, built):
+        if (candidate.producer, candidate.column, candidate.target.stable_key) not in self.edges:
+            return None
+        return "an edge being measured"
+
+    def rejection(self, planner, candidate, built):
+        return "not an edge being measured"
 
 
 @dataclass

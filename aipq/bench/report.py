@@ -15,23 +15,22 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
+from aipq.bench.series import OFF_AGAIN, SPARK, SPARK_AGAIN, SPARK_BF, WITHOUT_SUMMARIES
 from aipq.bench.steal import StealTally, steal_line
 from aipq.bench.strategies import (
     CSV_COLUMNS,
-    OFF_AGAIN,
-    SPARK,
-    SPARK_BF,
-    WITHOUT_SUMMARIES,
     StrategyResult,
     csv_rows,
     headlines,
     joins_label,
     pruning_efficiency,
 )
+from aipq.engine import jvm
 from aipq.stats.sketches import relative_standard_error
 
 STRATEGY_COLOURS = {"off": "#7f7f7f", "hip": "#1f77b4", "always": "#ff7f0e", "adaptive": "#2ca02c",
                     "oracle": "#9467bd", SPARK: "#d62728", SPARK_BF: "#e377c2", OFF_AGAIN: "#c7c7c7",
+                    SPARK_AGAIN: "#ff9896",
                     "off@none": "#8c564b", "off@adaptive": "#bcbd22", "adaptive@adaptive": "#17becf",
                     "adaptive@none": "#98df8a"}
 
@@ -55,7 +54,7 @@ def describe_machine(spark) -> str:
         memory = f", {kib / 1024 ** 2:.0f} GB RAM"
     except (OSError, ValueError, IndexError):
         pass
-    java = spark.sparkContext._jvm.java.lang.System.getProperty("java.version")
+    java = jvm.java_version(spark)
     return (f"{os.cpu_count()} cores{memory}, {platform.system()} {platform.machine()}, "
             f"Python {platform.python_version()}, Spark {spark.version} ({spark.sparkContext.master}), Java {java}")
 

@@ -15,9 +15,10 @@ import sqlglot
 
 from aipq.config import Settings
 from aipq.engine.context import RunContext
-from aipq.engine.executor import remove_work_dir, run_dag
+from aipq.engine.executor import run_dag
 from aipq.engine.session import read_table, sql_conf, stage_sql_conf
 from aipq.engine.storage import join
+from aipq.engine.work_dirs import remove_work_dir
 from aipq.pipeline import plan_query
 from aipq.tpch.queries import query_text
 
@@ -55,7 +56,7 @@ def _time_aipq(context: RunContext, dag) -> float:
     started = time.perf_counter()
     record = run_dag(context, dag)
     seconds = time.perf_counter() - started
-    remove_work_dir(context.storage, record)
+    remove_work_dir(context.storage, record.work_dir)
     return seconds
 
 

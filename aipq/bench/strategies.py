@@ -1,20 +1,16 @@
-"""Queries under each information passing strategy, and under plain ``spark.sql``: ``aipq bench tpch`` and
-``aipq bench synthetic``.
+"""Queries under each benchmark series (``bench/series.py``): ``aipq bench tpch``, ``tpcds``, ``reopt`` and
+``synthetic``.
 
-For every query and join setting (repartition joins only — the paper's Hive setting — and broadcast joins allowed),
-each strategy runs ``WARMUP_ROUNDS`` times to warm up and then ``repeat`` times, strategies interleaved round by
-round so that machine drift hits all of them alike, in a balanced order (``round_order``): rounds come in pairs, the
-second the first reversed, with ``off`` in the middle, so that no strategy always runs before ``off`` or after it.
-(Plain rotation did that: with three rounds of five strategies, ``off`` never ran before ``adaptive``.) (A full
-garbage collection in the driver before each run was tried and dropped: in that run every strategy ran up to 50%
-slower, with bimodal times.) A round during which the hypervisor took more than 5% of the machine's CPU time
-from one of its runs runs again, whole (``aipq.bench.steal``). Every run's rows are compared with the first
-strategy's; a difference fails the benchmark, naming the query and strategy. With ``--min-run-seconds``, a query
-shorter than that runs back to back within each timed run, the same number of times for every strategy, and
-the run reports seconds per execution, meant to average out a second-long query's run-to-run spread on this
-machine (5-9%, more than the 3% a verdict needs; docs/benchmarks.md has how far it did). ``spark`` hands the
-whole query to ``spark.sql`` with Spark's own defaults (AQE, its runtime Bloom filter, dynamic partition
-pruning)."""
+For every query and join setting (repartition joins only, the paper's Hive setting, and broadcast joins allowed),
+each series runs ``WARMUP_ROUNDS`` times to warm up and then ``repeat`` times, series interleaved round by round
+in a balanced order (``round_order``) so that machine drift hits all of them alike. A round during which the
+hypervisor took more than 5% of the machine's CPU time from one of its runs runs again, whole
+(``aipq.bench.steal``). Every run's rows are compared with the first series'; a difference fails the benchmark,
+naming the query and series. With ``--min-run-seconds``, a short query runs back to back within each timed run,
+the same number of times for every series, and the run reports seconds per execution. aipq's series run as
+``aipq run`` does, without the stage-output cache; ``spark`` hands the whole query to ``spark.sql`` with Spark's
+own defaults (AQE, its runtime Bloom filter, dynamic partition pruning). Why the order, the warm-up rounds and
+the back-to-back runs are as they are: docs/decisions.md."""
 
 from __future__ import annotations
 
@@ -27,96 +23,28 @@ from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
 
-from aipq.app import stage_estimates
+from aipq.app import execute, stage_estimates
+from aipq.bench.series import SPARK, SPARK_ANCHORS, WITHOUT_SUMMARIES, Series
 from aipq.bench.staging import bench_session, spark_sql_text
 from aipq.bench.steal import steal_seconds, undisturbed_round
 from aipq.config import Settings
 from aipq.engine.context import RunContext
-from aipq.engine.executor import RunRecord, remove_work_dir, run_dag
+from aipq.engine.records import RunRecord
 from aipq.engine.report import run_dict
 from aipq.engine.session import sql_conf
-from aipq.engine.statistics import collector_for
 from aipq.engine.storage import join
 from aipq.errors import ExecutionError
 from aipq.ip.planner import Strategy
 from aipq.pipeline import plan_query
 from aipq.planner.stages import StageDag
-from aipq.reoptimization import Reoptimizer
-from aipq.setting_aliases import apply_alias
 from aipq.stats.repository import StatsRepository
 from aipq.tpch.queries import NO_DATE_QUERIES, query_text, without_date_filters
 
-SPARK = "spark"
-# An A/A control: off's plan run again as a series of its own, interleaved with the others. How far it falls from
-# off in the same benchmark is the spread of running identical work, the floor under any strategy's difference.
-OFF_AGAIN = "off-again"
-# spark.sql with Spark's runtime Bloom filter made to fire at this scale: its size thresholds lowered (Spark's
-# defaults inject one only when the probed side scans 10 GB or more).
-SPARK_BF = "spark-bf"
-SPARK_ANCHORS = (SPARK, SPARK_BF)
-STAGINGS = ("hive", "adaptive", "none")
-# A series setting of the benchmark rather than a knob: each run starts with no statistics known
-# (``without_prior_statistics``).
-PRIOR_NONE = ("prior", "none")
-
-
-# Untimed rounds before the timed ones. With one, the first timed round was the slowest on average in each of
-# the ten SF 1 runs in docs/bench up to c24f63a (by 0.6-2.4% over the other two): the JVM was still compiling the
-# query's generated classes, and a trend within a round favours the series that run late in it.
+# Untimed rounds before the timed ones (docs/decisions.md: why two).
 WARMUP_ROUNDS = 2
 
 # The most executions one timed run repeats a short query (``--min-run-seconds``).
 MAX_EXECUTIONS = 20
-
-# Series that build no summary: pruning efficiency says nothing of them.
-WITHOUT_SUMMARIES = ("off", SPARK, SPARK_BF, OFF_AGAIN)
-
-
-def series_parts(name: str) -> tuple[str, str | None, str | None]:
-    """A series name ``STRATEGY[@STAGING][/PLAN][+SETTING=VALUE…]`` (``adaptive@adaptive/cost``) split into its
-    strategy, staging and plan."""
-    head, _, plan = name.split("+")[0].partition("/")
-    strategy, _, staging = head.partition("@")
-    return strategy, staging or None, plan or None
-
-
-def aipq_strategy(name: str) -> str:
-    """The aipq strategy a benchmark series runs: ``spark`` and ``off-again`` run off's (plain) plan;
-    ``adaptive@none`` is strategy adaptive with staging none."""
-    strategy = series_parts(name)[0]
-    return "off" if strategy in (*SPARK_ANCHORS, OFF_AGAIN) else strategy
-
-
-def series_staging(name: str, default: str) -> str:
-    """The staging a series runs: the part after ``@``, else the benchmark's own setting."""
-    return series_parts(name)[1] or default
-
-
-def series_preaggregate(name: str, default: str) -> str:
-    """``off`` and its control run the Hive baseline, which has no pre-aggregation below joins; the other series
-    run the benchmark's setting."""
-    return "off" if aipq_strategy(name) == "off" else default
-
-
-def _series_items(name: str) -> list[tuple[str, str]]:
-    return [(key.strip(), value.strip()) for key, _, value in (item.partition("=") for item in name.split("+")[1:])]
-
-
-def series_settings(name: str) -> list[tuple[str, str]]:
-    """The settings a series name gives after ``+`` (``adaptive@adaptive+aipq.runtime.broadcast=off``): each
-    (setting, value), applied over the benchmark's own (``setting_aliases.apply_alias``); ``prior=none`` aside."""
-    return [item for item in _series_items(name) if item != PRIOR_NONE]
-
-
-def without_prior_statistics(name: str) -> bool:
-    """Whether a series runs each query with an empty statistics repository that the run itself fills, as aipq's
-    first run over new data does (``+prior=none``)."""
-    return PRIOR_NONE in _series_items(name)
-
-
-def series_plan(name: str, default: str) -> str:
-    """The join order a series plans with: the part after ``/``, else the benchmark's own setting."""
-    return series_parts(name)[2] or default
 
 
 @dataclass(frozen=True)
@@ -229,49 +157,50 @@ class QueryRunner:
         to back; the figures but the time are the first execution's. Without ``prior_statistics``, planning and
         each execution start from an empty statistics repository."""
         with ExitStack() as scratch_repositories:
+            uncached = replace(settings, cache_size=0)  # benchmarks compute every stage
+
             def context() -> RunContext:
                 if prior_statistics:
-                    return self.context.with_settings(settings)
+                    return self.context.with_settings(uncached)
                 folder = scratch_repositories.enter_context(tempfile.TemporaryDirectory(prefix="aipq-bench-stats-"))
-                return self.context.with_repository(StatsRepository(Path(folder))).with_settings(settings)
+                return self.context.with_repository(StatsRepository(Path(folder))).with_settings(uncached)
 
             return self._aipq(text, [context() for _ in range(executions)], strategy)
 
     def _aipq(self, text: str, runs: list[RunContext], strategy: Strategy | None) -> tuple[Measurement, list]:
-        """``aipq`` with the context of each execution, the first also planning's."""
+        """``aipq`` with the context of each execution, the first also planning's; every execution runs as
+        ``aipq run`` does (``app.execute``), without the stage-output cache."""
         executions, run = len(runs), runs[0]
         planning = time.perf_counter()
-        planned = plan_query(text, self.catalog, run.settings, run.storage, costing=run.join_costing())
-        dag = planned.dag
-        self.last_dag = dag
+        planned = plan_query(text, self.catalog, run.settings, run.storage, "aipq bench", run.join_costing())
+        self.last_dag = planned.dag
         planning_seconds = time.perf_counter() - planning
         stolen = steal_seconds()
         started = time.perf_counter()
-        records: list[RunRecord] = []
-        for each in runs:
-            collector = collector_for(each, dag, "aipq bench")
-            replanner = Reoptimizer(planned, each) if Reoptimizer.applies(planned, each) else None
-            records.append(run_dag(each, dag, statistics=collector, ip_strategy=strategy, replanner=replanner))
+        done = [execute(planned, each, ip_strategy=strategy) for each in runs]
         seconds = (time.perf_counter() - started) / executions
         stolen = steal_seconds() - stolen
-        record = records[0]
+        record = done[0].record
         self.last_record = record
         rows = self.spark.read.parquet(record.result_path).collect()
-        for done in records:
-            remove_work_dir(run.storage, done)
+        for query_run in done:
+            query_run.close()
+        return self._measured(record, run, planned.dag, seconds, stolen, planning_seconds, executions), rows
+
+    def _measured(self, record: RunRecord, run: RunContext, dag: StageDag, seconds: float, stolen: float,
+                  planning_seconds: float, executions: int) -> Measurement:
         detail = run_dict(record)
         ran = record.dag or dag  # re-planned while it ran: the stages as they ran
         self.last_dag = ran
         for stage_id, figures in stage_estimates(ran, run, detail["stages"]).items():  # after the timed part
             if stage_id in detail["stages"]:
                 detail["stages"][stage_id].update(figures)
-        measurement = Measurement(
+        return Measurement(
             seconds, sum(m.shuffle.shuffle_write_bytes for m in record.stages),
             sum(m.shuffle.shuffle_write_records for m in record.stages), planning_seconds=planning_seconds,
             decision_seconds=sum(m.decision_seconds for m in record.stages),
             statistics_seconds=record.statistics_seconds, detail=detail, steal_seconds=stolen,
             executions=executions)
-        return measurement, rows
 
     def spark_sql(self, text: str, settings: Settings, executions: int = 1,
                   forced_bloom: bool = False) -> tuple[Measurement, list]:
@@ -330,17 +259,12 @@ def compare_strategies(context: RunContext, workload: list[BenchQuery], strategi
             text = query.text
             for threshold in thresholds:
                 by_strategy = {}
-                for strategy in strategies:
-                    settings = replace(base, broadcast_threshold=threshold, ip=aipq_strategy(strategy),
-                                       staging=series_staging(strategy, base.staging),
-                                       plan=series_plan(strategy, base.plan),
-                                       preaggregate=series_preaggregate(strategy, base.preaggregate))
-                    for key, value in series_settings(strategy):
-                        settings = apply_alias(settings, key, value)
+                for series in map(Series.parse, strategies):
+                    settings = series.run_settings(base, threshold)
                     stages = len(plan_query(text, catalog, settings, context.storage,
                                             costing=context.with_settings(settings).join_costing()).dag.stages)
-                    by_strategy[strategy] = (StrategyResult(query.label, strategy, threshold, stages, query.ratio),
-                                             settings)
+                    by_strategy[series.name] = (StrategyResult(query.label, series.name, threshold, stages,
+                                                               query.ratio), settings)
                 one_round = partial(_run_round, runner, query.label, text, list(by_strategy.values()), [], progress)
                 warmup: list = []
                 for _ in range(WARMUP_ROUNDS):
@@ -369,11 +293,12 @@ def _run_round(runner: QueryRunner, label: str, text: str, order: list[tuple[Str
     runs = []
     names = [result.strategy for result, _ in order]
     for result, settings in round_order(order, round_number, names.index("off") if "off" in names else 0):
-        if result.strategy in SPARK_ANCHORS:
-            measurement, rows = runner.spark_sql(text, settings, executions, result.strategy == SPARK_BF)
+        series = Series.parse(result.strategy)
+        if series.is_spark:
+            measurement, rows = runner.spark_sql(text, settings, executions, series.forced_bloom)
         else:
             measurement, rows = runner.aipq(text, settings, executions=executions,
-                                            prior_statistics=not without_prior_statistics(result.strategy))
+                                            prior_statistics=series.prior_statistics)
         _check_rows(label, result.strategy, rows, expected)
         runs.append((result, measurement))
         if progress and attempt == 0:

@@ -6,15 +6,15 @@ import statistics
 
 from rich.table import Table
 
-from aipq.bench.batch import baseline
+from aipq.bench.batch import measured_size, speedup_over_baseline
 from aipq.bench.staging import StagingResult
 from aipq.bench.stats import overhead_rows
 from aipq.bench.strategies import headlines, joins_label, paired_speedup, pruning_efficiency, speedup
 from aipq.cli.render import format_size
 
 
-def staging_table(results: list[StagingResult], scale_factor: float, repeat: int) -> Table:
-    table = Table(title=f"TPC-H SF {scale_factor:g}: aipq staged vs spark.sql (median of {repeat})")
+def staging_table(results: list[StagingResult], title: str) -> Table:
+    table = Table(title=title)
     for column in ("query", "joins", "stages", "aipq s", "spark.sql s", "aipq / spark"):
         table.add_column(column, justify="right")
     for r in results:
@@ -76,29 +76,31 @@ def batch_table(results, title: str) -> Table:
         table.add_column(column, justify="left" if column == "mode" else "right")
     for result in results:
         run = result.runs[0]
-        table.add_row(result.mode, f"{result.median_seconds:.2f}", f"{_batch_speedup(results, result):.2f}×",
-                      _measured_size(run.input_bytes), _measured_size(run.shuffle_write_bytes))
+        table.add_row(result.mode, f"{result.median_seconds:.2f}", f"{speedup_over_baseline(results, result):.2f}×",
+                      measured_size(run.input_bytes), measured_size(run.shuffle_write_bytes))
     return table
 
 
-def _batch_speedup(results, result) -> float:
-    """How much faster ``result``'s mode ran than one by one run the same way (in the session, or as processes)."""
-    base = next(r for r in results if r.mode == baseline(result.mode))
-    return base.median_seconds / result.median_seconds
+def decisions_table(found, title: str) -> Table:
+    """Each edge's estimated benefit, the decision and what reversing it measured; accuracy as the caption."""
+    edges, share, tolerance = found
+    table = Table(title=title, caption=f"accuracy {share.by_sign:.0%} by sign, {share.within_noise:.0%} within "
+                                       f"noise ({tolerance:.0%}), {share.where_clear:.0%} where the runs separate, "
+                                       f"over {len(edges)} edges")
+    for column in ("query", "joins", "summary", "target", "est. B s", "decision", "measured s", "right"):
+        table.add_column(column)
+    for edge in edges:
+        row = edge.as_dict(tolerance)
+        table.add_row(row["query"], row["joins"], row["summary"], row["target"], f"{row['estimated_benefit']:.4f}",
+                      row["decision"], f"{row['measured_benefit']:+.3f}", row["verdict"])
+    return table
 
 
-def _measured_size(size: int | None) -> str:
-    """A byte count, or a dash where the mode's processes did not report it."""
-    return "—" if size is None else format_size(size)
+def _stats_table(found, title: str) -> Table:
+    overheads, errors = found
+    return stats_overhead_table(overheads, errors, title)
 
 
-def batch_report(results, context) -> str:
-    """``aipq bench batch``'s report.md: the command, the machine and the table as markdown."""
-    lines = [f"### {context.title}", "", f"`{context.command}` · {context.machine} · {context.date}", "",
-             "| mode | seconds (median) | vs one by one | read | shuffle write | rounds |", "|---|--:|--:|--:|--:|---|"]
-    for result in results:
-        run = result.runs[0]
-        rounds = ", ".join(f"{s:.2f}" for s in (r.seconds for r in result.runs))
-        lines.append(f"| {result.mode} | {result.median_seconds:.2f} | {_batch_speedup(results, result):.2f}× | "
-                     f"{_measured_size(run.input_bytes)} | {_measured_size(run.shuffle_write_bytes)} | {rounds} |")
-    return "\n".join(lines) + "\n"
+# how each benchmark's results are shown, by the kind ``bench/suite.py`` names them
+RENDERERS = {"series": strategy_table, "stats": _stats_table, "decisions": decisions_table,
+             "staging": staging_table, "batch": batch_table}

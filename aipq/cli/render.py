@@ -7,15 +7,8 @@ from typing import Any
 from rich.table import Table
 from rich.tree import Tree
 
-from aipq.engine.executor import RunRecord
-
-
-def format_size(n: float) -> str:
-    for unit in ("B", "KB", "MB", "GB"):
-        if abs(n) < 1024 or unit == "GB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return f"{n:.1f} GB"
+from aipq.engine.records import RunRecord
+from aipq.files import format_size
 
 
 def _join_line(join: dict[str, Any]) -> str:
@@ -41,24 +34,7 @@ def _replan_line(replan: dict[str, Any]) -> str:
 
 def explain_tree(info: dict[str, Any]) -> Tree:
     stages = {s["id"]: s for s in info["stages"]}
-    settings = info["settings"]
-    threshold = settings["broadcast_threshold"]["value"]
-    broadcast = f"broadcast ≤ {format_size(threshold)}" if threshold > 0 else "repartition joins only"
-    partitions = settings["shuffle_partitions"]["value"]
-    per_reducer = settings.get("reducer_bytes", {}).get("value", 0)
-    reduce_phase = (f"reduce tasks: one per {format_size(per_reducer)} read, at most {partitions}" if per_reducer > 0
-                    else f"{partitions} shuffle partitions")
-    root = Tree(f"[bold]{len(stages)} stage(s)[/bold] · plan {settings['plan']['value']} · {broadcast} · "
-                f"{reduce_phase}")
-    for note in info.get("join_order", []):
-        root.add(f"[dim]join order: {note}[/dim]")
-    for replan in info.get("run", {}).get("replans", []):
-        line = root.add(_replan_line(replan))
-        if replan["changed"]:
-            for note in replan["join_order"]:
-                line.add(f"[dim]join order: {note}[/dim]")
-    for note in info.get("preaggregation", []):
-        root.add(f"[dim]{note}[/dim]")
+    root = _plan_header(info)
     shown: set[int] = set()
 
     def add(parent: Tree, stage_id: int) -> None:
@@ -74,42 +50,10 @@ def explain_tree(info: dict[str, Any]) -> Tree:
             return
         shown.add(stage_id)
         node = parent.add(title)
-        reduce = stage["reduce"]
-        for join in reduce.get("joins", []):
-            node.add(f"reduce: {_join_line(join)} [dim](repartition)[/dim]")
-        if "group_by" in reduce:
-            groups = ", ".join(reduce["group_by"]) or "(all rows)"
-            if "grouping_sets" in reduce:
-                groups += " GROUPING SETS (" + ", ".join(f"({', '.join(s)})" for s in reduce["grouping_sets"]) + ")"
-            aggs = ", ".join(f"{v}" for v in reduce["aggregates"].values())
-            node.add(f"reduce: GROUP BY {groups} → {aggs}")
-        if "windows" in reduce:
-            node.add("reduce: WINDOW " + ", ".join(f"{name} = {text}" for name, text in reduce["windows"].items()))
-        if "order_by" in reduce:
-            node.add(f"reduce: ORDER BY {', '.join(reduce['order_by'])}")
-        if stage["limit"] is not None:
-            node.add(f"limit {stage['limit']}")
-        for join in stage["broadcast_joins"]:
-            node.add(f"map-side: {_join_line(join)} [dim](broadcast {join['broadcast_side']})[/dim]")
-        for view in stage.get("lateral_views", []):
-            node.add(f"map-side: LATERAL VIEW {view}")
-        for source in stage["inputs"]:
-            if source["kind"] == "table":
-                filters = f" [yellow]where {' and '.join(source['filters'])}[/yellow]" if source["filters"] else ""
-                alias = f" as {source['alias']}" if source["alias"] != source["table"].split(".")[-1] else ""
-                parts = source.get("partitions")
-                parts = f" [dim]partitions {parts['read']} of {parts['registered']}[/dim]" if parts else ""
-                node.add(f"scan {source['table']}{alias} [dim]({', '.join(source['columns'])})[/dim]{filters}{parts}")
+        _add_operators(node, stage)
+        _add_scans(node, stage)
         node.add(f"output: [green]{', '.join(stage['output_columns'])}[/green]")
-        if stage.get("estimated_rows") is not None:
-            off = f" · actual {stage['measured']['rows_written']:,}, q-error {stage['q_error']:g}" \
-                if "q_error" in stage else ""
-            node.add(f"[blue]estimated[/blue] {stage['estimated_rows']:,.0f} rows{off} "
-                     f"[dim](from the tables' statistics)[/dim]")
-        if stage.get("known_output"):
-            known = stage["known_output"]
-            node.add(f"[blue]known size[/blue] {known['rows']:,} rows, {format_size(known['bytes'])} "
-                     f"[dim](same subplan in {known['collected_by']})[/dim]")
+        _add_sizes(node, stage)
         _add_information_passing(node, stage)
         if "measured" in stage:
             _add_measures(node, stage["measured"])
@@ -127,6 +71,77 @@ def explain_tree(info: dict[str, Any]) -> Tree:
             add(root, stage["id"])
     _add_statistics(root, info.get("statistics"))
     return root
+
+
+def _plan_header(info: dict[str, Any]) -> Tree:
+    """The tree's root: stages, plan shape, joins and reduce tasks; the join-order, re-plan and
+    pre-aggregation notes below it."""
+    settings = info["settings"]
+    threshold = settings["broadcast_threshold"]["value"]
+    broadcast = f"broadcast ≤ {format_size(threshold)}" if threshold > 0 else "repartition joins only"
+    partitions = settings["shuffle_partitions"]["value"]
+    per_reducer = settings.get("reducer_bytes", {}).get("value", 0)
+    reduce_phase = (f"reduce tasks: one per {format_size(per_reducer)} read, at most {partitions}" if per_reducer > 0
+                    else f"{partitions} shuffle partitions")
+    root = Tree(f"[bold]{len(info['stages'])} stage(s)[/bold] · plan {settings['plan']['value']} · {broadcast} · "
+                f"{reduce_phase}")
+    for note in info.get("join_order", []):
+        root.add(f"[dim]join order: {note}[/dim]")
+    for replan in info.get("run", {}).get("replans", []):
+        line = root.add(_replan_line(replan))
+        if replan["changed"]:
+            for note in replan["join_order"]:
+                line.add(f"[dim]join order: {note}[/dim]")
+    for note in info.get("preaggregation", []):
+        root.add(f"[dim]{note}[/dim]")
+    return root
+
+
+def _add_operators(node: Tree, stage: dict[str, Any]) -> None:
+    """The stage's reduce operator, limit, and map-side joins and lateral views."""
+    reduce = stage["reduce"]
+    for join in reduce.get("joins", []):
+        node.add(f"reduce: {_join_line(join)} [dim](repartition)[/dim]")
+    if "group_by" in reduce:
+        groups = ", ".join(reduce["group_by"]) or "(all rows)"
+        if "grouping_sets" in reduce:
+            groups += " GROUPING SETS (" + ", ".join(f"({', '.join(s)})" for s in reduce["grouping_sets"]) + ")"
+        aggs = ", ".join(f"{v}" for v in reduce["aggregates"].values())
+        node.add(f"reduce: GROUP BY {groups} → {aggs}")
+    if "windows" in reduce:
+        node.add("reduce: WINDOW " + ", ".join(f"{name} = {text}" for name, text in reduce["windows"].items()))
+    if "order_by" in reduce:
+        node.add(f"reduce: ORDER BY {', '.join(reduce['order_by'])}")
+    if stage["limit"] is not None:
+        node.add(f"limit {stage['limit']}")
+    for join in stage["broadcast_joins"]:
+        node.add(f"map-side: {_join_line(join)} [dim](broadcast {join['broadcast_side']})[/dim]")
+    for view in stage.get("lateral_views", []):
+        node.add(f"map-side: LATERAL VIEW {view}")
+
+
+def _add_scans(node: Tree, stage: dict[str, Any]) -> None:
+    for source in stage["inputs"]:
+        if source["kind"] == "table":
+            filters = f" [yellow]where {' and '.join(source['filters'])}[/yellow]" if source["filters"] else ""
+            alias = f" as {source['alias']}" if source["alias"] != source["table"].split(".")[-1] else ""
+            parts = source.get("partitions")
+            parts = f" [dim]partitions {parts['read']} of {parts['registered']}[/dim]" if parts else ""
+            node.add(f"scan {source['table']}{alias} [dim]({', '.join(source['columns'])})[/dim]{filters}{parts}")
+
+
+def _add_sizes(node: Tree, stage: dict[str, Any]) -> None:
+    """The stage's estimated rows (with the actual ones and the q-error after a run) and a size known from an
+    earlier run of the same subplan."""
+    if stage.get("estimated_rows") is not None:
+        off = f" · actual {stage['measured']['rows_written']:,}, q-error {stage['q_error']:g}" \
+            if "q_error" in stage else ""
+        node.add(f"[blue]estimated[/blue] {stage['estimated_rows']:,.0f} rows{off} "
+                 f"[dim](from the tables' statistics)[/dim]")
+    if stage.get("known_output"):
+        known = stage["known_output"]
+        node.add(f"[blue]known size[/blue] {known['rows']:,} rows, {format_size(known['bytes'])} "
+                 f"[dim](same subplan in {known['collected_by']})[/dim]")
 
 
 def _add_statistics(root: Tree, needs: list[dict[str, Any]] | None) -> None:

@@ -1,9 +1,8 @@
 """A class-data-sharing archive for the driver JVM, so that ``aipq`` commands start Spark faster.
 
 Each ``aipq run`` starts a new JVM, which loads about 20,000 classes before the query's first task. A dynamic CDS
-archive (JDK 13+) holds them parsed and verified, mapped into memory at the next start: on this machine a cold
-``aipq run tpch:3`` at SF 1 took 14.0 s with it against 19.2 s without, medians of 5 interleaved runs
-(docs/spark-notes.md, "A cold aipq run").
+archive (JDK 13+) holds them parsed and verified, mapped into memory at the next start, which starts a command
+about 5 s sooner here (docs/decisions.md).
 
 Java 17 cannot make the archive by itself (``-XX:+AutoCreateSharedArchive`` came in 19), and a JVM that records
 one runs slower and then takes about 12 s to write it at exit, so no user command records it:
@@ -123,25 +122,25 @@ def build_when_missing(plan: ArchivePlan, memory: str) -> None:
         atexit.register(start_builder, plan.missing, memory)
 
 
-def _lock(final: Path) -> Path:
+def lock_path(final: Path) -> Path:
     return final.with_suffix(".lock")
 
 
-def _building(final: Path) -> bool:
+def being_built(final: Path) -> bool:
     try:
-        return time.time() - _lock(final).stat().st_mtime < STALE_LOCK_SECONDS
+        return time.time() - lock_path(final).stat().st_mtime < STALE_LOCK_SECONDS
     except OSError:
         return False
 
 
-def _failed(final: Path) -> Path:
+def failed_marker(final: Path) -> Path:
     """Left by a builder that made no archive (e.g. a JDK without a base archive to extend): no builder runs
     again for this key, so that a machine where it cannot work does not pay for trying after every command."""
     return final.with_suffix(".failed")
 
 
 def start_builder(final: Path, memory: str) -> None:
-    if final.exists() or _building(final) or _failed(final).exists():
+    if final.exists() or being_built(final) or failed_marker(final).exists():
         return
     with contextlib.suppress(OSError):  # a cache: the next command tries again
         subprocess.Popen([sys.executable, "-m", "aipq.class_archive_builder", str(final)],

@@ -1,88 +1,44 @@
 """Run a stage DAG on Spark: each stage in dependency order, its output written as parquet in the run's work
-directory and read back by its consumers (the paper's job plan, with each job's T_r as a parquet write)."""
+directory and read back by its consumers (the paper's job plan, with each job's T_r as a parquet write).
+
+Each stage goes through one pipeline of steps (``STAGE_STEPS``), in order, until one of them finishes it:
+decide its summaries, serve it from the stage-output cache, choose whether its output is written, fuse it into
+its consumer or run its job, keep its output in the cache, record what it measured, and re-plan the stages not yet
+run. The state the steps share is one ``DagRun``."""
 
 from __future__ import annotations
 
 import contextlib
-import functools
-import os
-import re
-import socket
 import time
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from pyspark.sql import Observation
-from pyspark.sql import functions as F
-
 from aipq import faults
 from aipq.config import Settings
-from aipq.engine import jvm, stage_cache
+from aipq.engine import jvm
 from aipq.engine.compile import StageCompiler
 from aipq.engine.context import RunContext
-from aipq.engine.jvm import ShuffleFigures, job_group_figures
-from aipq.engine.processes import process_alive, process_start
-from aipq.engine.session import java_message, sql_conf, stage_sql_conf, table_rows, user_runtime_conf
-from aipq.engine.sink import TEXT_FORMATS, Result, write_text_frame
+from aipq.engine.records import RunRecord, StageMetrics
+from aipq.engine.session import sql_conf, stage_sql_conf, table_rows, user_runtime_conf
+from aipq.engine.sink import TEXT_FORMATS
 from aipq.engine.stage_cache import CacheKey, StageCache
+from aipq.engine.stage_job import Fused, StageJob, StageRunner, output_is_read
 from aipq.engine.statistics import StatisticsCollector
-from aipq.engine.storage import Storage, join
-from aipq.engine.summaries import BuiltSummary, ProbeRecord, SummaryStore
-from aipq.errors import AipqError, BadInputError, ExecutionError, warn
-from aipq.estimator.edge_inputs import EdgeEstimator, RunState, SessionFacts
-from aipq.files import FileSource, Sizes, total_bytes
+from aipq.engine.storage import join
+from aipq.engine.summaries import SummaryStore
+from aipq.engine.work_dirs import new_work_dir, remove_work_dir
+from aipq.estimator.edge_inputs import RunState, SessionFacts, adaptive_estimator
+from aipq.files import FileSource, Sizes
 from aipq.ip import staging
 from aipq.ip.candidates import distinct_bound
-from aipq.ip.planner import IpPlanner, StageDecisions, Strategy, SummaryUse, drops_output_rows, keeping_output_exact
+from aipq.ip.planner import IpPlanner, StageDecisions, Strategy, drops_output_rows, keeping_output_exact
 from aipq.planner import reducers
-from aipq.planner.logical import Join, Node, Scan, Sort
+from aipq.planner.logical import Join, Node
 from aipq.planner.physical import measured_broadcasts
 from aipq.planner.stages import Stage, StageDag, StageRead
 from aipq.stats.plan_key import stage_plan_key
 from aipq.stats.planner import plan_statistics
-
-
-@dataclass
-class StageMetrics:
-    stage_id: int
-    operator: str
-    seconds: float
-    rows_written: int
-    bytes_written: int
-    shuffle: ShuffleFigures = field(default_factory=ShuffleFigures)
-    summaries: list[BuiltSummary] = field(default_factory=list)
-    probes: list[ProbeRecord] = field(default_factory=list)
-    decisions: StageDecisions | None = None
-    decision_seconds: float = 0.0
-    reduce_tasks: int = 0  # the stage's shuffle partitions
-    materialized: bool = True  # its output written; else fused into its consumer's job (``ip/staging.py``)
-    staging: str = ""  # why it was written or fused
-    spark_joins: dict[str, int] = field(default_factory=dict)  # with --analyze: the joins Spark's final plan ran
-    measured_broadcasts: list[dict] = field(default_factory=list)  # joins made map-side by measured input sizes
-    reused: bool = False  # its rows read from the stage-output cache, not computed
-
-
-@dataclass
-class RunRecord:
-    run_id: str
-    work_dir: str
-    result_path: str
-    output_names: tuple[str, ...]
-    result_rows: int
-    stages: list[StageMetrics] = field(default_factory=list)
-    seconds: float = 0.0
-    strategy: str = "off"
-    statistics_seconds: float = 0.0  # storing piggybacked statistics, on a thread beside later stages
-    statistics_collected: list[str] = field(default_factory=list)  # tables whose statistics this run stored
-    result_format: str = "parquet"  # csv or json: the final stage wrote the requested format straight away
-    replans: list[dict] = field(default_factory=list)  # each re-plan between stages (``Replanner``)
-    dag: StageDag | None = None  # the DAG the run finished with, when a re-plan changed it
-
-    @property
-    def result(self) -> Result:
-        return Result(self.result_path, self.output_names, self.result_format)
 
 
 class StageListener:
@@ -102,134 +58,39 @@ class Replanner(Protocol):
                     distinct: dict[tuple[int, str], float]) -> tuple[StageDag | None, dict] | None: ...
 
 
-def _final_needs_order(stage: Stage) -> bool:
-    return any(isinstance(n, Sort) for n in stage.plan.walk())
+@dataclass
+class RunOptions:
+    """How ``run_dag`` runs a DAG beyond the command's settings."""
+
+    listener: StageListener = field(default_factory=StageListener)
+    analyze: bool = False  # measure more (Spark's joins, summaries' false positives) for --analyze
+    statistics: StatisticsCollector | None = None  # piggybacked statistics to collect
+    ip_strategy: Strategy | None = None  # a strategy object instead of the settings' (benchmarks)
+    result_format: str | None = None  # csv or json: the final stage writes its rows in that form
+    replanner: Replanner | None = None  # the stages not yet run may be planned again after each written stage
+    cache: StageCache | None = None  # stage outputs read from and kept in the stage-output cache
+    reuse: bool = False  # entries of earlier commands are read too (--reuse)
+    shared: frozenset[str] = frozenset()  # cache keys of stages other queries of a batch compute too
+    shared_scans: dict | None = None  # tables read from a batch's cached read of them
 
 
-OWNER_FILE = "_owner"
-KEPT_FILE = "_kept"
-
-
-def new_work_dir(storage: Storage, root: str) -> tuple[str, str]:
-    """A new run's work directory under ``root``, marked with this process's id so that a later run can tell
-    that a killed run left it behind (``remove_stale_work_dirs``)."""
-    run_id = time.strftime("%Y%m%d-%H%M%S") + "-" + uuid.uuid4().hex[:6]
-    remove_stale_work_dirs(storage, root)
-    work_dir = join(root, run_id)
-    storage.mkdirs(work_dir)
-    storage.write_text(join(work_dir, OWNER_FILE), f"{socket.gethostname()} {os.getpid()} "
-                                                   f"{process_start(os.getpid())}\n")
-    return run_id, work_dir
-
-
-def keep_work_dir(storage: Storage, record: RunRecord) -> None:
-    """Mark a run's work directory as kept (``--keep-work``): stale-directory cleaning leaves it alone."""
-    storage.write_text(join(record.work_dir, KEPT_FILE), "")
-
-
-def _owner_alive(storage: Storage, work_dir: str, modified_ms: int) -> bool:
-    if storage.exists(join(work_dir, KEPT_FILE)):
-        return True
-    young = time.time() - modified_ms / 1000 < 86400  # when nothing else tells, removed once a day old
+def run_dag(context: RunContext, dag: StageDag, options: RunOptions | None = None) -> RunRecord:
+    """Run ``dag``'s stages in order under ``context``'s settings; the record holds where its result is."""
+    options = options or RunOptions()
+    run = DagRun.start(context, dag, options)
+    statistics = options.statistics
     try:
-        host, pid_text, *started = storage.read_text(join(work_dir, OWNER_FILE)).split()
-        pid = int(pid_text)
-    except Exception:  # noqa: BLE001 — no owner mark on any store: an older aipq's run, or one just starting
-        return young
-    if host != socket.gethostname():
-        return young  # another machine's run
-    return process_alive(pid, started[0] if started else "")
-
-
-def remove_stale_work_dirs(storage: Storage, root: str) -> None:
-    """Remove the work directories of runs whose process is gone (killed runs leave theirs behind); the
-    stage-output cache beside them stays."""
-    for work_dir, is_dir, modified_ms in storage.children(root):
-        if is_dir and work_dir.rstrip("/").rsplit("/", 1)[-1] != stage_cache.FOLDER \
-                and not _owner_alive(storage, work_dir, modified_ms):
-            storage.delete(work_dir)
-
-
-class _RowCounts:
-    """Upper bounds on a summarized column's distinct values, to size Bloom filters (``distinct_bound``): the
-    rows of the inputs its values come from (earlier stages' outputs as written; base tables from parquet
-    metadata)."""
-
-    def __init__(self, spark, files: FileSource, dag: StageDag, written: dict[int, int]):
-        self.spark = spark
-        self.files = files
-        self.dag = dag
-        self.written = written
-
-    def __call__(self, stage_id: int, column: str) -> int | None:
-        found = distinct_bound(self.dag, stage_id, column, self.written.get,
-                               lambda scan: (table_rows(self.spark, self.files, scan.table), "files"))
-        return int(found[0]) if found is not None else None
-
-
-def adaptive_estimator(context: RunContext, dag: StageDag, written: dict[int, int], paths: dict[int, str],
-                       statistics: StatisticsCollector | None) -> EdgeEstimator | None:
-    """The benefit estimator of strategy ``adaptive``, reading this run's state as it grows."""
-    if context.settings.ip != "adaptive":
-        return None
-    repository = statistics.repository if statistics is not None else None
-    state = RunState(written, paths, statistics.output_sketches if statistics is not None else {})
-    return EdgeEstimator(dag, context.settings, repository, context.calibration, state,
-                         session_facts(context.spark, context.storage))
-
-
-def session_facts(spark, files: FileSource) -> SessionFacts:
-    """What the estimator reads from the running session: the cluster's executors, task slots and memory (conf
-    lookups, not sparkContext.getConf(), which copies the whole conf over py4j: 20 ms on every run)."""
-    shape = jvm.cluster_shape(spark)
-    return SessionFacts(table_rows=lambda entry: table_rows(spark, files, entry), files=files,
-                        parallelism=shape.task_slots, executors=shape.executors, executor_cores=shape.executor_cores,
-                        executor_memory=shape.executor_memory,
-                        memory_fraction=float(spark.conf.get("spark.memory.fraction", "0.6")))
-
-
-def run_dag(context: RunContext, dag: StageDag, listener: StageListener | None = None, analyze: bool = False,
-            statistics: StatisticsCollector | None = None, ip_strategy: Strategy | None = None,
-            result_format: str | None = None, replanner: Replanner | None = None,
-            cache: StageCache | None = None, reuse: bool = False, shared: frozenset[str] = frozenset(),
-            shared_scans: dict | None = None) -> RunRecord:
-    """Run ``dag``'s stages in order under ``context``'s settings; the record holds where its result is. With
-    ``result_format`` csv or json the final stage writes its rows in that form (no parquet round trip for
-    the result); with ``replanner`` the stages not yet run may be planned again after each written stage; with
-    ``cache`` a stage whose output it holds is read from it, and exact outputs are kept in it; a stage whose cache
-    key is in ``shared`` is written whole, for the other queries of a batch, and a table in ``shared_scans`` is
-    read from the batch's cached read of it."""
-    spark, settings, storage = context.spark, context.settings, context.storage
-    listener = listener or StageListener()
-    run_id, work_dir = new_work_dir(storage, context.runs_dir)
-    paths = {s.id: join(work_dir, f"stage-{s.id}") for s in dag.stages}
-    compiler = StageCompiler(spark, paths)
-    compiler.shared_scans = shared_scans or {}
-    store = SummaryStore(spark, storage, work_dir, paths, settings.probe_min_rejection)
-    written: dict[int, int] = {}
-
-    def information_passing(dag: StageDag) -> IpPlanner:
-        return IpPlanner(dag, settings, _RowCounts(spark, storage, dag, written),
-                         adaptive_estimator(context, dag, written, paths, statistics), ip_strategy)
-
-    ip = information_passing(dag)
-    record = RunRecord(run_id, work_dir, paths[dag.final.id], dag.plan.output_names, 0, strategy=settings.ip,
-                       result_format=result_format if result_format in TEXT_FORMATS else "parquet")
-    started = time.perf_counter()
-    conf = {**stage_sql_conf(settings), **user_runtime_conf(spark, settings)}
-    try:
-        _run_stages(_DagRun(spark, storage, dag, settings, compiler, store, ip, record, paths, written, conf,
-                            listener, analyze, statistics, replanner, information_passing, cache, reuse,
-                            shared))
+        _run_stages(run)
         if statistics is not None:
             statistics.settle()
     except BaseException:
-        remove_work_dir(storage, record)  # a failed run leaves no half-written stage outputs behind
+        remove_work_dir(context.storage, run.record.work_dir)  # a failed run leaves no half-written outputs
         if statistics is not None:
             with contextlib.suppress(Exception):  # the run's own failure is the one to report
                 statistics.settle()
         raise
-    record.seconds = time.perf_counter() - started
+    record = run.record
+    record.seconds = time.perf_counter() - run.started
     record.result_rows = record.stages[-1].rows_written
     if statistics is not None:
         record.statistics_seconds = statistics.seconds
@@ -238,253 +99,296 @@ def run_dag(context: RunContext, dag: StageDag, listener: StageListener | None =
 
 
 @dataclass
-class _DagRun:
-    """What running one DAG's stages needs, built once by ``run_dag``."""
+class StageStep:
+    """One stage on its way through the pipeline: what the steps so far decided for it."""
 
-    spark: object
-    storage: Storage
+    stage: Stage
+    index: int  # its place in the run, from 1, for the progress display
+    group: str  # the Spark job group its jobs run under
+    decisions: StageDecisions | None = None
+    decision_seconds: float = 0.0
+    inputs: list[Fused] = field(default_factory=list)  # the stages fused into its job, transitively
+    cache_key: CacheKey | None = None
+    written: bool = True  # its output written (else fused into its consumer's job)
+    why: str = ""  # why it was written or fused
+    broadcasts: dict[int, str] = field(default_factory=dict)  # joins turned map-side by measured input sizes
+    metrics: StageMetrics | None = None
+
+
+@dataclass
+class DagRun:
+    """The state one run of a DAG's stages shares across its steps, built once by ``DagRun.start``."""
+
+    context: RunContext
     dag: StageDag
-    settings: Settings
-    compiler: StageCompiler
-    store: SummaryStore
-    ip: IpPlanner
+    options: RunOptions
     record: RunRecord
-    paths: dict[int, str]
-    written: dict[int, int]  # stage id → rows it wrote, as the run goes (the estimator reads it)
-    conf: dict[str, str]
-    listener: StageListener
-    analyze: bool
-    statistics: StatisticsCollector | None
-    replanner: Replanner | None = None
-    information_passing: Callable[[StageDag], IpPlanner] | None = None  # a re-planned DAG's planner
-    cache: StageCache | None = None
-    reuse: bool = False  # entries of earlier commands are read too (--reuse)
-    shared: frozenset[str] = frozenset()  # cache keys of stages other queries of a batch compute too
+    runner: StageRunner
+    paths: dict[int, str]  # stage id → where its output is (its work-dir folder, or a cache entry)
+    conf: dict[str, str]  # the Spark settings every stage runs under
+    started: float
+    sizes: Sizes  # base tables' bytes, looked up once
+    cores: int  # the fewest reduce tasks Hive's rule gives a stage (the session's cores)
+    ip: IpPlanner | None = None
+    written: dict[int, int] = field(default_factory=dict)  # stage id → rows it wrote (the estimator reads it)
+    bytes_written: dict[int, int] = field(default_factory=dict)  # stage id → bytes (what Hive's rule reads)
+    fused_into: dict[int, list[Fused]] = field(default_factory=dict)  # consumer id → stages fused into its job
+    done: set[int] = field(default_factory=set)  # run, fused or skipped: a re-planned DAG holds them too
+    inexact: set[int] = field(default_factory=set)  # outputs lacking rows their subplan has (pruned by summaries)
+    position: int = 0  # the next stage of ``dag.stages`` to look at
 
-    def finished_twins(self, stage: Stage, done: set[int]) -> list[int]:
+    @classmethod
+    def start(cls, context: RunContext, dag: StageDag, options: RunOptions) -> DagRun:
+        spark, storage, settings = context.spark, context.storage, context.settings
+        run_id, work_dir = new_work_dir(storage, context.runs_dir)
+        paths = {s.id: join(work_dir, f"stage-{s.id}") for s in dag.stages}
+        compiler = StageCompiler(spark, paths)
+        compiler.shared_scans = options.shared_scans or {}
+        store = SummaryStore(spark, storage, work_dir, paths, settings.probe_min_rejection)
+        result_format = options.result_format if options.result_format in TEXT_FORMATS else "parquet"
+        record = RunRecord(run_id, work_dir, paths[dag.final.id], dag.plan.output_names, 0, strategy=settings.ip,
+                           result_format=result_format)
+        run = cls(context=context, dag=dag, options=options, record=record,
+                  runner=StageRunner(spark, storage, compiler, store), paths=paths,
+                  conf={**stage_sql_conf(settings), **user_runtime_conf(spark, settings)},
+                  started=time.perf_counter(), sizes=Sizes(storage),
+                  cores=spark.sparkContext.defaultParallelism if settings.reducer_bytes > 0
+                  else settings.shuffle_partitions)
+        run.ip = run.information_passing(dag)
+        return run
+
+    @property
+    def settings(self) -> Settings:
+        return self.context.settings
+
+    @property
+    def statistics(self) -> StatisticsCollector | None:
+        return self.options.statistics
+
+    def information_passing(self, dag: StageDag) -> IpPlanner:
+        """The IP planner of ``dag``, its estimator (strategy adaptive) reading this run's state as it grows."""
+        context, statistics = self.context, self.statistics
+        state = RunState(self.written, self.paths, statistics.output_sketches if statistics is not None else {})
+        estimator = adaptive_estimator(dag, context.settings, statistics.repository if statistics else None,
+                                       context.calibration, lambda: session_facts(context.spark, context.storage),
+                                       state)
+        return IpPlanner(dag, context.settings, _RowCounts(context.spark, context.storage, dag, self.written),
+                         estimator, self.options.ip_strategy)
+
+    def next_stage(self) -> StageStep | None:
+        """The next stage not yet done, or None when every stage is."""
+        while self.position < len(self.dag.stages):
+            stage = self.dag.stages[self.position]
+            self.position += 1
+            if stage.id not in self.done:
+                self.done.add(stage.id)
+                return StageStep(stage, self.position, f"aipq-{self.record.run_id}-{stage.name}")
+        return None
+
+    def read_bytes(self, leaf: Node) -> int | None:
+        """The bytes of the stage output a leaf reads (None for a table)."""
+        return self.bytes_written.get(leaf.stage_id) if isinstance(leaf, StageRead) else None
+
+    def finished_twins(self, stage: Stage) -> list[int]:
         """Summary pre-passes that ran before a re-plan over the same subplan as ``stage``."""
         if not self.record.replans:
             return []
         key = stage_plan_key(self.dag, stage.id)
-        return [s.id for s in self.dag.stages if s.id in done and s.id != stage.id and s.operator == "SCAN"
+        return [s.id for s in self.dag.stages if s.id in self.done and s.id != stage.id and s.operator == "SCAN"
                 and stage_plan_key(self.dag, s.id) == key]
 
-    def cache_key(self, stage: Stage) -> CacheKey | None:
-        return self.cache.stage_key(self.dag, stage.id, self.settings) if self.cache is not None else None
-
-    def replan(self, stage: Stage, done: set[int]) -> bool:
-        """Offer the replanner the run so far; True when it gave a new DAG, which this run now follows."""
-        if self.replanner is None or stage is self.dag.final:
-            return False
-        if self.statistics is not None:
-            self.statistics.settle_tables()  # the statistics earlier stages collected inform the re-plan
-        distinct = self.statistics.output_distinct() if self.statistics is not None else {}
-        outcome = self.replanner.after_stage(self.dag, stage, self.written[stage.id], frozenset(done),
-                                             dict(self.written), distinct)
-        if outcome is None:
-            return False
-        dag, note = outcome
+    def follow(self, dag: StageDag, note: dict) -> None:
+        """Go on with a re-planned DAG: its new stages' paths, its IP planner and statistics, from its start
+        (the stages already done are skipped)."""
         self.record.replans.append(note)
-        if dag is None:
-            return False
         self.dag = self.record.dag = dag
         for new in dag.stages:
             self.paths.setdefault(new.id, join(self.record.work_dir, f"stage-{new.id}"))
         self.record.result_path = self.paths[dag.final.id]
         self.ip = self.information_passing(dag)
-        if self.statistics is not None:
-            self.statistics.follow(dag, plan_statistics(dag, self.statistics.repository, self.storage,
-                                                        self.settings.stats_columns))
+        self.position = 0
+        statistics = self.statistics
+        if statistics is not None:
+            statistics.follow(dag, plan_statistics(dag, statistics.repository, self.context.storage,
+                                                   self.settings.stats_columns))
+
+
+def _run_stages(run: DagRun) -> None:
+    """Every stage through the pipeline, under the run's Spark settings."""
+    with sql_conf(run.context.spark, run.conf):
+        while (step := run.next_stage()) is not None:
+            for handle in STAGE_STEPS:
+                if not handle(run, step):
+                    break
+
+
+# ---- the pipeline: each step returns whether the stage goes on to the next ------------------------------------
+def decide(run: DagRun, step: StageStep) -> bool:
+    """The summaries the stage builds and uses (Algorithms 1-2); a summary pre-pass none wants is done."""
+    stage, statistics, ip = step.stage, run.statistics, run.ip
+    assert ip is not None
+    if statistics is not None and ip.estimator is not None and ip.has_edges(stage):
+        # the estimator reads table statistics from the repository: decide on what earlier stages collected; a
+        # stage with no edge to decide on does not wait for the storing thread
+        statistics.settle_tables()
+    if stage.operator == "SCAN":
+        for twin in run.finished_twins(stage):
+            run.runner.store.alias(twin, stage.id)
+    deciding = time.perf_counter()
+    step.decisions = ip.decide(stage, run.runner.store.infos())
+    step.decision_seconds = time.perf_counter() - deciding
+    if stage.operator == "SCAN" and all(build.key in run.runner.store.built for build in step.decisions.builds):
+        return False  # a summary pre-pass whose summaries no edge wants, or built before a re-plan
+    step.inputs = run.fused_into.pop(stage.id, [])
+    return True
+
+
+def serve_from_cache(run: DagRun, step: StageStep) -> bool:
+    """A stage whose output the stage-output cache holds is read from there, with the summaries it builds."""
+    cache, stage = run.options.cache, step.stage
+    step.cache_key = cache.stage_key(run.dag, stage.id, run.settings) if cache is not None else None
+    if step.cache_key is None:
         return True
+    assert cache is not None and step.decisions is not None
+    hit = cache.lookup(step.cache_key.key, run.options.reuse, run.runner.parquet_rows())
+    if hit is None:
+        return True
+    run.paths[stage.id] = hit.path  # its rows as an earlier statement or run wrote them: exact, read as they are
+    run.written[stage.id], run.bytes_written[stage.id] = hit.rows, hit.bytes
+    whose = "this" if hit.command == cache.command else "an earlier"
+    started = time.perf_counter()
+    built = run.runner.summaries_of_output(stage, step.decisions, hit.path, step.group)
+    run.record.stages.append(StageMetrics(
+        stage.id, stage.operator, time.perf_counter() - started, hit.rows, hit.bytes, decisions=built,
+        decision_seconds=step.decision_seconds, summaries=[run.runner.store.built[b.key] for b in built.builds],
+        staging=f"reused from the stage-output cache ({hit.description} of {whose} command)", reused=True))
+    return False
 
 
-@dataclass
-class _Fused:
-    """A stage fused into its consumer (``ip/staging.py``): compiled inside the consumer's plan and run in its
-    job, so its probes' row counts come from that job."""
-
-    stage: Stage
-    decisions: StageDecisions
-    probes: list[ProbeRecord]
-
-
-def _run_stages(run_state: _DagRun) -> None:
-    spark, dag, settings, compiler, store, ip = (run_state.spark, run_state.dag, run_state.settings,
-                                                 run_state.compiler, run_state.store, run_state.ip)
-    record, paths, written, conf = run_state.record, run_state.paths, run_state.written, run_state.conf
-    listener, analyze, statistics = run_state.listener, run_state.analyze, run_state.statistics
-    storage, table_sizes = run_state.storage, Sizes(run_state.storage)
-    run_id = record.run_id
-    fixed_tasks = settings.shuffle_partitions
-    cores = spark.sparkContext.defaultParallelism if settings.reducer_bytes > 0 else fixed_tasks
-    bytes_written: dict[int, int] = {}  # stage id → bytes of the output it wrote (what Hive's rule reads)
-    fused_into: dict[int, list[_Fused]] = {}  # consumer stage id → the stages fused into its job
-
-    def read_bytes(leaf: Node) -> int | None:
-        return bytes_written.get(leaf.stage_id) if isinstance(leaf, StageRead) else None
-
-    done: set[int] = set()  # stages run, fused into a run one or skipped: a re-planned DAG holds them too
-    inexact: set[int] = set()  # stages whose output lacks rows its subplan has (pruned by another stage's summary)
-    position = 0
-    with sql_conf(spark, conf):
-        while position < len(dag.stages):
-            stage = dag.stages[position]
-            position += 1
-            index = position
-            if stage.id in done:
-                continue
-            done.add(stage.id)
-            group = f"aipq-{run_id}-{stage.name}"
-            if statistics is not None and ip.estimator is not None and ip.has_edges(stage):
-                # the estimator reads table statistics from the repository: decide on what earlier stages
-                # collected; a stage with no edge to decide on does not wait for the storing thread
-                statistics.settle_tables()
-            if stage.operator == "SCAN":
-                for twin in run_state.finished_twins(stage, done):
-                    store.alias(twin, stage.id)
-            deciding = time.perf_counter()
-            decisions = ip.decide(stage, store.infos())
-            decision_seconds = time.perf_counter() - deciding
-            if stage.operator == "SCAN" and all(build.key in store.built for build in decisions.builds):
-                continue  # a summary pre-pass whose summaries no edge wants, or built before a re-plan
-            inputs = fused_into.pop(stage.id, [])  # the stages fused into this one's job, transitively
-            cache_key = run_state.cache_key(stage)
-            hit = run_state.cache.lookup(cache_key.key, run_state.reuse, _parquet_rows(spark)) \
-                if cache_key is not None else None
-            if hit is not None:  # its rows as an earlier statement or run wrote them: exact, read as they are
-                paths[stage.id] = hit.path
-                written[stage.id], bytes_written[stage.id] = hit.rows, hit.bytes
-                whose = "this" if hit.command == run_state.cache.command else "an earlier"
-                started = time.perf_counter()
-                built = _summaries_of_output(spark, store, stage, decisions, hit.path, group)
-                record.stages.append(StageMetrics(stage.id, stage.operator, time.perf_counter() - started, hit.rows,
-                                                  hit.bytes, decisions=built, decision_seconds=decision_seconds,
-                                                  summaries=[store.built[b.key] for b in built.builds],
-                                                  staging=f"reused from the stage-output cache ({hit.description} "
-                                                          f"of {whose} command)", reused=True))
-                continue
-            shared = cache_key is not None and cache_key.key in run_state.shared
-            if shared:  # another query of the batch reads it too: kept whole, then read from the cache
-                decisions = keeping_output_exact(decisions)
-            if drops_output_rows(decisions) or set(dag.dependency.get(stage.id, [])) & inexact:
-                inexact.add(stage.id)
-            written_out, why = staging.materialized(dag, stage, settings, bool(decisions.builds))
-            if shared:
-                written_out, why = True, "shared: another query of the batch computes the same subplan"
-            broadcasts = measured_broadcasts(stage.plan, runtime_broadcast_threshold(settings), table_sizes,
-                                             read_bytes)
-            if not written_out:
-                fused = _Fused(stage, decisions, [])
-                compiler.fused[stage.id] = functools.partial(
-                    _stage_frame, compiler, store, stage, decisions, fused.probes, group, statistics, True,
-                    broadcasts)
-                consumer = next(iter(dag.dataflow.get(stage.id, [])))
-                fused_into.setdefault(consumer, []).extend([fused, *inputs])
-                record.stages.append(StageMetrics(stage.id, stage.operator, 0.0, 0, 0, probes=fused.probes,
-                                                  decisions=decisions, decision_seconds=decision_seconds,
-                                                  materialized=False, staging=why,
-                                                  measured_broadcasts=_broadcast_notes(stage, broadcasts,
-                                                                                       read_bytes)))
-                continue
-            listener.stage_started(stage, index, len(dag.stages), group)
-            tasks = reducers.reduce_tasks(settings, reducers.stage_input_bytes(stage, bytes_written.get, table_sizes),
-                                          cores)
-            stage_conf = {"spark.sql.shuffle.partitions": str(tasks)} if tasks != fixed_tasks else {}
-            if inputs:  # a job computing fused stages too: Spark adapts inside it
-                stage_conf.update(fused_job_conf(settings))
-            with sql_conf(spark, stage_conf):
-                text = (record.result_format, record.output_names) if stage is dag.final else None
-                run = functools.partial(_run_stage, spark, storage, compiler, store, stage, decisions, paths[stage.id],
-                                        group, is_final=stage is dag.final,
-                                        write=_output_is_read(stage, decisions, analyze), fused=inputs, text=text,
-                                        partition_by=dag.partition_by if stage is dag.final else (),
-                                        write_format=dag.write_format if stage is dag.final else "parquet",
-                                        broadcasts=broadcasts)
-                metrics = _run_recovering(run, stage, inputs, statistics, compiler, spark, storage, paths[stage.id],
-                                          broadcasts)
-            # an exact summary is the written output itself, read where it was written: such a stage stays put
-            if cache_key is not None and stage.id not in inexact and \
-                    not any(build.kind == "exact" for build in decisions.builds):
-                kept = run_state.cache.keep(cache_key, paths[stage.id], metrics.rows_written, metrics.bytes_written,
-                                            f"{stage.name} {stage.operator}")
-                if kept is not None:
-                    paths[stage.id] = kept.path
-                    store.offer(stage.id, kept.path)
-            faults.reached("stage-written")
-            metrics.reduce_tasks = tasks
-            metrics.staging = why
-            metrics.measured_broadcasts = _broadcast_notes(stage, broadcasts, read_bytes)
-            if analyze:
-                metrics.spark_joins = jvm.join_strategies(spark, group)
-            bytes_written[stage.id] = metrics.bytes_written
-            probes = metrics.probes + [p for fused in inputs for p in fused.probes]
-            if analyze:
-                for probe in probes:
-                    store.measure_false_positives(probe)
-            for probe in probes:
-                probe.raw = None
-            metrics.decision_seconds = decision_seconds
-            written[stage.id] = metrics.rows_written
-            record.stages.append(metrics)
-            listener.stage_finished(metrics)
-            faults.reached("between-stages")
-            if not fused_into and run_state.replan(stage, done):
-                dag, ip, position = run_state.dag, run_state.ip, 0
+def choose_staging(run: DagRun, step: StageStep) -> bool:
+    """Whether the stage's output is written (``ip/staging.py``; a stage a batch shares always is), whether it
+    is exact, and which of its joins turn map-side from measured input sizes."""
+    stage = step.stage
+    assert step.decisions is not None
+    shared = step.cache_key is not None and step.cache_key.key in run.options.shared
+    if shared:  # another query of the batch reads it too: kept whole, then read from the cache
+        step.decisions = keeping_output_exact(step.decisions)
+    if drops_output_rows(step.decisions) or set(run.dag.dependency.get(stage.id, [])) & run.inexact:
+        run.inexact.add(stage.id)
+    step.written, step.why = staging.materialized(run.dag, stage, run.settings, bool(step.decisions.builds))
+    if shared:
+        step.written, step.why = True, "shared: another query of the batch computes the same subplan"
+    step.broadcasts = measured_broadcasts(stage.plan, runtime_broadcast_threshold(run.settings), run.sizes,
+                                          run.read_bytes)
+    return True
 
 
-def _parquet_rows(spark) -> Callable[[str], int]:
-    """The rows of parquet files at a path (from their footers), to check a cached stage output before reading it."""
-    return lambda path: spark.read.parquet(path).count()
+def fuse(run: DagRun, step: StageStep) -> bool:
+    """A stage whose output is not written is compiled inside its consumer's job, which counts its probes."""
+    if step.written:
+        return True
+    stage, decisions = step.stage, step.decisions
+    assert decisions is not None
+    fused = Fused(stage, decisions, [])
+    run.runner.compiler.fused[stage.id] = lambda: run.runner.frame(
+        stage, decisions, fused.probes, step.group, run.statistics, True, step.broadcasts)
+    consumer = next(iter(run.dag.dataflow.get(stage.id, [])))
+    run.fused_into.setdefault(consumer, []).extend([fused, *step.inputs])
+    run.record.stages.append(StageMetrics(
+        stage.id, stage.operator, 0.0, 0, 0, probes=fused.probes, decisions=decisions,
+        decision_seconds=step.decision_seconds, materialized=False, staging=step.why,
+        measured_broadcasts=_broadcast_notes(stage, step.broadcasts, run.read_bytes)))
+    return False
 
 
-# What Spark says when the driver ran out of memory building a broadcast join's table.
-BROADCAST_OUT_OF_MEMORY = "Not enough memory to build and broadcast the table"
+def run_job(run: DagRun, step: StageStep) -> bool:
+    """The stage's own Spark job (with the stages fused into it), its reduce tasks sized by Hive's rule."""
+    stage, dag, settings = step.stage, run.dag, run.settings
+    assert step.decisions is not None
+    run.options.listener.stage_started(stage, step.index, len(dag.stages), step.group)
+    tasks = _reduce_tasks(run, stage)
+    stage_conf = {"spark.sql.shuffle.partitions": str(tasks)} if tasks != settings.shuffle_partitions else {}
+    if step.inputs:  # a job computing fused stages too: Spark adapts inside it
+        stage_conf.update(fused_job_conf(settings))
+    final = stage is dag.final
+    job = StageJob(stage, step.decisions, run.paths[stage.id], step.group, is_final=final,
+                   write=output_is_read(stage, step.decisions, run.options.analyze), fused=step.inputs,
+                   text=(run.record.result_format, run.record.output_names) if final else None,
+                   partition_by=dag.partition_by if final else (),
+                   write_format=dag.write_format if final else "parquet", broadcasts=step.broadcasts)
+    with sql_conf(run.context.spark, stage_conf):
+        step.metrics = run.runner.run_recovering(job, run.statistics)
+    step.metrics.reduce_tasks = tasks
+    return True
 
 
-def _run_recovering(run: Callable[..., StageMetrics], stage: Stage, inputs: list[_Fused],
-                    statistics: StatisticsCollector | None, compiler: StageCompiler, spark, storage: Storage,
-                    path: str, broadcasts: dict[int, str]) -> StageMetrics:
-    """Run a stage so that neither of aipq's own choices fails it: a join input aipq broadcast that the driver had
-    not the memory for runs again with repartition joins, and piggybacked statistics that fail run it again
-    without them."""
-    def start_over() -> None:
-        storage.delete(path)
-        for fused in inputs:
-            fused.probes.clear()
-
-    try:
-        injected = compiler.broadcasts_allowed and _broadcasts_anything(stage, inputs, broadcasts)
-        if injected and faults.failing("broadcast"):
-            raise ExecutionError(f"stage {stage.name} ({stage.operator}) failed on Spark: {BROADCAST_OUT_OF_MEMORY} "
-                                 "(AIPQ_FAIL_AT)")
-        return run(statistics=statistics)
-    except BadInputError:
-        raise
-    except AipqError as error:
-        if BROADCAST_OUT_OF_MEMORY in error.message and compiler.broadcasts_allowed:
-            warn(f"stage {stage.name} ({stage.operator}): the driver had not the memory to broadcast a join input; "
-                 f"the stage runs again with repartition joins (the driver's memory is AIPQ_DRIVER_MEMORY, "
-                 f"{spark.conf.get('spark.driver.memory', '1g')})")
-            start_over()
-            broadcasts.clear()
-            compiler.broadcasts_allowed = False
-            try:
-                with sql_conf(spark, {"spark.sql.adaptive.autoBroadcastJoinThreshold": "-1"}):
-                    return _run_recovering(run, stage, inputs, statistics, compiler, spark, storage, path,
-                                           broadcasts)
-            finally:
-                compiler.broadcasts_allowed = True
-        if statistics is None or not any(statistics.observes(s) for s in [stage, *(f.stage for f in inputs)]):
-            raise
-        statistics.disable(error.message)  # statistics never fail a query: run the stage without
-        start_over()
-        return run(statistics=statistics)
+def keep(run: DagRun, step: StageStep) -> bool:
+    """An exact written output goes into the stage-output cache, with the Bloom filters built while writing it
+    (an exact summary is the written output itself, read where it was written: such a stage stays put)."""
+    stage, cache, metrics = step.stage, run.options.cache, step.metrics
+    assert metrics is not None and step.decisions is not None
+    exact_summary = any(build.kind == "exact" for build in step.decisions.builds)
+    if cache is not None and step.cache_key is not None and stage.id not in run.inexact and not exact_summary:
+        kept = cache.keep(step.cache_key, run.paths[stage.id], metrics.rows_written, metrics.bytes_written,
+                          f"{stage.name} {stage.operator}")
+        if kept is not None:
+            run.paths[stage.id] = kept.path
+            run.runner.store.offer(stage.id, kept.path)
+    faults.reached("stage-written")
+    return True
 
 
-def _broadcasts_anything(stage: Stage, inputs: list[_Fused], broadcasts: dict[int, str]) -> bool:
-    """Whether a stage's job (its fused stages' too) joins a side map-side, as planned or as measured."""
-    joins = [n for s in [stage, *(f.stage for f in inputs)] for n in s.plan.walk() if isinstance(n, Join)]
-    return bool(broadcasts) or any(j.physical == "broadcast" for j in joins)
+def record(run: DagRun, step: StageStep) -> bool:
+    """What the stage measured, in the run's record (with --analyze, Spark's joins and the summaries' false
+    positives too); the progress display is told."""
+    stage, metrics, spark = step.stage, step.metrics, run.context.spark
+    assert metrics is not None
+    metrics.staging = step.why
+    metrics.measured_broadcasts = _broadcast_notes(stage, step.broadcasts, run.read_bytes)
+    run.bytes_written[stage.id] = metrics.bytes_written
+    probes = metrics.probes + [p for fused in step.inputs for p in fused.probes]
+    if run.options.analyze:
+        metrics.spark_joins = jvm.join_strategies(spark, step.group)
+        for probe in probes:
+            run.runner.store.measure_false_positives(probe)
+    for probe in probes:
+        probe.raw = None
+    metrics.decision_seconds = step.decision_seconds
+    run.written[stage.id] = metrics.rows_written
+    run.record.stages.append(metrics)
+    run.options.listener.stage_finished(metrics)
+    faults.reached("between-stages")
+    return True
+
+
+def replan(run: DagRun, step: StageStep) -> bool:
+    """After a written stage, the replanner may plan the stages not yet run again from what is now known."""
+    stage, replanner, statistics = step.stage, run.options.replanner, run.statistics
+    if replanner is None or stage is run.dag.final or run.fused_into:  # not while fused stages wait for their job
+        return True
+    if statistics is not None:
+        statistics.settle_tables()  # the statistics earlier stages collected inform the re-plan
+    distinct = statistics.output_distinct() if statistics is not None else {}
+    outcome = replanner.after_stage(run.dag, stage, run.written[stage.id], frozenset(run.done), dict(run.written),
+                                    distinct)
+    if outcome is not None:
+        dag, note = outcome
+        if dag is None:
+            run.record.replans.append(note)
+        else:
+            run.follow(dag, note)
+    return True
+
+
+STAGE_STEPS: tuple[Callable[[DagRun, StageStep], bool], ...] = (
+    decide, serve_from_cache, choose_staging, fuse, run_job, keep, record, replan,
+)
+
+
+# ---- helpers of the steps ---------------------------------------------------------------------------------------
+def _reduce_tasks(run: DagRun, stage: Stage) -> int:
+    input_bytes = reducers.stage_input_bytes(stage, run.bytes_written.get, run.sizes)
+    return reducers.reduce_tasks(run.settings, input_bytes, run.cores)
 
 
 def _broadcast_notes(stage: Stage, broadcasts: dict[int, str], read_bytes) -> list[dict]:
@@ -505,31 +409,6 @@ def runtime_broadcast_threshold(settings: Settings) -> int:
     return max(settings.broadcast_threshold, 0) if settings.runtime_broadcast == "on" else 0
 
 
-def _summaries_of_output(spark, store: SummaryStore, stage: Stage, decisions: StageDecisions, path: str,
-                         group: str) -> StageDecisions:
-    """The summaries a reused stage would have built while writing: the Bloom filters the cache entry offers
-    (built when it was written), the others from its cached output in one pass, observed as a stage's write
-    observes them (later stages' edges count on them). What was built, as the stage's decisions."""
-    left = store.take_offered(path, decisions.builds)
-    if not left:
-        return StageDecisions(stage.id, builds=decisions.builds)
-    spark.sparkContext.setJobGroup(group, f"aipq {stage.name} summaries of its cached output", interruptOnCancel=True)
-    try:
-        df = spark.read.parquet(path)
-        observation = Observation(f"{group}-summaries")
-        df.observe(observation, F.count(F.lit(1)).alias("rows"), *store.build_columns(df, left, {})) \
-            .write.format("noop").mode("overwrite").save()
-        values = jvm.observed_metrics(observation, keep_in_jvm=store.jvm_resident(left))
-        store.collect(df, left, observation, values, {})
-    except AipqError:
-        raise
-    except Exception as error:
-        raise spark_error(error, f"stage {stage.name} (summaries of its cached output at {path})") from error
-    finally:
-        spark.sparkContext.setLocalProperty("spark.jobGroup.id", None)
-    return StageDecisions(stage.id, builds=decisions.builds)
-
-
 def fused_job_conf(settings: Settings) -> dict[str, str]:
     """Spark's adaptive execution inside a job that computes fused stages: partitions coalesced, skew split, and
     a small intermediate result broadcast (within the broadcast threshold, with ``--runtime-broadcast on``)."""
@@ -537,153 +416,30 @@ def fused_job_conf(settings: Settings) -> dict[str, str]:
     return {"spark.sql.adaptive.enabled": "true", "spark.sql.adaptive.autoBroadcastJoinThreshold": threshold}
 
 
-def _output_is_read(stage: Stage, decisions: StageDecisions, analyze: bool) -> bool:
-    """Whether anything reads what ``stage`` writes. No stage reads a summary pre-pass (SCAN) stage: it runs for
-    the summary its write builds, so its rows go to Spark's ``noop`` sink, unless an exact summary is its written
-    keys or ``--analyze`` compares its summaries with them (``SummaryStore.measure_false_positives``)."""
-    return stage.operator != "SCAN" or analyze or any(build.kind == "exact" for build in decisions.builds)
+class _RowCounts:
+    """Upper bounds on a summarized column's distinct values, to size Bloom filters (``distinct_bound``): the
+    rows of the inputs its values come from (earlier stages' outputs as written; base tables from parquet
+    metadata)."""
+
+    def __init__(self, spark, files: FileSource, dag: StageDag, written: dict[int, int]):
+        self.spark = spark
+        self.files = files
+        self.dag = dag
+        self.written = written
+
+    def __call__(self, stage_id: int, column: str) -> int | None:
+        found = distinct_bound(self.dag, stage_id, column, self.written.get,
+                               lambda scan: (table_rows(self.spark, self.files, scan.table), "files"))
+        return int(found[0]) if found is not None else None
 
 
-def _is_partition_column(scan: Scan, column: str) -> bool:
-    """A summary of this scan column can prune whole partitions: it is one of the table's partition columns."""
-    return scan.table.partitioned and dict(scan.columns + scan.filter_only).get(column) in scan.table.partition_columns
+def session_facts(spark, files: FileSource) -> SessionFacts:
+    """What the estimator reads from the running session: the cluster's executors, task slots and memory (conf
+    lookups, not sparkContext.getConf(), which copies the whole conf over py4j: 20 ms on every run)."""
+    shape = jvm.cluster_shape(spark)
+    return SessionFacts(table_rows=lambda entry: table_rows(spark, files, entry), files=files,
+                        parallelism=shape.task_slots, executors=shape.executors, executor_cores=shape.executor_cores,
+                        executor_memory=shape.executor_memory,
+                        memory_fraction=float(spark.conf.get("spark.memory.fraction", "0.6")))
 
 
-def _stage_frame(compiler: StageCompiler, store: SummaryStore, stage: Stage, decisions: StageDecisions,
-                 probes: list[ProbeRecord], group: str, statistics: StatisticsCollector | None,
-                 fused: bool = False, broadcasts: dict[int, str] | None = None):
-    """The stage's rows as a DataFrame: its plan compiled with its probes (P_m) on its inputs and, for a sibling's
-    summary, on its output, the statistics' observers on its first scans, and ``broadcasts`` (its joins turned
-    map-side by measured input sizes). A fused stage is compiled inside its consumer's plan; the hooks of both are
-    kept, as their node ids differ."""
-    by_input: dict[int, list[SummaryUse]] = {}
-    by_partition: dict[int, list[SummaryUse]] = {}
-    scans = {id(n): n for n in stage.plan.walk() if isinstance(n, Scan)}
-    for use in decisions.uses:
-        if use.target.place == "input" and use.target.node_id is not None:
-            scan = scans.get(use.target.node_id)
-            if scan is not None and _is_partition_column(scan, use.target.column):
-                by_partition.setdefault(use.target.node_id, []).append(use)
-            else:
-                by_input.setdefault(use.target.node_id, []).append(use)
-    compiler.partition_pruners.update({
-        node_id: (lambda scan, uses=uses: store.partitions_left(scan, uses, probes))
-        for node_id, uses in by_partition.items()})
-    compiler.input_hooks.update({
-        node_id: (lambda df, uses=uses, n=node_id: store.probe(df, uses, probes, f"{group}-in{n}"))
-        for node_id, uses in by_input.items()})
-    # a broadcast join may skip its other input when the broadcast side is empty: its scans may stop early
-    compiler.scan_observers.update(statistics.scan_observers(stage, fused or bool(broadcasts)) if statistics else {})
-    compiler.measured_broadcasts.update(broadcasts or {})
-    df = compiler.compile(stage.plan)
-    output_uses = [u for u in decisions.uses if u.target.place == "output"]
-    if output_uses:  # sibling-to-sibling: prune before writing
-        df = store.probe(df, output_uses, probes, f"{group}-out")
-    return df
-
-
-def _run_stage(spark, storage: Storage, compiler: StageCompiler, store: SummaryStore, stage: Stage,
-               decisions: StageDecisions, path: str, group: str, is_final: bool,
-               statistics: StatisticsCollector | None = None, write: bool = True,
-               fused: list[_Fused] | None = None, text: tuple[str, tuple[str, ...]] | None = None,
-               partition_by: tuple[str, ...] = (), write_format: str = "parquet",
-               broadcasts: dict[int, str] | None = None) -> StageMetrics:
-    """Run one stage's job: its rows written as parquet (or, for the result with ``text`` = (csv or json, column
-    names), in that form; with ``partition_by``, a folder per value as Hive lays out partitions), its summaries
-    built and its statistics observed in the same pass."""
-    sc = spark.sparkContext
-    sc.setJobGroup(group, f"aipq {stage.name} {stage.operator}", interruptOnCancel=True)
-    started = time.perf_counter()
-    probes: list[ProbeRecord] = []
-    try:
-        df = _stage_frame(compiler, store, stage, decisions, probes, group, statistics, broadcasts=broadcasts)
-        _reset_hooks(compiler)
-        if is_final and _final_needs_order(stage):
-            df = df.coalesce(1)  # one ordered file: reading it back keeps ORDER BY's order
-        observation = Observation(f"{group}-rows")
-        # a summary's key sketch is the statistics' sketch of the same column when that is observed anyway
-        sketched = statistics.output_sketch_names(stage, df) if statistics else {}
-        if statistics:
-            df = statistics.observe_output(stage, df)
-        df = df.observe(observation, F.count(F.lit(1)).alias("rows"),
-                        *store.build_columns(df, decisions.builds, sketched))
-        if text is not None and text[0] in TEXT_FORMATS:
-            write_text_frame(df, text[1], text[0], path)
-        elif write:
-            writer = df.write.partitionBy(*partition_by) if partition_by else df.write
-            writer.format(write_format).mode("errorifexists").save(path)
-        else:
-            df.write.format("noop").mode("overwrite").save()
-        compiler.stage_schemas[stage.id] = df.schema
-        output_bytes = total_bytes(storage, path) or 0
-        values = jvm.observed_metrics(observation, keep_in_jvm=store.jvm_resident(decisions.builds))
-        if statistics:
-            values.update(statistics.output_values(stage))
-        rows = int(values["rows"])
-        seconds = time.perf_counter() - started
-        store.collect(df, decisions.builds, observation, values, sketched)
-        if statistics is not None:
-            statistics.stage_finished(stage, decisions, values, rows, output_bytes)
-        counted = probes + [p for f in fused or [] for p in f.probes]  # fused stages' probes ran in this job
-        marks = [p.mark for p in counted if p.mark is not None]
-        filter_counts = jvm.filter_row_counts(spark, group, marks) if marks else {}
-        for probe in counted:
-            probe.finish(filter_counts)
-        figures = job_group_figures(spark, group)
-    except AipqError:
-        raise
-    except Exception as error:
-        raise spark_error(error, f"stage {stage.name} ({stage.operator})") from error
-    finally:
-        _reset_hooks(compiler)
-        sc.setLocalProperty("spark.jobGroup.id", None)
-    return StageMetrics(stage.id, stage.operator, seconds, rows, output_bytes, figures,
-                        [store.built[b.key] for b in decisions.builds], probes, decisions)
-
-
-def _reset_hooks(compiler: StageCompiler) -> None:
-    """The compiled stage's hooks are done with: the next stage's plan has its own."""
-    compiler.input_hooks, compiler.scan_observers, compiler.partition_pruners = {}, {}, {}
-    compiler.measured_broadcasts = {}
-
-
-def spark_error(error: Exception, where: str) -> Exception:
-    """A Spark failure as an aipq error: analysis errors are the query's fault (exit 2), others runtime (1)."""
-    from pyspark.errors import AnalysisException
-
-    first = java_message(error)
-    missing = _MISSING_FILE.search(first)
-    if missing and f"/{stage_cache.FOLDER}/" in missing.group(1):
-        return ExecutionError(f"{where} failed: a stage output in the stage-output cache was removed while this "
-                              f"command read it ({missing.group(1)})",
-                              hint="another command cleared the cache (aipq cache clear); run this one again")
-    if missing or "FileNotFoundException" in first:
-        where_file = f" ({missing.group(1)})" if missing else ""
-        return ExecutionError(f"{where} failed: a data file of a table is gone{where_file}",
-                              hint="the table's files changed while this command read them (another command "
-                                   "overwrote it) or after it was registered: run it again, register the table "
-                                   "again with `aipq table add`, or restore the files")
-    if isinstance(error, AnalysisException):
-        text = re.sub(r"(\s*SQLSTATE: \w+)?;?( line \d+ pos \d+;?)?\s*$", "", first)
-        condition = getattr(error, "getCondition", lambda: None)() or ""
-        hint = ANALYSIS_HINTS.get(condition.split(".")[0], "check the expressions of the query")
-        error_out = BadInputError(f"invalid query ({where}): {text}", hint=hint)
-        named = (re.search(r"routine `([^`]+)`", text) or re.search(r"`(\w+)` requires", text)
-                 or re.search(r'Cannot resolve "\(?(\w+)', text) or re.search(r"`(\w+)`", text))
-        if named:
-            error_out.missing_name = named.group(1)  # where the query names it: the error's position
-        return error_out
-    return ExecutionError(f"{where} failed on Spark: {first}", hint="rerun with --debug for the full trace")
-
-
-_MISSING_FILE = re.compile(r"(?:FILE_NOT_EXIST|PATH_NOT_FOUND|FileNotFoundException)\S*[^/]*?((?:file:)?/[^\s`'\"]+)")
-
-ANALYSIS_HINTS = {
-    "UNRESOLVED_ROUTINE": "no function of that name in Spark SQL: https://spark.apache.org/docs/latest/api/sql/",
-    "DATATYPE_MISMATCH": "check the types of the expressions involved (CAST converts between types)",
-    "WRONG_NUM_ARGS": "check the number of arguments: https://spark.apache.org/docs/latest/api/sql/",
-}
-
-
-def remove_work_dir(storage: Storage, record: RunRecord) -> None:
-    storage.delete(record.work_dir)

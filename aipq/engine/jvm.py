@@ -476,6 +476,22 @@ class ClusterShape:
     executor_memory: str  # one executor's heap, as Spark writes it (the driver's in local mode)
 
 
+def stop_and_wait(spark: SparkSession, timeout_seconds: float) -> None:
+    """Stop the session and wait for the JVM PySpark started to exit (it exits when its stdin closes)."""
+    proc = getattr(spark.sparkContext._gateway, "proc", None)
+    spark.stop()
+    if proc is None:
+        return
+    if proc.stdin is not None:
+        proc.stdin.close()
+    proc.wait(timeout=timeout_seconds)
+
+
+def java_version(spark: SparkSession) -> str:
+    """The version of the Java that runs the driver."""
+    return str(_jvm(spark).java.lang.System.getProperty("java.version"))
+
+
 def cluster_shape(spark: SparkSession) -> ClusterShape:
     """The executors registered with the session now (the block managers other than the driver's), their cores
     and memory; local mode is one executor, the driver, with every task slot."""

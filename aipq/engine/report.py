@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import Any
 
-from aipq.engine.executor import RunRecord, StageMetrics
+from aipq.engine.records import RunRecord, StageMetrics
 
 
 def stage_measures(metrics: StageMetrics) -> dict[str, Any]:

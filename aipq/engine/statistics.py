@@ -105,12 +105,6 @@ def may_stop_early(stage: Stage) -> bool:
 
 
 @dataclass
-class _StageObservation:
-    stage: Stage
-    columns: list[str]
-
-
-@dataclass
 class StatisticsCollector:
     """One run's collection: which scans to observe, and what to store once each stage has run."""
 
@@ -287,6 +281,13 @@ class StatisticsCollector:
             stage_plan_key(self.dag, stage.id), f"{stage.name} {stage.operator}", inputs, rows, bytes_written,
             columns, time.time(), self.collected_by))
 
+    def collect_in_one_pass(self, frame, need: TableNeed, columns: list[tuple[str, str]]) -> None:
+        """A table's statistics from a pass of its own (``aipq stats collect``, ANALYZE TABLE): observed as the
+        table is read into Spark's noop sink, then stored."""
+        df = self._observe_table(frame, need, columns, early=False)
+        df.write.format("noop").mode("overwrite").save()
+        self._store_table(self._pending.pop())
+
     def _store_table(self, pending: _TableObservation) -> None:
         need = pending.need
         sketched = pending.sketcher.results()
@@ -344,8 +345,6 @@ def collect_table(context: RunContext, entry, columns: list[str] | None, collect
     collector = StatisticsCollector(spark, None, [need], repository, context.storage,  # type: ignore[arg-type]
                                     context.settings.stats_lg_k, collected_by)
     types = dict(entry.columns)
-    df = collector._observe_table(read_table(spark, entry), need, [(c, types.get(c.lower(), "string")) for c in names],
-                                  early=False)
-    df.write.format("noop").mode("overwrite").save()
-    collector._store_table(collector._pending.pop())
+    collector.collect_in_one_pass(read_table(spark, entry), need,
+                                  [(c, types.get(c.lower(), "string")) for c in names])
     return repository.table(entry.path, need.files.fingerprint)

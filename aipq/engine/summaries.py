@@ -358,8 +358,7 @@ class SummaryStore:
             return jvm.might_contain(self.spark, summary.payload, hashed_key(df, column))
         # A filter above 1 MB (only a user's --bloom-size makes one) is read from its file as a scalar subquery,
         # as Spark's own runtime filters are, rather than put into a plan Spark renders at every re-plan. Up to
-        # 1 MB the literal is faster: the subquery's own small job cost more than the literal's rendering and
-        # shipping (orders probed with Q9's 350 KB filter: 0.65 s against 0.72 s, median of 24; 1 MB: 0.79
-        # against 0.83 s; 4 MB: even, docs/spark-notes.md).
+        # 1 MB the literal is faster: the subquery's own small job costs more than the literal's rendering and
+        # shipping (docs/decisions.md).
         bloom = self.spark.read.format("binaryFile").load(summary.path).select("content").scalar()
         return jvm.might_contain_column(self.spark, bloom, hashed_key(df, column))

@@ -19,10 +19,11 @@ import re
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from aipq import faults
-from aipq.catalog import Partition, TableEntry, unescape_partition_value
+from aipq.catalog import Catalog, Partition, TableEntry, split_name, unescape_partition_value
+from aipq.engine.session import read_schema
 from aipq.engine.storage import Storage, join, name, parent
 from aipq.errors import AipqError, BadInputError, ExecutionError
 
@@ -204,3 +205,78 @@ def rewrite_columns(spark, source: str, target: str, columns: tuple[tuple[str, s
     for column, value in columns:
         frame = frame.withColumn(column, F.expr(value))
     frame.write.parquet(target)
+
+
+@dataclass(frozen=True)
+class TableWrite:
+    """A finished query output to commit as a table's data: a new table's (``create``), or an existing one's in
+    place of its data (``overwrite``) or beside it (``append``), whole or partition by partition."""
+
+    result: str  # the finished output
+    target: str  # the table's qualified name
+    mode: str  # create | overwrite | append
+    format: str
+    existing: TableEntry | None  # the table as the catalog has it now (None: a new table)
+    location: str  # its current data path, or a new table's managed location
+    tag: str  # names the write's files and its commit mark
+    commit: str  # Settings.commit: rename, versioned or auto
+    options: tuple[tuple[str, str], ...] = ()  # a new table's (who created it)
+    columns: tuple[tuple[str, str], ...] = ()  # a new partitioned table's (its partition columns last)
+    partitioned_by: tuple[str, ...] = ()  # a new table's partition columns
+    partition: tuple[tuple[str, str | None], ...] | None = None  # PARTITION (…): values, or None for dynamic
+
+    @property
+    def partitioned(self) -> bool:
+        return bool(self.partitioned_by) or (self.existing is not None and self.existing.partitioned)
+
+    @property
+    def spec(self) -> tuple[tuple[str, str | None], ...]:
+        """Every partition column with its static value, or None where the rows give it."""
+        columns = self.existing.partition_columns if self.existing is not None else self.partitioned_by
+        return self.partition or tuple((c, None) for c in columns)
+
+
+def partitions_written(storage: Storage, write: TableWrite) -> int:
+    """How many partitions a write commits (0 for an unpartitioned table): what a resumed run checks."""
+    if not write.partitioned:
+        return 0
+    return len(partition_folders(storage, write.result, tuple(c for c, value in write.spec if value is None)))
+
+
+def commit_table_write(spark, storage: Storage, catalog: Catalog, write: TableWrite) -> None:
+    """Put a finished write in place and tell the catalog: the data moved or switched in first, so that a reader
+    sees the old data or the new."""
+    if write.partitioned:
+        _commit_partitions(storage, catalog, write)
+        return
+    done = publish(storage, write.result, write.location, write.mode, write.commit, write.tag)
+    if write.mode == "create":
+        database, name = split_name(write.target)
+        catalog.register(TableEntry(database, name, done.path, write.format,
+                                    read_schema(spark, storage, done.path, write.format), write.options))
+    elif done.path != write.location:
+        assert write.existing is not None
+        catalog.register(replace(write.existing, path=done.path))
+    done.cleanup()
+
+
+def _commit_partitions(storage: Storage, catalog: Catalog, write: TableWrite) -> None:
+    """A write to a partitioned table, partition by partition (those it does not touch stay as they were), and
+    the partitions written registered."""
+    table = write.existing
+    if table is None:  # CREATE TABLE … PARTITIONED BY (…) AS SELECT
+        if storage.data_files(write.location):
+            raise BadInputError(f"{write.location} already holds data that no registered table owns",
+                                hint="move or delete it, or register it with aipq table add")
+        database, name = split_name(write.target)
+        table = TableEntry(database, name, write.location, write.format, write.columns, write.options,
+                           partition_columns=write.partitioned_by)
+        storage.mkdirs(write.location)
+    mode = "append" if write.mode == "append" else "overwrite"
+    written = publish_partitions(storage, write.result, table, write.spec, mode, write.commit, write.tag)
+    if write.existing is None:
+        catalog.register(replace(table, partitions=tuple(p for p, _ in written)))
+    else:
+        catalog.set_partitions(write.target, added=tuple(p for p, _ in written))
+    for _, done in written:
+        done.cleanup()

@@ -105,6 +105,16 @@ class SessionFacts:
     memory_fraction: float | None = None
 
 
+def adaptive_estimator(dag: StageDag, settings: Settings, repository: StatsRepository | None,
+                       calibration: Calibration, session: Callable[[], SessionFacts],
+                       state: RunState | None = None) -> EdgeEstimator | None:
+    """The benefit estimator strategy ``adaptive`` decides with (None under any other strategy): over what is
+    known before a run (explain), or reading a run's ``state`` as it grows; ``session`` is asked only then."""
+    if settings.ip != "adaptive":
+        return None
+    return EdgeEstimator(dag, settings, repository, calibration, state, session())
+
+
 class EdgeEstimator:
     """The IP planner's estimator for one run (or for explain, before anything ran)."""
 

@@ -23,7 +23,7 @@ The admissible edges come from ``ip/candidates.py``; a strategy chooses among th
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Literal, Protocol
 
@@ -139,7 +139,7 @@ def bloom_bits(expected_items: int, fpp: float, cap_bytes: int) -> int:
 
 def least_items(bits: int) -> int:
     """The fewest items to tell Spark a filter of ``bits`` holds: with k = round(bits/n · ln 2), one expected key
-    in 64 Kbit means 45,000 hash functions per probe (Q18 once ran 40 s of them on lineitem), while beyond
+    in 64 Kbit means 45,000 hash functions per probe (docs/decisions.md), while beyond
     MAX_HASH_FUNCTIONS the false-positive rate is already below 2^-16."""
     return max(math.ceil(bits * math.log(2) / MAX_HASH_FUNCTIONS), 1)
 
@@ -322,33 +322,6 @@ class Adaptive(Strategy):
         if estimate is None:
             return "no estimate"
         return f"B = {estimate.total:.3f} s ≤ β = {planner.settings.beta:g} s"
-
-
-class EdgeSet(Always):
-    """A given set of edges and nothing else, each summary at a given filter size: what measuring one decision
-    needs (``aipq bench decisions`` runs adaptive's own edges with and without the edge it measures)."""
-
-    name = "edge-set"
-
-    def __init__(self, edges: Iterable[tuple[int, str, tuple]], filter_bytes: dict[tuple[int, str], int] | None = None):
-        # an edge: (producer, column, the target's stable_key); plans are rebuilt per run, so no object identity
-        self.edges = frozenset(edges)
-        self.filter_bytes = dict(filter_bytes or {})
-
-    def creation(self, planner, stage):
-        return [(column, "an edge being measured") for column in sorted({c for p, c, _ in self.edges if p == stage.id})]
-
-    def filter_bits(self, planner, stage, column):
-        size = self.filter_bytes.get((stage.id, column))
-        return size * 8 if size else None
-
-    def usage(self, planner, candidate, built):
-        if (candidate.producer, candidate.column, candidate.target.stable_key) not in self.edges:
-            return None
-        return "an edge being measured"
-
-    def rejection(self, planner, candidate, built):
-        return "not an edge being measured"
 
 
 _STRATEGIES: dict[str, type[Strategy]] = {"off": Strategy, "hip": Hip, "always": Always, "oracle": Oracle,

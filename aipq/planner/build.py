@@ -223,6 +223,41 @@ class Builder:
                 ctes[cte.alias_or_name.lower()] = self.build_query(cte.this, ctes)
         return ctes
 
+    def correlation_outputs(self, select: exp.Select, outer: Outer | None, correlated: list[exp.Expression],
+                            inner_columns: set[str], is_aggregate: bool
+                            ) -> tuple[list[exp.Expression], list[tuple[str, exp.Expression]]]:
+        """The inner expressions a correlated subquery's join reads (its output carries them), and for a scalar
+        subquery its correlation keys (outer column, inner expression)."""
+        if outer is None or not correlated:
+            return [], []
+        if select.args.get("limit") is not None:
+            raise self.unsupported("LIMIT in a correlated subquery", select.args["limit"])
+        if outer.mode == "filter":
+            if is_aggregate:
+                raise self.unsupported("a correlated IN/EXISTS subquery with GROUP BY or aggregates", select)
+            return [col(n) for n in sorted(set().union(*(refs(c) for c in correlated)) & inner_columns)], []
+        having = select.args.get("having")
+        if having is not None:
+            raise self.unsupported("HAVING in a correlated scalar subquery", having)
+        keys = correlation_keys(correlated, inner_columns, select, self)
+        return [inner for _, inner in keys], keys
+
+    def with_extras(self, items: list[tuple[str, exp.Expression]], extras: list[exp.Expression]
+                    ) -> tuple[list[tuple[str, exp.Expression]], list[str]]:
+        """The projection with each correlation expression it lacks added, and the name each one has in it."""
+        used = {n for n, _ in items}
+        extra_items: list[tuple[str, exp.Expression]] = []
+        extra_names: list[str] = []
+        for expr in extras:
+            existing = next((n for n, e in items + extra_items if e == expr), None)
+            if existing is None:
+                existing = expr.name if isinstance(expr, exp.Column) and expr.name not in used else \
+                    self.names.allocate("_corr")
+                used.add(existing)
+                extra_items.append((existing, expr))
+            extra_names.append(existing)
+        return items + extra_items, extra_names
+
     def build_select(self, select: exp.Select, outer_ctes: dict[str, Block], outer: Outer | None = None) -> Block:
         ctes = self.with_ctes(select, outer_ctes)
         for key in ("qualify", "offset", "pivots"):
@@ -261,20 +296,7 @@ class Builder:
         is_aggregate = group is not None or any(
             _has_aggregate(e) for _, e in translated_items) or having_expr is not None
 
-        extras: list[exp.Expression] = []  # inner expressions a correlated subquery's join reads
-        keys: list[tuple[str, exp.Expression]] = []
-        if outer is not None and correlated:
-            if select.args.get("limit") is not None:
-                raise self.unsupported("LIMIT in a correlated subquery", select.args["limit"])
-            if outer.mode == "filter":
-                if is_aggregate:
-                    raise self.unsupported("a correlated IN/EXISTS subquery with GROUP BY or aggregates", select)
-                extras = [col(n) for n in sorted(set().union(*(refs(c) for c in correlated)) & inner_columns)]
-            else:
-                if having is not None:
-                    raise self.unsupported("HAVING in a correlated scalar subquery", having)
-                keys = correlation_keys(correlated, inner_columns, select, self)
-                extras = [inner for _, inner in keys]
+        extras, keys = self.correlation_outputs(select, outer, correlated, inner_columns, is_aggregate)
 
         empty_value = None
         if is_aggregate:
@@ -304,18 +326,7 @@ class Builder:
                 node, translated_items, order_items = self.attach_windows(node, translated_items, order_items)
 
         items, visible = self.project_items(translated_items)
-        used = {n for n, _ in items}
-        extra_items: list[tuple[str, exp.Expression]] = []
-        extra_names: list[str] = []
-        for expr in extras:
-            existing = next((n for n, e in items + extra_items if e == expr), None)
-            if existing is None:
-                existing = expr.name if isinstance(expr, exp.Column) and expr.name not in used else \
-                    self.names.allocate("_corr")
-                used.add(existing)
-                extra_items.append((existing, expr))
-            extra_names.append(existing)
-        items += extra_items
+        items, extra_names = self.with_extras(items, extras)
         if outer is not None and outer.mode == "group":
             correlated = [exp.EQ(this=col(o), expression=col(n)) for (o, _), n in zip(keys, extra_names)]
 

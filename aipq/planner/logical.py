@@ -167,9 +167,6 @@ class Project(Node):
     def output(self) -> tuple[str, ...]:
         return tuple(name for name, _ in self.items)
 
-    def is_rename_only(self) -> bool:
-        return all(isinstance(e, exp.Column) for _, e in self.items)
-
 
 @dataclass(frozen=True, eq=False)
 class JoinBlock(Node):

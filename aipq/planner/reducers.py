@@ -6,10 +6,8 @@ when ``reducer_bytes`` is set, with ``shuffle_partitions`` as the most and the s
 reduce phase with fewer tasks than cores leaves a core idle). The input is the files the stage reads: its base
 tables' files, as Hive counts them, and the outputs of the stages it reads, measured once they are written.
 
-Why: a fixed count is a compromise between large and small stages. On this 2-core machine, 2 reduce tasks in
-every stage beat 8 on Q2 (whose stages after the first read a few MB), but Q9, whose first stage shuffles
-lineitem, ran best with 4; one per 64 MB read made TPC-H SF 1 6-27% faster under ``off`` (docs/benchmarks.md,
-"Reduce tasks").
+Why: a fixed count is a compromise between large and small stages, which no count suits at once
+(docs/decisions.md, "One reduce task per 64 MB a stage reads").
 """
 
 from __future__ import annotations

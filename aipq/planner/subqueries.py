@@ -19,7 +19,7 @@ that relation before it meets the rest of the block (Q21's EXISTS prunes ``linei
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 from sqlglot import exp
 
@@ -37,8 +37,32 @@ from aipq.planner.logical import (
     refs,
 )
 
-if TYPE_CHECKING:
-    from aipq.planner.build import Builder, Relation
+
+class Names(Protocol):
+    def allocate(self, preferred: str, qualifier: str | None = None) -> str: ...
+
+
+class SubqueryBuilder(Protocol):
+    """What planning a subquery needs from the query's builder (``planner/build.Builder``): to plan a query
+    block inside an enclosing scope, translate expressions against a scope, join in the written order, name new
+    columns and report what it cannot plan. Scopes map aliases to the builder's FROM relations."""
+
+    source_name: str | None
+    names: Names
+
+    def build_query(self, query: exp.Expression, ctes: Any, outer: Any = None) -> Any: ...
+
+    def enclose(self, scope: dict[str, Any], mode: str) -> Any: ...
+
+    def translate(self, expression: exp.Expression, scope: dict[str, Any], scalars: list[ScalarJoin] | None = None,
+                  ctes: Any = None, output_aliases: dict[str, exp.Expression] | None = None,
+                  condition: bool = False) -> exp.Expression: ...
+
+    def written_order_join(self, left: Node, right: Node, kind: str, on: list[exp.Expression]) -> Node: ...
+
+    def position(self, node: exp.Expression) -> Any: ...
+
+    def unsupported(self, what: str, node: exp.Expression | None = None, hint: str | None = None) -> Exception: ...
 
 TOO_MANY_ROWS = "more than one row returned by a subquery used as an expression"
 
@@ -103,11 +127,11 @@ def empty_group_value(value: exp.Expression, aggregate: Aggregate) -> exp.Expres
 
 
 class SubqueryPlanner:
-    def __init__(self, builder: Builder):
+    def __init__(self, builder: SubqueryBuilder):
         self.b = builder
 
     # ---- WHERE conjuncts ----------------------------------------------------------------------------
-    def apply_conjunct(self, node: Node, conjunct: exp.Expression, scope: dict[str, Relation], ctes) -> Node:
+    def apply_conjunct(self, node: Node, conjunct: exp.Expression, scope: dict[str, Any], ctes) -> Node:
         """``node`` filtered by a WHERE conjunct that holds a subquery."""
         predicate, negated = strip_not(conjunct)
         if isinstance(predicate, exp.Exists):
@@ -277,7 +301,7 @@ class SubqueryPlanner:
 
 
 def correlation_keys(correlated: list[exp.Expression], inner: set[str], subquery: exp.Expression,
-                     builder: Builder) -> list[tuple[str, exp.Expression]]:
+                     builder: SubqueryBuilder) -> list[tuple[str, exp.Expression]]:
     """(outer column, inner expression) for each correlation of a scalar subquery; only equalities work."""
     pairs = []
     for condition in correlated:

@@ -9,7 +9,6 @@ from __future__ import annotations
 import math
 
 DEFAULT_LG_K = 12  # Spark's default for hll_sketch_agg: 4,096 buckets, RSE ≈ 1.6 %
-LG_K_RANGE = (4, 21)  # what DataSketches (and Spark) accept
 
 
 INTEGRAL_TYPES = ("tinyint", "smallint", "int", "bigint")

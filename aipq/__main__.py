@@ -1,0 +1,5 @@
+"""``python -m aipq …`` runs the command line, as ``aipq …`` does."""
+
+from aipq.cli.main import main
+
+main()
