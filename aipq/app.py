@@ -112,13 +112,18 @@ def known_stage_sizes(dag: StageDag, context: RunContext) -> dict[int, dict]:
     return known
 
 
-def stage_estimates(dag: StageDag, context: RunContext, measured: dict[int, dict] | None = None) -> dict[int, dict]:
-    """Per stage, its output rows as estimated from the tables' statistics the repository holds and, for a stage
-    ``measured`` as written (a run's figures by stage id), how far off they were: the q-error of its rows (a fused
-    stage's rows are not counted)."""
+def stage_estimates(dag: StageDag, context: RunContext, measured: dict[int, dict] | None = None,
+                    history_before: float | None = math.inf) -> dict[int, dict]:
+    """Per stage, its output rows as estimated before it ran (from the same subplan's rows in a run recorded before
+    ``history_before``, else from the tables' statistics; None: statistics alone) and, for a stage ``measured``
+    as written (a run's figures by stage id), how far off they were: the q-error of its rows (a fused stage's
+    rows are not counted)."""
     figures: dict[int, dict] = {}
-    for stage_id, rows in stage_row_estimates(dag, KnownTables(context.repository, context.storage)).items():
-        figure: dict = {"estimated_rows": None if rows is None else round(rows, 1)}
+    tables = KnownTables(context.repository, context.storage, history_before)
+    for stage_id, rows in stage_row_estimates(dag, tables).items():
+        figure: dict = {"estimated_rows": None if rows is None else round(rows, 1),
+                        "estimated_from": "an earlier run of the same subplan"
+                        if tables.stage_rows(dag, stage_id) is not None else "the tables' statistics"}
         ran = (measured or {}).get(stage_id)
         if rows is not None and ran is not None and ran["materialized"]:
             figure["q_error"] = round(q_error(rows, ran["rows_written"]), 2)

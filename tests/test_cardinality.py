@@ -1,6 +1,7 @@
 """Row and distinct-value estimates (estimator/cardinality.py) against hand-computed values."""
 
 import json
+import math
 
 import pytest
 import sqlglot
@@ -12,7 +13,9 @@ from aipq.planner.logical import Aggregate, Join, Scan, col
 from aipq.stats.repository import ColumnStats
 
 TABLES = {
-    "lineitem": (6_000_000, {"l_orderkey": (1_500_000, "1", "6000000"), "l_partkey": (200_000, "1", "200000")}),
+    "lineitem": (6_000_000, {"l_orderkey": (1_500_000, "1", "6000000"), "l_partkey": (200_000, "1", "200000"),
+                             "l_quantity": (50, "1", "50"), "l_returnflag": (3, "A", "R"),
+                             "l_linestatus": (2, "F", "O")}),
     "part": (200_000, {"p_partkey": (200_000, "1", "200000"), "p_type": (150, None, None),
                        "p_name": (199_000, None, None)}),
     "orders": (1_500_000, {"o_orderkey": (1_500_000, "1", "6000000"),
@@ -204,3 +207,57 @@ def test_analyze_shows_each_written_stages_estimate_and_how_far_off_it_was(aipq,
     assert join["q_error"] < 4, join
     planned = json.loads(aipq("explain", "tpch:3", "--format", "json").output)["stages"]
     assert planned[0]["estimated_rows"] is not None and "q_error" not in planned[0]  # not run: no actual rows
+
+
+def test_groups_are_counted_from_their_keys_distinct_values():
+    """TPC-H Q1's two flags (3 × 2 groups for 4 actual, where the input's rows were once the estimate) and Q9's
+    year of a date: the calendar years its min/max span."""
+    from aipq.planner.logical import Project
+
+    cardinality = Cardinality(lookup())
+    flags = Aggregate(scan("lineitem"), (("f", col("l_returnflag")), ("s", col("l_linestatus"))), ())
+    assert cardinality.rows(flags) == 6
+    years = Aggregate(scan("orders"), (("y", sqlglot.parse_one("year(o_orderdate)")),), ())
+    assert cardinality.rows(years) == 7  # 1992 … 1998
+    extracted = Project(scan("orders"), (("o_year", sqlglot.parse_one("extract(year from o_orderdate)")),))
+    assert cardinality.distinct(extracted, "o_year") == 7
+    months = Aggregate(scan("orders"), (("m", sqlglot.parse_one("month(o_orderdate)")),), ())
+    assert cardinality.rows(months) == 12
+
+
+def test_a_having_condition_on_an_aggregate_is_priced_from_the_group_size():
+    """TPC-H Q18: orders whose lines sum to more than 300 of a quantity spread over 1 … 50, four lines an order:
+    far out in the sum's tail (the documented default once kept a third). A count above half its mean keeps most."""
+    from aipq.planner.logical import Filter
+
+    cardinality = Cardinality(lookup())
+    per_order = Aggregate(scan("lineitem"), (("k", col("l_orderkey")),),
+                          (("q", sqlglot.parse_one("sum(l_quantity)")), ("n", sqlglot.parse_one("count(*)"))))
+    assert cardinality.rows(per_order) == 1_500_000
+    large = Filter(per_order, sqlglot.parse_one("q > 300"))
+    assert cardinality.rows(large) < 1.0
+    # mean 4 × 25.5 = 102, variance 4 × 49² / 12: 120 is about 0.6 standard deviations above the mean
+    above = 0.5 * math.erfc((120 - 102) / math.sqrt(2 * 4 * 49 ** 2 / 12))
+    assert cardinality.selectivity(per_order, sqlglot.parse_one("q > 120")) == pytest.approx(above)
+    assert cardinality.selectivity(per_order, sqlglot.parse_one("n > 2")) == pytest.approx(
+        0.5 * math.erfc((2 - 4) / math.sqrt(2 * 4)))
+    assert cardinality.distinct(per_order, "n") == 9  # a count's values: about twice the mean group size
+
+
+def test_not_like_keeps_what_like_drops():
+    cardinality = Cardinality(lookup())
+    assert cardinality.selectivity(scan("part"), sqlglot.parse_one("p_name NOT LIKE '%green%'")) == pytest.approx(
+        1 - DEFAULT_LIKE)
+
+
+def test_a_stage_whose_subplan_ran_before_is_estimated_at_the_rows_it_wrote(aipq, tpch_statistics):
+    """Explain after a run: the stages of the same subplan over the same files are estimated at what they wrote
+    then (and say so); --analyze compares a run's stages with estimates made before it, not with its own rows."""
+    options = ("--format", "json", "--staging", "hive", "--ip", "off", "--broadcast-threshold", "0")
+    ran = aipq("explain", "tpch:18", "--analyze", *options)
+    assert ran.exit_code == 0, ran.output
+    first = {s["id"]: s for s in json.loads(ran.output)["stages"]}
+    again = {s["id"]: s for s in json.loads(aipq("explain", "tpch:18", *options).output)["stages"]}
+    written = {i: s["measured"]["rows_written"] for i, s in first.items() if "measured" in s}
+    assert written and all(again[i]["estimated_rows"] == rows for i, rows in written.items())
+    assert all(again[i]["estimated_from"] == "an earlier run of the same subplan" for i in written)

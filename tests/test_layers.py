@@ -23,6 +23,7 @@ LAYERS = (
     ("aipq.batch",),
     ("aipq.bench",),
     ("aipq.cli", "aipq.__main__"),
+    ("aipq.api",),
 )
 
 
@@ -39,12 +40,16 @@ def layer(module: str) -> int:
 
 
 def _runtime_nodes(tree: ast.AST):
-    """Every node except those under ``if TYPE_CHECKING:`` (annotations only: no import at run time)."""
+    """Every node except those under ``if TYPE_CHECKING:`` (annotations only: no import at run time) and in a
+    module's ``__getattr__`` (PEP 562: the package's public names, ``aipq.sql``, resolved on first use, once every
+    module is loaded)."""
     stack = [tree]
     while stack:
         node = stack.pop()
         if isinstance(node, ast.If) and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING":
             stack.extend(node.orelse)
+            continue
+        if isinstance(node, ast.FunctionDef) and node.name == "__getattr__":
             continue
         yield node
         stack.extend(ast.iter_child_nodes(node))

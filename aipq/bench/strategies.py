@@ -192,7 +192,8 @@ class QueryRunner:
         detail = run_dict(record)
         ran = record.dag or dag  # re-planned while it ran: the stages as they ran
         self.last_dag = ran
-        for stage_id, figures in stage_estimates(ran, run, detail["stages"]).items():  # after the timed part
+        # after the timed part; from the tables' statistics alone, so that the q-error is that of a first sight
+        for stage_id, figures in stage_estimates(ran, run, detail["stages"], history_before=None).items():
             if stage_id in detail["stages"]:
                 detail["stages"][stage_id].update(figures)
         return Measurement(

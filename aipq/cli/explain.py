@@ -90,7 +90,8 @@ def analyzed_info(result: app.QueryRun, context: RunContext) -> dict:
     for stage in info["stages"]:
         stage["measured"] = measured["stages"][stage["id"]]
     info["run"] = {k: v for k, v in measured.items() if k != "stages"}
-    add_estimates(info, app.stage_estimates(result.planned.dag, context, measured["stages"]))
+    add_estimates(info, app.stage_estimates(result.planned.dag, context, measured["stages"],
+                                            history_before=result.record.started_at))
     return info
 
 

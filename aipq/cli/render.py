@@ -137,7 +137,7 @@ def _add_sizes(node: Tree, stage: dict[str, Any]) -> None:
         off = f" · actual {stage['measured']['rows_written']:,}, q-error {stage['q_error']:g}" \
             if "q_error" in stage else ""
         node.add(f"[blue]estimated[/blue] {stage['estimated_rows']:,.0f} rows{off} "
-                 f"[dim](from the tables' statistics)[/dim]")
+                 f"[dim](from {stage.get('estimated_from', 'the tables statistics')})[/dim]")
     if stage.get("known_output"):
         known = stage["known_output"]
         node.add(f"[blue]known size[/blue] {known['rows']:,} rows, {format_size(known['bytes'])} "

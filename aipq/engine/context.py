@@ -13,7 +13,7 @@ from pathlib import Path
 from aipq.catalog import Catalog
 from aipq.config import Settings, home_writable, master_cores
 from aipq.engine.footers import FooterStatistics, footer_statistics
-from aipq.engine.session import SparkCatalogLookup, get_session
+from aipq.engine.session import SparkCatalogLookup, TemporaryViewLookup, get_session
 from aipq.engine.stage_cache import FOLDER, StageCache, session_result_settings
 from aipq.engine.storage import Storage, join
 from aipq.estimator.join_estimates import JoinEstimates, KnownTables, join_costing
@@ -34,6 +34,7 @@ class _Shared:
     repository: StatsRepository | None = None
     calibration: Calibration | None = None
     stage_cache: StageCache | None = None
+    given: bool = False  # the session is the caller's (``aipq.sql(..., spark=…)``): used as it is
 
 
 @dataclass(frozen=True)
@@ -50,6 +51,11 @@ class RunContext:
         run that starts with none known), sharing the process's session, the catalog and the calibration."""
         return replace(self, _shared=replace(self._shared, repository=repository))
 
+    def on_session(self, spark) -> RunContext:
+        """This context on a session the caller made: its settings, temporary views and UDFs as they are."""
+        return replace(self, _shared=replace(self._shared, spark=spark, checked=self.settings, given=True,
+                                             catalog=None))
+
     def as_new_command(self) -> RunContext:
         """This context as a command of its own: the same session, storage, catalog and repository, its own
         stage-output cache."""
@@ -59,6 +65,8 @@ class RunContext:
     def spark(self):
         """The Spark session, started on first use (planning alone needs none); a setting fixed at start that
         these settings give differently is an error (``get_session``)."""
+        if self._shared.given:
+            return self._shared.spark
         if self._shared.spark is None or self._shared.checked != self.settings:
             self._shared.spark = get_session(self.settings, self.home)  # checks these settings' fixed ones
             self._shared.checked = self.settings
@@ -75,7 +83,12 @@ class RunContext:
         """aipq's catalog, falling back to Spark's own (a Hive metastore) when the settings ask for it."""
         if self._shared.catalog is None:
             catalog = Catalog(self.home)
-            if self.settings.spark_conf.get("spark.sql.catalogImplementation") == "hive":
+            if self._shared.given:
+                catalog = catalog.with_fallbacks(TemporaryViewLookup(self.spark))
+            implementation = self.settings.spark_conf.get("spark.sql.catalogImplementation")
+            if self._shared.given:
+                implementation = self.spark.conf.get("spark.sql.catalogImplementation", "in-memory")
+            if implementation == "hive":
                 catalog = catalog.with_fallbacks(SparkCatalogLookup(self.spark))
             self._shared.catalog = catalog
         return self._shared.catalog

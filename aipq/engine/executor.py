@@ -147,7 +147,7 @@ class DagRun:
         store = SummaryStore(spark, storage, work_dir, paths, settings.probe_min_rejection)
         result_format = options.result_format if options.result_format in TEXT_FORMATS else "parquet"
         record = RunRecord(run_id, work_dir, paths[dag.final.id], dag.plan.output_names, 0, strategy=settings.ip,
-                           result_format=result_format)
+                           result_format=result_format, started_at=time.time())
         run = cls(context=context, dag=dag, options=options, record=record,
                   runner=StageRunner(spark, storage, compiler, store), paths=paths,
                   conf={**stage_sql_conf(settings), **user_runtime_conf(spark, settings)},

@@ -476,6 +476,16 @@ class ClusterShape:
     executor_memory: str  # one executor's heap, as Spark writes it (the driver's in local mode)
 
 
+def aipq_classes_loaded(spark: SparkSession) -> bool:
+    """Whether the session's driver has aipq's JVM classes (``spark.jars`` held aipq's jar when it started)."""
+    from py4j.java_gateway import JavaClass
+
+    try:
+        return isinstance(_jvm(spark).aipq.spark.Frames, JavaClass)
+    except Exception:  # noqa: BLE001 — any py4j failure: not loaded
+        return False
+
+
 def stop_and_wait(spark: SparkSession, timeout_seconds: float) -> None:
     """Stop the session and wait for the JVM PySpark started to exit (it exits when its stdin closes)."""
     proc = getattr(spark.sparkContext._gateway, "proc", None)

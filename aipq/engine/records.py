@@ -47,6 +47,7 @@ class RunRecord:
     result_format: str = "parquet"  # csv or json: the final stage wrote the requested format straight away
     replans: list[dict] = field(default_factory=list)  # each re-plan between stages (``Replanner``)
     dag: StageDag | None = None  # the DAG the run finished with, when a re-plan changed it
+    started_at: float = 0.0  # wall-clock time the run started (what it records itself comes after)
 
     @property
     def result(self) -> Result:

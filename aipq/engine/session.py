@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from aipq.catalog import SPARK_CATALOG_PREFIX, TableEntry
+from aipq.catalog import DEFAULT_DATABASE, SPARK_CATALOG_PREFIX, TableEntry
 from aipq.config import Settings
 from aipq.engine import class_archive
 from aipq.errors import BadInputError, EnvironmentProblem, ExecutionError
@@ -69,6 +69,13 @@ def check_classic(settings: Settings) -> None:
         raise BadInputError(f"aipq needs the classic Spark driver, not a Spark Connect session ({remote})",
                             hint="give a cluster master with --master (spark://, yarn, k8s://) and unset "
                                  "SPARK_REMOTE / spark.remote")
+
+
+def check_classic_session(spark) -> None:
+    """A session handed to aipq must be a classic one (see ``check_classic``)."""
+    if type(spark).__module__.startswith("pyspark.sql.connect"):
+        raise BadInputError("aipq needs the classic Spark driver, not a Spark Connect session",
+                            hint="give aipq a classic SparkSession (SparkSession.builder without .remote())")
 
 
 def get_session(settings: Settings, home: Path):
@@ -176,8 +183,8 @@ def _ddl(columns) -> str:
 
 
 def read_table(spark, entry: TableEntry):
-    if entry.source == "spark":
-        return spark.table(entry.qualified_name)
+    if entry.source == "spark":  # by the name Spark knows it by: db.name, or a temporary view's own
+        return spark.table(entry.path.removeprefix(SPARK_CATALOG_PREFIX))
     if entry.partitioned:
         return _read_partitions(spark, entry)
     reader = spark.read.format(entry.format)
@@ -300,6 +307,25 @@ def java_message(error: Exception) -> str:
         return messages[-1]
     text = str(error).strip()
     return text.splitlines()[0] if text else type(error).__name__
+
+
+class TemporaryViewLookup:
+    """Finds the temporary views of a session aipq was handed (``aipq.sql(..., spark=…)``), read by name."""
+
+    def __init__(self, spark):
+        self.spark = spark
+
+    def find(self, database: str, name: str) -> TableEntry | None:
+        if database != DEFAULT_DATABASE:
+            return None
+        try:
+            if not any(t.name.lower() == name and t.isTemporary for t in self.spark.catalog.listTables()):
+                return None
+            schema = self.spark.table(name).schema
+        except Exception:  # noqa: BLE001 — the session cannot tell: not here
+            return None
+        columns = tuple((f.name.lower(), f.dataType.simpleString()) for f in schema.fields)
+        return TableEntry(database, name, f"{SPARK_CATALOG_PREFIX}{name}", "spark", columns, source="spark")
 
 
 class SparkCatalogLookup:

@@ -1,17 +1,20 @@
-"""The stage-output cache (shared state, after SteMs and ADP): a written stage output kept under a key of its
-canonical subplan (``stats/plan_key``), the fingerprints of the table files under it and the settings that change
-what it computes, so that the same subplan run again reads it instead of computing it.
+"""The stage-output cache (shared state, after SteMs and ADP): a written stage output kept under a key of
+everything that decides its rows, so that the same subplan run again reads it instead of computing it. The key:
+the canonical subplan (``stats/plan_key``); how each table under it is read (format, options, schema) and the
+fingerprint of the files at every location it reads, each partition's too; the Spark settings that can change
+results, the session's and the command's (its time zone among them); the versions of Spark and of aipq's code.
 
 Only an output that is exactly its subplan's rows is kept: none pruned by another stage's summary (sibling or
 transitive passing drops rows only a later join drops) and none computed with a non-deterministic function. An
 entry is a folder ``<runs>/stage-cache/<key>-<command>`` holding the parquet files and ``_aipq_entry.json``
-(Spark skips files whose names start with ``_``), moved into place whole. A command reads the entries it made (a
-workflow's later statements, a subquery its query repeats, the other files of a batch); entries of earlier
-commands only with ``--reuse`` or ``--resume``. A command that completes without ``--reuse`` removes the entries
-it made or read; a failed or killed one leaves them for ``--resume``. The total is bounded by ``--cache-size``,
-the least recently used entry out first, never one the running command made or read. Changed table files change
-the key: entries built on the old files are never read again and go first once a new entry of the same subplan
-is kept.
+(with the files' names and sizes; Spark skips files whose names start with ``_``), moved into place whole. A hit
+is checked (its files, then its row count) and a damaged entry computed again. A command reads the entries it
+made (a workflow's later statements, a subquery its query repeats, the other files of a batch); entries of
+earlier commands only with ``--reuse`` or ``--resume``. A command that completes without ``--reuse`` removes
+the entries it made or read; a failed or killed one leaves them for ``--resume``. While it runs, a command marks
+the entries it uses with its process (``_aipq_used``), and neither eviction nor ``clear`` removes those. The
+total is bounded by ``--cache-size``, the least recently used entry out first. Changed inputs change the key:
+entries built on the old ones are never read again and go first once a new entry of the same subplan is kept.
 """
 
 from __future__ import annotations

@@ -14,6 +14,7 @@ rows that carry it. Without statistics a predicate keeps its documented default 
 from __future__ import annotations
 
 import datetime
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -142,7 +143,7 @@ class Cardinality:
                 return None if rows is None else 1.0
             groups = 1.0
             for _, expression in node.groups:
-                distinct = self.distinct(node.child, expression.name) if isinstance(expression, exp.Column) else None
+                distinct = self.expression_distinct(node.child, expression)
                 groups *= distinct if distinct is not None else rows
             return min(rows, groups) * len(node.grouping_sets or (None,))  # at most that many rows per set
         if isinstance(node, Limit):
@@ -214,6 +215,8 @@ class Cardinality:
             if known is None:
                 return rows
             return known if rows is None else min(known, rows)
+        if isinstance(node, Aggregate) and name in dict(node.aggregates):
+            return self._aggregate_distinct(node, dict(node.aggregates)[name], rows)
         if isinstance(node, Join) and node.kind == "inner" and name in node.left_keys + node.right_keys:
             pairs = list(zip(node.left_keys, node.right_keys))
             pair = next(p for p in pairs if name in p)
@@ -222,13 +225,49 @@ class Cardinality:
             return min(known) if known else rows
         if isinstance(node, Project):
             item = dict(node.items).get(name)
-            below = self.distinct(node.child, item.name) if isinstance(item, exp.Column) else None
+            below = self.expression_distinct(node.child, item) if item is not None else None
         else:
             child = next((c for c in node.children if name in c.output), None)
             below = self.distinct(child, name) if child is not None else None
         if below is None:
             return rows
         return below if rows is None else min(below, rows)
+
+    def expression_distinct(self, node: Node, expression: exp.Expression) -> float | None:
+        """Distinct values of an expression over ``node``'s columns: a column's own; a literal's one; the
+        calendar years (or at most 12 months) a date column's min/max span; else at most the product of its
+        columns' distinct counts (each value of the expression comes from one combination of them)."""
+        if isinstance(expression, exp.Column):
+            return self.distinct(node, expression.name)
+        if isinstance(expression, exp.Literal):
+            return 1.0
+        part, column = _date_part(expression)
+        if part is not None and column is not None:
+            return self._date_part_distinct(node, part, column)
+        columns = {c.name for c in expression.find_all(exp.Column)}
+        if not columns:
+            return None
+        product = 1.0
+        for name in columns:
+            distinct = self.distinct(node, name)
+            if distinct is None:
+                return None
+            product *= distinct
+        return product
+
+    def _date_part_distinct(self, node: Node, part: str, column: str) -> float | None:
+        distinct = self.distinct(node, column)
+        if part == "month":
+            return min(12.0, distinct) if distinct is not None else 12.0
+        stats = self._column_stats(node, column)
+        low, high = (_ordered(stats.min_value), _ordered(stats.max_value)) if stats is not None else (None, None)
+        if not isinstance(low, float) or not isinstance(high, float):
+            return distinct
+        years = datetime.date.fromordinal(int(high)).year - datetime.date.fromordinal(int(low)).year + 1 \
+            if 1 <= low <= high <= datetime.date.max.toordinal() else None
+        if years is None:
+            return distinct
+        return float(years) if distinct is None else min(float(years), distinct)
 
     # ---- filters -------------------------------------------------------------------------------------------
     def selectivity(self, node: Node, condition: exp.Expression) -> float:
@@ -245,9 +284,15 @@ class Cardinality:
             return a + b - a * b
         if isinstance(condition, exp.Not):
             return 1.0 - self.selectivity(node, condition.this)
+        if condition.args.get("negate"):  # sqlglot's NOT LIKE / NOT ILIKE
+            positive = condition.copy()
+            positive.set("negate", None)
+            return 1.0 - self.selectivity(node, positive)
         column, other = self._column_and_operand(condition)
         if column is None:
             return DEFAULT_OTHER
+        if isinstance(node, Aggregate) and column in dict(node.aggregates):
+            return self._aggregate_selectivity(node, condition, column, other)
         stats = self._column_stats(node, column)
         ndv = stats.ndv if stats is not None and stats.ndv >= 1 else None
         if isinstance(condition, exp.EQ):
@@ -275,6 +320,56 @@ class Cardinality:
                                                                  and isinstance(condition.this, exp.Column))
             return self._range_share(stats, None, value) if below else self._range_share(stats, value, None)
         return DEFAULT_OTHER
+
+    def _group_size(self, node: Aggregate) -> float | None:
+        """The mean rows per group of an aggregate."""
+        rows, groups = self.rows(node.child), self.rows(node)
+        return rows / groups if rows is not None and groups else None
+
+    def _aggregate_distinct(self, node: Aggregate, aggregate: exp.Expression, rows: float | None) -> float | None:
+        """Distinct values of an aggregate's output: a COUNT's lie between 0 and a few times the mean group size,
+        so about twice that plus one; others, at most one per group."""
+        size = self._group_size(node)
+        if isinstance(aggregate, exp.Count) and size is not None:
+            return min(rows, 2.0 * size + 1.0) if rows is not None else 2.0 * size + 1.0
+        return rows
+
+    def _aggregate_selectivity(self, node: Aggregate, condition: exp.Expression, column: str,
+                               other: exp.Expression | None) -> float:
+        """HAVING ``agg op value``: the share of groups whose aggregate passes, taking a group's rows as
+        independent draws spread evenly over the column's [min, max] (a COUNT: as many rows as the mean group
+        size, give or take its square root), so a SUM or COUNT over ``n`` rows is about normal with n times the
+        mean and variance, an AVG with the mean and 1/n of the variance."""
+        value = _literal_value(other) if other is not None else None
+        size = self._group_size(node)
+        moments = self._aggregate_moments(node, dict(node.aggregates)[column], size)
+        if not isinstance(value, float) or moments is None or not isinstance(condition, (exp.GT, exp.GTE, exp.LT,
+                                                                                         exp.LTE)):
+            return DEFAULT_OTHER
+        mean, variance = moments
+        above = 0.5 * math.erfc((value - mean) / math.sqrt(2.0 * variance)) if variance > 0 else float(mean > value)
+        below = isinstance(condition, (exp.LT, exp.LTE)) == (condition.this.name == column
+                                                             and isinstance(condition.this, exp.Column))
+        return max(min(1.0 - above if below else above, 1.0), 0.0)
+
+    def _aggregate_moments(self, node: Aggregate, aggregate: exp.Expression,
+                           size: float | None) -> tuple[float, float] | None:
+        """Mean and variance of an aggregate over a group of ``size`` rows (None when not modelled)."""
+        if size is None:
+            return None
+        if isinstance(aggregate, exp.Count):
+            return size, size
+        argument = aggregate.this
+        if not isinstance(aggregate, (exp.Sum, exp.Avg)) or not isinstance(argument, exp.Column):
+            return None
+        stats = self._column_stats(node.child, argument.name)
+        low, high = (_ordered(stats.min_value), _ordered(stats.max_value)) if stats is not None else (None, None)
+        if not isinstance(low, float) or not isinstance(high, float):
+            return None
+        mean, variance = (low + high) / 2.0, (high - low) ** 2 / 12.0
+        if isinstance(aggregate, exp.Sum):
+            return size * mean, size * variance
+        return mean, variance / size
 
     @staticmethod
     def _column_and_operand(condition: exp.Expression) -> tuple[str | None, exp.Expression | None]:
@@ -321,6 +416,17 @@ class Cardinality:
             elif isinstance(node, Filter):
                 share *= self.selectivity(node.child, node.condition)
         return max(min(share, 1.0), 0.0)
+
+
+def _date_part(expression: exp.Expression) -> tuple[str | None, str | None]:
+    """``YEAR(c)`` / ``EXTRACT(YEAR FROM c)`` (and months): the part and the column, else (None, None)."""
+    if isinstance(expression, (exp.Year, exp.Month)) and isinstance(expression.this, exp.Column):
+        return ("year" if isinstance(expression, exp.Year) else "month"), expression.this.name
+    if isinstance(expression, exp.Extract) and isinstance(expression.expression, exp.Column):
+        unit = expression.this.name.lower() if isinstance(expression.this, (exp.Var, exp.Identifier)) else ""
+        if unit in ("year", "month"):
+            return unit, expression.expression.name
+    return None, None
 
 
 def kept_distinct(distinct: float, rows: float, share: float) -> float:

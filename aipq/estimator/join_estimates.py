@@ -4,6 +4,7 @@ from the calibrated unit costs — the estimator's own figures, before anything 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Protocol
 
@@ -16,6 +17,7 @@ from aipq.planner.join_order import JoinCosting
 from aipq.planner.logical import Node, Scan
 from aipq.planner.stages import StageDag, StageRead
 from aipq.stats.fingerprint import DataFiles, data_files
+from aipq.stats.plan_key import stage_plan_key
 from aipq.stats.repository import ColumnStats, StatsRepository, TableStats
 
 # Bytes of a shuffled row in the unit costs' pages (docs/decisions.md): join order is chosen before columns are
@@ -27,16 +29,32 @@ class KnownTables:
     """The repository's statistics of tables, valid only for their files as they are now; each path listed
     and looked up once."""
 
-    def __init__(self, repository: StatsRepository | None, files: FileSource):
+    def __init__(self, repository: StatsRepository | None, files: FileSource,
+                 history_before: float | None = math.inf):
         self.repository = repository
+        # earlier runs' stage sizes recorded before this time are used (None: none; a run's own are not)
+        self.history_before = history_before
         self.source = files
         self._listed: dict[str, DataFiles] = {}
         self._stats: dict[str, TableStats | None] = {}
+        self._stages: dict[str, float | None] = {}  # by subplan key: the rows an earlier run wrote
 
     def files(self, path: str) -> DataFiles:
         if path not in self._listed:
             self._listed[path] = data_files(self.source, path)
         return self._listed[path]
+
+    def stage_rows(self, dag: StageDag, stage_id: int) -> float | None:
+        """The rows a stage with the same subplan wrote in an earlier run over the same table files, if one
+        was recorded."""
+        if self.repository is None or self.history_before is None:
+            return None
+        key = stage_plan_key(dag, stage_id)
+        if key not in self._stages:
+            found = self.repository.stage(key, lambda path: self.files(path).fingerprint)
+            earlier = found is not None and found.collected_at < self.history_before
+            self._stages[key] = float(found.rows) if earlier else None
+        return self._stages[key]
 
     def stats(self, path: str) -> TableStats | None:
         if self.repository is None:
@@ -76,7 +94,14 @@ class JoinEstimates:
         earlier stages)."""
         if read.stage_id in self.measured:
             return self.measured[read.stage_id]
-        return self.cardinality.rows(self.dag.stage(read.stage_id).plan) if self.dag is not None else None
+        return self.stage_estimate(read.stage_id) if self.dag is not None else None
+
+    def stage_estimate(self, stage_id: int) -> float | None:
+        """A stage's output rows: what the same subplan wrote before over the same files, else its plan's
+        estimate."""
+        assert self.dag is not None
+        known = self.tables.stage_rows(self.dag, stage_id)
+        return known if known is not None else self.cardinality.rows(self.dag.stage(stage_id).plan)
 
     def _stage_distinct(self, read: StageRead, column: str) -> float | None:
         if (read.stage_id, column) in self.measured_distinct:
@@ -121,10 +146,11 @@ class JoinEstimates:
 
 
 def stage_row_estimates(dag: StageDag, tables: KnownTables) -> dict[int, float | None]:
-    """Each stage's output rows as estimated from the tables' statistics alone, earlier stages by their own
-    estimates rather than their measured rows: what a stage's actual rows are compared with (``q_error``)."""
+    """Each stage's output rows as estimated before it runs: the rows the same subplan wrote in an earlier run
+    over the same files, else from the tables' statistics, earlier stages by their own estimates rather than
+    their measured rows. What a stage's actual rows are compared with (``q_error``)."""
     estimates = JoinEstimates(tables, dag)
-    return {stage.id: estimates.rows(stage.plan) for stage in dag.stages}
+    return {stage.id: estimates.stage_estimate(stage.id) for stage in dag.stages}
 
 
 def q_error(estimate: float, actual: float) -> float:

@@ -2,7 +2,8 @@
 which of those the repository lacks, so that the run collects only those, in passing.
 
 The estimator needs every input table's size, rows and splits, and per column the distinct-value count,
-width and nulls of the columns that decide how many rows survive: join keys and filter columns. Comment and
+width and nulls of the columns that decide how many rows survive or how many groups there are: join keys, filter
+columns and group-by keys. Comment and
 address columns are never collected unless a user names them (``stats_columns``).
 """
 
@@ -46,8 +47,8 @@ def _names(expression: exp.Expression | None) -> set[str]:
 
 
 def interesting_names(root: Node) -> set[str]:
-    """Internal column names used as join keys or in filters anywhere in the plan, followed back through
-    renames to the names the scans give them."""
+    """Internal column names used as join keys, in filters or as group keys anywhere in the plan, followed back
+    through renames and the expressions that compute them to the names the scans give them."""
     names: set[str] = set()
     renames: list[tuple[str, set[str]]] = []
     for node in root.walk():
@@ -58,10 +59,12 @@ def interesting_names(root: Node) -> set[str]:
         elif isinstance(node, Scan):
             for condition in node.filters:
                 names |= _names(condition)
-        elif isinstance(node, Project):
-            renames += [(alias, _names(e)) for alias, e in node.items if isinstance(e, exp.Column)]
-        elif isinstance(node, Aggregate):
-            renames += [(alias, _names(e)) for alias, e in node.groups if isinstance(e, exp.Column)]
+        elif isinstance(node, Project):  # through renames and expressions to the columns they read
+            renames += [(alias, _names(e)) for alias, e in node.items]
+        elif isinstance(node, Aggregate):  # group keys decide how many groups there are
+            for alias, expression in node.groups:
+                names |= {alias} | _names(expression)
+                renames.append((alias, _names(expression)))
     changed = True
     while changed:
         before = len(names)

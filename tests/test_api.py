@@ -1,0 +1,63 @@
+"""The Python API (issue 58): ``aipq.sql`` and ``aipq.explain`` on the caller's own SparkSession, over the run path
+of ``aipq run``: its temporary views and UDFs are what the query reads, and its settings are as they were after."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import assert_same_rows, oracle_rows
+
+import aipq
+from aipq.errors import BadInputError
+from aipq.tpch.queries import query_text
+
+WATCHED = ("spark.sql.shuffle.partitions", "spark.sql.autoBroadcastJoinThreshold", "spark.sql.adaptive.enabled",
+           "spark.sql.ansi.enabled", "spark.sql.optimizer.runtime.bloomFilter.enabled")
+
+
+def test_a_query_reads_the_sessions_temporary_view_and_udf_and_leaves_its_settings(spark, home, tpch):
+    spark.createDataFrame([(1, "a"), (2, "b"), (3, "a")], "k int, v string").createOrReplaceTempView("api_tv")
+    spark.udf.register("api_plus_one", lambda x: x + 1, "int")
+    before = {key: spark.conf.get(key, None) for key in WATCHED}
+    finished = []
+    result = aipq.sql("select v, sum(api_plus_one(k)) as s from api_tv group by v order by v", spark=spark,
+                      home=home, staging="hive", progress=finished.append)
+    assert result.columns == ("v", "s") and result.rows == [("a", 6), ("b", 3)]
+    assert [tuple(r) for r in result.dataframe.collect()] == result.rows
+    assert list(result.to_pandas()["s"]) == [6, 3]
+    assert result.run["result_rows"] == 2 and len(finished) == len(result.run["stages"]) >= 2
+    assert {key: spark.conf.get(key, None) for key in WATCHED} == before
+
+
+def test_a_tpch_query_gives_duckdbs_rows_through_the_api(spark, home, duck):
+    result = aipq.sql(query_text(3), spark=spark, home=home, ip="always", broadcast_threshold="0")
+    assert_same_rows(result.rows, oracle_rows(duck, query_text(3)), ordered=True)
+    assert any(stage["probes"] for stage in result.run["stages"].values()), "information passing ran"
+
+
+def test_a_workflow_text_runs_and_its_last_select_is_the_result(spark, home, tpch):
+    result = aipq.sql("create temporary view api_eu as select n_nationkey from nation where n_regionkey = 3;\n"
+                      "select count(*) as n from api_eu", spark=spark, home=home)
+    assert result.rows == [(5,)]
+    assert aipq.sql("create temporary view api_x as select 1 as a", spark=spark, home=home) is None
+
+
+def test_explain_gives_the_tree_or_its_json(spark, home, tpch):
+    tree = aipq.explain(query_text(5), spark=spark, home=home, ip="hip", broadcast_threshold="0")
+    assert "S1" in tree and "stage(s)" in tree
+    info = aipq.explain(query_text(5), spark=spark, home=home, format="json", ip="hip")
+    assert info["settings"]["ip"]["value"] == "hip" and info["stages"]
+
+
+@pytest.mark.parametrize(("options", "said"), [
+    ({"ipp": "x"}, "unknown option 'ipp'"), ({"ip": "magic"}, "is not one of"),
+    ({"broadcast_threshold": "lots"}, "is not a size"),
+])
+def test_options_are_checked_as_the_command_line_checks_them(spark, home, options, said):
+    with pytest.raises(BadInputError) as raised:
+        aipq.sql("select 1", spark=spark, home=home, **options)
+    assert said in raised.value.message
+
+
+def test_the_settings_a_session_needs_name_aipqs_jar_and_extension():
+    conf = aipq.spark_conf()
+    assert conf["spark.jars"].endswith(".jar") and "SketchBatches" in conf["spark.sql.extensions"]
