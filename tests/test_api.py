@@ -61,3 +61,26 @@ def test_options_are_checked_as_the_command_line_checks_them(spark, home, option
 def test_the_settings_a_session_needs_name_aipqs_jar_and_extension():
     conf = aipq.spark_conf()
     assert conf["spark.jars"].endswith(".jar") and "SketchBatches" in conf["spark.sql.extensions"]
+
+
+def test_a_scheduler_reads_the_runs_report(aipq, tmp_path):
+    """``aipq run --report FILE``: each statement's outcome with its query's stages and the table it wrote, and
+    the last SELECT's run, as JSON a scheduler can log and check."""
+    import json
+
+    script = tmp_path / "nightly.sql"
+    script.write_text("drop table if exists api_nightly;\n"
+                      "create table api_nightly as\n"
+                      "  select n_regionkey, count(*) as n from nation group by n_regionkey;\n"
+                      "select sum(n) as total from api_nightly;\n")
+    report = tmp_path / "run.json"
+    done = aipq("run", str(script), "--report", str(report), "--quiet", "--format", "csv")
+    assert done.exit_code == 0, done.output
+    found = json.loads(report.read_text())
+    written = [s["written"] for s in found["statements"] if s["written"]]
+    assert written == [{"table": "default.api_nightly", "mode": "create", "rows": 5}]
+    assert found["result"]["result_rows"] == 1 and found["result"]["stages"]
+    stage = next(iter(found["result"]["stages"].values()))
+    assert {"rows_written", "bytes_written", "seconds"} <= set(stage)
+    refused = aipq("run", str(script), "--report", str(tmp_path / "missing" / "run.json"))
+    assert refused.exit_code == 2 and "--report" in refused.output

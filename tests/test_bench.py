@@ -365,3 +365,11 @@ def test_bench_batch_times_the_batch_in_the_session_and_as_separate_commands(aip
     separate = modes["one by one, separate commands"]["median_seconds"]
     ratio = separate / modes["batch, one command"]["median_seconds"]
     assert f"| batch, one command | {modes['batch, one command']['median_seconds']:.2f} | {ratio:.2f}× |" in report
+
+
+@pytest.mark.slow
+def test_bench_estimates_reports_each_written_stages_q_error(aipq):
+    result = aipq("bench", "estimates", "--sf", str(SF), "--queries", "1,9,18")
+    assert result.exit_code == 0, result.output
+    text = " ".join(result.output.split())
+    assert "Q18" in text and "median" in text and "90th percentile" in text

@@ -278,6 +278,36 @@ def run_batch(request: BenchRequest):
     return results
 
 
+def run_estimates(request: BenchRequest):
+    """How far the planner's row estimates are from the rows each written stage wrote (q-error), over TPC-H's
+    queries under the Hive baseline (every stage written), after the tables' statistics were collected in one
+    pass: the estimates a first run over known tables is planned with (no earlier run of a subplan counted)."""
+    from aipq.engine.statistics import collect_table
+    from aipq.estimator.join_estimates import q_error
+    from aipq.pipeline import plan_query
+    from aipq.tpch.queries import query_text
+
+    found = query_numbers(request.queries, "TPC-H", 22)
+    prepare_tpch(request)
+    context = RunContext(request.home, replace(request.settings, ip="off", staging="hive", cache_size=0))
+    with request.status("collecting the tables' statistics…"):
+        for name in ("lineitem", "orders", "customer", "part", "partsupp", "supplier", "nation", "region"):
+            collect_table(context, context.catalog.lookup(name), None, "aipq bench estimates")
+    errors: dict[str, list[float]] = {}
+    with request.progress("bench estimates", len(found)) as step:
+        for number in found:
+            planned = plan_query(query_text(number), context.catalog, context.settings, context.storage)
+            estimates = app.stage_estimates(planned.dag, context, history_before=None)
+            ran = app.execute(planned, context)
+            errors[f"Q{number}"] = [q_error(estimates[m.stage_id]["estimated_rows"], m.rows_written)
+                                    for m in ran.record.stages
+                                    if m.materialized and estimates[m.stage_id]["estimated_rows"] is not None]
+            ran.close()
+            step()
+    request.show("estimates", errors, f"TPC-H SF {request.scale_factor:g}: q-error of each written stage's rows")
+    return errors
+
+
 # ---- every benchmark behind the document -----------------------------------------------------------------------
 def run_all(request: BenchRequest, parts: list[str], doc: Path) -> None:
     """The parts of docs/benchmarks.md asked for, each into ``out_dir/PART``, then the document's generated

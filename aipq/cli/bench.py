@@ -239,6 +239,20 @@ def bench_all(ctx, ratios, rows, doc, only, settings: Settings, **options):
     run_all(request, [p.strip() for p in only.split(",") if p.strip()], doc)
 
 
+@bench.command("estimates")
+@scale_option
+@click.option("--queries", default=",".join(str(n) for n in range(1, 23)), show_default=True,
+              help="TPC-H query numbers, comma-separated.")
+@planning_options
+@click.pass_context
+def bench_estimates(ctx, settings: Settings, **options):
+    """How far each written stage's estimated rows are from its actual rows (q-error median, 90th percentile,
+    max), over TPC-H under the Hive baseline with every table's statistics collected first."""
+    from aipq.bench.suite import run_estimates
+
+    run_estimates(request_from(ctx, settings, **options))
+
+
 @bench.command("staging")
 @scale_option
 @click.option("--queries", default="3,5,9", show_default=True, help="TPC-H query numbers, comma-separated.")

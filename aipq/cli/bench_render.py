@@ -101,6 +101,19 @@ def _stats_table(found, title: str) -> Table:
     return stats_overhead_table(overheads, errors, title)
 
 
+def estimates_table(errors: dict[str, list[float]], title: str) -> Table:
+    """Per query its stages' largest q-error; over all stages the median, 90th percentile and maximum."""
+    every = sorted(e for found in errors.values() for e in found)
+    summary = (f"{len(every)} stages: median {statistics.median(every):.2f}, 90th percentile "
+               f"{every[int(0.9 * (len(every) - 1))]:.2f}, max {every[-1]:,.2f}") if every else "no stage written"
+    table = Table(title=title, caption=summary)
+    for column in ("query", "stages", "largest q-error"):
+        table.add_column(column, justify="right")
+    for query, found in errors.items():
+        table.add_row(query, str(len(found)), f"{max(found):,.2f}" if found else "")
+    return table
+
+
 # how each benchmark's results are shown, by the kind ``bench/suite.py`` names them
 RENDERERS = {"series": strategy_table, "stats": _stats_table, "decisions": decisions_table,
-             "staging": staging_table, "batch": batch_table}
+             "staging": staging_table, "batch": batch_table, "estimates": estimates_table}

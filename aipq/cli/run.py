@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 
 import click
@@ -53,12 +54,15 @@ from aipq.errors import BadInputError
               help="Let the workflow drop or overwrite tables it did not create.")
 @click.option("--quiet", is_flag=True, help="No per-stage summary.")
 @click.option("--analyze", is_flag=True, help="After the result, the stage tree with measured figures (stderr).")
+@click.option("--report", "report_path", type=click.Path(dir_okay=False), default=None,
+              help="Write a JSON record of the run here for a scheduler: each statement's outcome, rows, bytes, "
+                   "seconds, summaries and rows pruned per stage, and the tables written.")
 @click.option("--resume", is_flag=True,
               help="Continue a workflow FILE whose last run failed or was killed: the statements it committed are "
                    "not run again.")
 @click.pass_context
 def run(ctx, sources, inline, settings: Settings, fmt, output, output_dir, force, show_rows, keep_work,
-        allow_overwrite, quiet, analyze, resume):
+        allow_overwrite, quiet, analyze, resume, report_path):
     """Run a query or a workflow of statements (FILE, '-' for stdin, tpch:N or tpcds:N) and show or write the rows of
     its last SELECT. Several FILEs, or a directory of .sql files, run as a batch: planned together, each stage
     they have in common computed once, each file's rows written to --output-dir."""
@@ -66,7 +70,7 @@ def run(ctx, sources, inline, settings: Settings, fmt, output, output_dir, force
     if is_batch(sources) or output_dir is not None:
         _run_batch(context, list(sources), fmt, output_dir, force, allow_overwrite, quiet,
                    refused={"--sql": inline is not None, "--output": output is not None, "--resume": resume,
-                            "--analyze": analyze, "--keep-work": keep_work})
+                            "--analyze": analyze, "--keep-work": keep_work, "--report": report_path is not None})
         return
     source = sources[0] if sources else None
     sql = app.load_sql(source, inline)
@@ -76,6 +80,8 @@ def run(ctx, sources, inline, settings: Settings, fmt, output, output_dir, force
         fmt = output_format(str(output), fmt)
         output = context.storage.check_local_target(str(output), force)
     fmt = fmt or "table"
+    if report_path is not None:
+        report_path = context.storage.check_local_target(str(report_path), True, "--report")
     cached_in = app.keep_stage_outputs(context) if keep_work else None
     planned = workflow.plan_workflow(sql, context, allow_overwrite, record=True, resume=resume)
     if output is not None and not any(isinstance(s.step, workflow.QueryStep) for s in planned.steps):
@@ -93,6 +99,8 @@ def run(ctx, sources, inline, settings: Settings, fmt, output, output_dir, force
             ran = workflow.run_workflow(planned, listener, report, analyze, straight)
     else:
         ran = workflow.run_workflow(planned, None, report, analyze, straight)
+    if report_path is not None:
+        context.storage.write_local_atomically(report_path, json.dumps(ran.report(sql.name), indent=1) + "\n")
     result = ran.result
     if result is None:  # a workflow without a SELECT (--output was refused for it before it ran)
         return

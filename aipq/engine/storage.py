@@ -292,6 +292,20 @@ class Storage:
             with open(assembled, "rb") as data:
                 shutil.copyfileobj(data, out)
 
+    @staticmethod
+    def write_local_atomically(target: str, text: str) -> None:
+        """``text`` in the driver-local file ``target``, written beside it and moved into place when complete."""
+        target = os.path.abspath(target)
+        handle, staged = tempfile.mkstemp(prefix=f".{os.path.basename(target)}.", dir=os.path.dirname(target))
+        os.fchmod(handle, 0o666 & ~_umask())
+        try:
+            with os.fdopen(handle, "w") as out:
+                out.write(text)
+            os.replace(staged, target)
+        finally:
+            if os.path.exists(staged):
+                os.unlink(staged)
+
     def assemble_local(self, uris: Sequence[str], target: str, header: bytes = b"") -> None:
         """``header`` then the files ``uris`` in the driver-local file ``target``, assembled beside it and
         moved into place only when complete (an interrupted run never leaves half a file)."""

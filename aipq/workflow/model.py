@@ -10,6 +10,7 @@ from aipq.app import QueryRun, SqlSource
 from aipq.catalog import TableEntry
 from aipq.config import Settings
 from aipq.engine.context import RunContext
+from aipq.engine.report import run_dict
 from aipq.journal import Journal
 from aipq.pipeline import PlannedQuery
 from aipq.planner.statements import QueryStep, Step
@@ -52,6 +53,12 @@ class StepOutcome:
     step: Step
     message: str
     seconds: float = 0.0
+    run: dict | None = None  # the run record of the query it ran (``engine/report.run_dict``)
+    written: dict | None = None  # a table write's table, mode and rows
+
+    def as_dict(self) -> dict:
+        return {"number": self.step.number, "statement": self.step.describe(), "message": self.message,
+                "seconds": round(self.seconds, 3), "run": self.run, "written": self.written}
 
 
 @dataclass
@@ -62,6 +69,13 @@ class WorkflowRun:
     def close(self) -> None:
         if self.result is not None:
             self.result.close()
+
+    def report(self, source: str) -> dict:
+        """What a scheduler logs and checks (``aipq run --report``): each statement's outcome, with the run of its
+        query (per stage its rows, bytes, seconds, summaries and rows pruned) and the table it wrote, and the
+        run of the last SELECT."""
+        return {"source": source, "statements": [outcome.as_dict() for outcome in self.outcomes],
+                "result": run_dict(self.result.record) if self.result is not None else None}
 
 
 def creator_id(source: SqlSource) -> str | None:

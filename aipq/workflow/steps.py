@@ -14,6 +14,7 @@ from aipq.app import execute
 from aipq.catalog import Catalog, Partition, TableEntry, split_name
 from aipq.engine.context import RunContext
 from aipq.engine.executor import StageListener
+from aipq.engine.report import run_dict
 from aipq.engine.statistics import collect_table
 from aipq.engine.tables import (
     TableWrite,
@@ -84,7 +85,9 @@ def select(doing: StepRun, step: QueryStep) -> StepOutcome:
     if run.result is not None:
         run.result.close()
     run.result = execute(doing.planned.planned, doing.context, doing.listener, result_format=doing.result_format)
-    return doing.outcome(f"{run.result.record.result_rows:,} row(s)")
+    outcome = doing.outcome(f"{run.result.record.result_rows:,} row(s)")
+    outcome.run = run_dict(run.result.record)
+    return outcome
 
 
 def write_table(doing: StepRun, step: WriteStep) -> StepOutcome:
@@ -109,7 +112,10 @@ def write_table(doing: StepRun, step: WriteStep) -> StepOutcome:
     finally:
         query_run.close()
     verb = {"create": "created", "overwrite": "overwrote", "append": "appended to"}[write.mode]
-    return doing.outcome(f"{verb} {step.target}: {query_run.record.result_rows:,} row(s)")
+    outcome = doing.outcome(f"{verb} {step.target}: {query_run.record.result_rows:,} row(s)")
+    outcome.run = run_dict(query_run.record)
+    outcome.written = {"table": step.target, "mode": write.mode, "rows": query_run.record.result_rows}
+    return outcome
 
 
 def _table_write(doing: StepRun, step: Step, result: str) -> TableWrite:
