@@ -261,3 +261,28 @@ def test_a_stage_whose_subplan_ran_before_is_estimated_at_the_rows_it_wrote(aipq
     written = {i: s["measured"]["rows_written"] for i, s in first.items() if "measured" in s}
     assert written and all(again[i]["estimated_rows"] == rows for i, rows in written.items())
     assert all(again[i]["estimated_from"] == "an earlier run of the same subplan" for i in written)
+
+
+def test_two_bounds_on_one_column_make_one_window():
+    """TPC-H Q4's quarter of order dates: 92 of 2,405 days, where taking the bounds as independent kept five
+    times as many; a bound computed from constants counts as one (Q6's 0.06 - 0.01)."""
+    cardinality = Cardinality(lookup())
+    quarter = scan("orders", "o_orderdate >= CAST('1993-07-01' AS DATE)", "o_orderdate < CAST('1993-10-01' AS DATE)")
+    assert cardinality.rows(quarter) == pytest.approx(1_500_000 * 92 / 2405, rel=1e-3)
+    band = scan("lineitem", "l_quantity >= 25 - 1", "l_quantity <= 25 + 1")
+    assert cardinality.rows(band) == pytest.approx(6_000_000 * 2 / 49, rel=1e-3)
+
+
+def test_a_filter_naming_values_leaves_that_many_distinct_values():
+    cardinality = Cardinality(lookup())
+    assert cardinality.distinct(scan("part", "p_type IN ('A', 'B')"), "p_type") == 2
+    assert cardinality.distinct(scan("part", "p_type = 'A'"), "p_type") == 1
+    assert cardinality.distinct(scan("part"), "p_type") == 150
+
+
+def test_a_join_keeps_the_distinct_values_of_the_rows_it_keeps():
+    cardinality = Cardinality(lookup())
+    part = scan("part", "p_type = 'ECONOMY ANODIZED STEEL'")
+    join = Join(scan("lineitem"), part, "inner", ("l_partkey",), ("p_partkey",))
+    # 1/150 of the lines survive; 1.5 M orders of 4 lines each: 1.5 M × (1 − (149/150)^4) keep a line
+    assert cardinality.distinct(join, "l_orderkey") == pytest.approx(1_500_000 * (1 - (149 / 150) ** 4), rel=1e-3)

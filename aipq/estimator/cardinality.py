@@ -47,6 +47,12 @@ def _literal_value(node: exp.Expression) -> float | str | None:
     if isinstance(node, exp.Neg):
         value = _literal_value(node.this)
         return -value if isinstance(value, float) else None
+    if isinstance(node, (exp.Add, exp.Sub, exp.Mul)):  # constant arithmetic (TPC-H Q6's 0.06 - 0.01)
+        left, right = _literal_value(node.this), _literal_value(node.expression)
+        if not isinstance(left, float) or not isinstance(right, float):
+            return None
+        return left + right if isinstance(node, exp.Add) else left - right if isinstance(node, exp.Sub) \
+            else left * right
     if not isinstance(node, exp.Literal):
         return None
     if not node.is_string:
@@ -127,9 +133,7 @@ class Cardinality:
             rows = self.lookup.table_rows(node)
             if rows is None:
                 return None
-            for condition in node.filters:
-                rows *= self.selectivity(node, condition)
-            return rows
+            return rows * self.conjunction(node, list(node.filters))
         if isinstance(node, StageRead):
             return self.lookup.stage_rows(node)
         if isinstance(node, Filter):
@@ -212,6 +216,8 @@ class Cardinality:
         if isinstance(node, Scan):
             stats = self._column_stats(node, name)
             known = stats.ndv if stats is not None and stats.ndv > 0 else None
+            listed = _listed_values(node.filters, name)  # a filter naming the values leaves at most those
+            known = listed if known is None else known if listed is None else min(known, listed)
             if known is None:
                 return rows
             return known if rows is None else min(known, rows)
@@ -226,12 +232,24 @@ class Cardinality:
         if isinstance(node, Project):
             item = dict(node.items).get(name)
             below = self.expression_distinct(node.child, item) if item is not None else None
+        elif isinstance(node, Join) and node.kind in ("inner", "semi"):
+            below = self._joined_distinct(node, name)
         else:
             child = next((c for c in node.children if name in c.output), None)
             below = self.distinct(child, name) if child is not None else None
         if below is None:
             return rows
         return below if rows is None else min(below, rows)
+
+    def _joined_distinct(self, join: Join, name: str) -> float | None:
+        """A column's distinct values after an inner or semi join: those of the side it comes from, as many as
+        survive when the join keeps the share of that side's rows whose key the other side has (Cardenas)."""
+        side = "left" if name in join.left.output else "right"
+        child = join.left if side == "left" else join.right
+        distinct, rows = self.distinct(child, name), self.rows(child)
+        if distinct is None or rows is None:
+            return distinct
+        return kept_distinct(distinct, rows, self.match_share(join, side))
 
     def expression_distinct(self, node: Node, expression: exp.Expression) -> float | None:
         """Distinct values of an expression over ``node``'s columns: a column's own; a literal's one; the
@@ -275,10 +293,7 @@ class Cardinality:
         if isinstance(condition, exp.Paren):
             return self.selectivity(node, condition.this)
         if isinstance(condition, exp.And):
-            share = 1.0
-            for part in conjuncts(condition):
-                share *= self.selectivity(node, part)
-            return share
+            return self.conjunction(node, conjuncts(condition))
         if isinstance(condition, exp.Or):
             a, b = self.selectivity(node, condition.left), self.selectivity(node, condition.right)
             return a + b - a * b
@@ -371,6 +386,22 @@ class Cardinality:
             return size * mean, size * variance
         return mean, variance / size
 
+    def conjunction(self, node: Node, parts: list[exp.Expression]) -> float:
+        """The share of rows that pass every predicate: the range conditions on one column as one interval (two
+        bounds of a date window are not independent), the others multiplied as independent."""
+        share, bounds = 1.0, {}
+        for part in parts:
+            found = _bound(part)
+            if found is None:
+                share *= self.selectivity(node, part)
+                continue
+            column, low, high = found
+            old_low, old_high = bounds.get(column, (None, None))
+            bounds[column] = (_tighter(old_low, low, max), _tighter(old_high, high, min))
+        for column, (low, high) in bounds.items():
+            share *= self._range_share(self._column_stats(node, column), low, high)
+        return share
+
     @staticmethod
     def _column_and_operand(condition: exp.Expression) -> tuple[str | None, exp.Expression | None]:
         """The column a simple predicate tests, and the value it compares it with."""
@@ -416,6 +447,44 @@ class Cardinality:
             elif isinstance(node, Filter):
                 share *= self.selectivity(node.child, node.condition)
         return max(min(share, 1.0), 0.0)
+
+
+def _listed_values(filters, name: str) -> float | None:
+    """How many values ``col = literal`` or ``col IN (literals)`` among ``filters`` leave the column."""
+    counts = []
+    for condition in filters:
+        for part in conjuncts(condition):
+            if not isinstance(part.this, exp.Column) or part.this.name != name:
+                continue
+            if isinstance(part, exp.EQ) and isinstance(part.expression, exp.Literal):
+                counts.append(1.0)
+            elif isinstance(part, exp.In) and part.expressions and all(
+                    isinstance(e, exp.Literal) for e in part.expressions):
+                counts.append(float(len(part.expressions)))
+    return min(counts) if counts else None
+
+
+def _bound(condition: exp.Expression) -> tuple[str, float | None, float | None] | None:
+    """A range condition between a column and a number or date literal as (column, low, high), either end open;
+    None for any other condition (a comparison with text keeps its own pricing)."""
+    if isinstance(condition, exp.Between) and isinstance(condition.this, exp.Column):
+        low, high = _literal_value(condition.args["low"]), _literal_value(condition.args["high"])
+        if isinstance(low, float) and isinstance(high, float):
+            return condition.this.name, low, high
+        return None
+    if not isinstance(condition, (exp.GT, exp.GTE, exp.LT, exp.LTE)):
+        return None
+    this, other = condition.this, condition.expression
+    flipped = not isinstance(this, exp.Column)
+    column, value = (other, _literal_value(this)) if flipped else (this, _literal_value(other))
+    if not isinstance(column, exp.Column) or not isinstance(value, float):
+        return None
+    upper = isinstance(condition, (exp.LT, exp.LTE)) != flipped
+    return (column.name, None, value) if upper else (column.name, value, None)
+
+
+def _tighter(old: float | None, new: float | None, pick) -> float | None:
+    return new if old is None else old if new is None else pick(old, new)
 
 
 def _date_part(expression: exp.Expression) -> tuple[str | None, str | None]:
