@@ -28,6 +28,7 @@ def test_a_query_reads_the_sessions_temporary_view_and_udf_and_leaves_its_settin
     assert {key: spark.conf.get(key, None) for key in WATCHED} == before
 
 
+@pytest.mark.slow
 def test_a_tpch_query_gives_duckdbs_rows_through_the_api(spark, home, duck):
     result = aipq.sql(query_text(3), spark=spark, home=home, ip="always", broadcast_threshold="0")
     assert_same_rows(result.rows, oracle_rows(duck, query_text(3)), ordered=True)
@@ -41,6 +42,7 @@ def test_a_workflow_text_runs_and_its_last_select_is_the_result(spark, home, tpc
     assert aipq.sql("create temporary view api_x as select 1 as a", spark=spark, home=home) is None
 
 
+@pytest.mark.slow
 def test_explain_gives_the_tree_or_its_json(spark, home, tpch):
     tree = aipq.explain(query_text(5), spark=spark, home=home, ip="hip", broadcast_threshold="0")
     assert "S1" in tree and "stage(s)" in tree
@@ -63,6 +65,7 @@ def test_the_settings_a_session_needs_name_aipqs_jar_and_extension():
     assert conf["spark.jars"].endswith(".jar") and "SketchBatches" in conf["spark.sql.extensions"]
 
 
+@pytest.mark.slow
 def test_a_scheduler_reads_the_runs_report(aipq, tmp_path):
     """``aipq run --report FILE``: each statement's outcome with its query's stages and the table it wrote, and
     the last SELECT's run, as JSON a scheduler can log and check."""

@@ -67,6 +67,7 @@ def _reused_then_changed(runs: CachedRuns, change) -> None:
     assert after == runs.run(cache=False)[0]
 
 
+@pytest.mark.slow
 def test_a_text_tables_delimiter_is_part_of_the_key(aipq, tmp_path):
     folder = tmp_path / "e"
     folder.mkdir()
@@ -99,6 +100,7 @@ def test_a_tables_schema_is_part_of_the_key(aipq, tmp_path):
     _reused_then_changed(runs, new_schema)
 
 
+@pytest.mark.slow
 def test_a_partition_outside_the_tables_folder_is_fingerprinted(aipq, tmp_path):
     """ALTER TABLE … ADD PARTITION … LOCATION elsewhere: the query reads it (whole-table queries too), and
     rewriting its file makes the cached stage stale."""
@@ -166,7 +168,7 @@ def test_the_query_text_and_aipqs_code_are_part_of_the_key(tpch, tmp_path, monke
     assert key(sql.format(3)) != before
 
 
-@pytest.mark.parametrize("damage", ["deleted", "garbled"])
+@pytest.mark.parametrize("damage", ["deleted", pytest.param("garbled", marks=pytest.mark.slow)])
 def test_a_damaged_entry_is_computed_again(aipq, tmp_path, damage):
     runs = CachedRuns(aipq, tmp_path, "select l_orderkey % 25 as k, count(*) as n from lineitem "
                                       "group by l_orderkey % 25 order by k", "--shuffle-partitions", "4",
@@ -206,6 +208,7 @@ def test_clear_leaves_the_entries_a_running_command_uses(aipq, tmp_path):
     assert cleared.exit_code == 0 and "removed 1 cached" in said(cleared) and not entry.exists()
 
 
+@pytest.mark.slow
 def test_a_completed_reuse_run_leaves_its_entries_unmarked(aipq, tmp_path):
     runs = CachedRuns(aipq, tmp_path, "select n_regionkey, count(*) as n from nation group by n_regionkey "
                                       "order by n_regionkey")

@@ -250,6 +250,7 @@ def test_not_like_keeps_what_like_drops():
         1 - DEFAULT_LIKE)
 
 
+@pytest.mark.slow
 def test_a_stage_whose_subplan_ran_before_is_estimated_at_the_rows_it_wrote(aipq, tpch_statistics):
     """Explain after a run: the stages of the same subplan over the same files are estimated at what they wrote
     then (and say so); --analyze compares a run's stages with estimates made before it, not with its own rows."""
