@@ -57,7 +57,7 @@ def _quiet_python_error_logs() -> None:
     # py4j logs a Ctrl-C that lands in a call to the JVM, and the closed connections after it, with tracebacks;
     # aipq says "interrupted" itself
     logging.getLogger("py4j").setLevel(logging.CRITICAL + 10)
-    logging.getLogger().addFilter(lambda record: "KeyboardInterrupt while sending command" not in record.getMessage())
+    logging.getLogger().addFilter(lambda record: "py4j" not in record.pathname)  # py4j logs on the root logger too
 
 
 def check_classic(settings: Settings) -> None:
