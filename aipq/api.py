@@ -63,9 +63,9 @@ def sql(query: str, *, spark=None, home: str | Path | None = None,
     if ran.result is None:
         return None
     record = ran.result.record
-    frame = ran.result.spark.read.parquet(record.result_path)
-    rows = [tuple(row) for row in frame.collect()]
-    kept = context.spark.createDataFrame(rows, frame.schema).toDF(*record.output_names)
+    # kept in the session's memory, cut from the result's files, which go with the run's work directory
+    kept = ran.result.spark.read.parquet(record.result_path).toDF(*record.output_names).localCheckpoint()
+    rows = [tuple(row) for row in kept.collect()]
     ran.result.close()
     return Result(tuple(record.output_names), rows, kept, run_dict(record))
 

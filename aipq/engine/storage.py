@@ -295,31 +295,16 @@ class Storage:
     @staticmethod
     def write_local_atomically(target: str, text: str) -> None:
         """``text`` in the driver-local file ``target``, written beside it and moved into place when complete."""
-        target = os.path.abspath(target)
-        handle, staged = tempfile.mkstemp(prefix=f".{os.path.basename(target)}.", dir=os.path.dirname(target))
-        os.fchmod(handle, 0o666 & ~_umask())
-        try:
-            with os.fdopen(handle, "w") as out:
-                out.write(text)
-            os.replace(staged, target)
-        finally:
-            if os.path.exists(staged):
-                os.unlink(staged)
+        with _staged_beside(target) as (handle, _), os.fdopen(handle, "w") as out:
+            out.write(text)
 
     def assemble_local(self, uris: Sequence[str], target: str, header: bytes = b"") -> None:
         """``header`` then the files ``uris`` in the driver-local file ``target``, assembled beside it and
         moved into place only when complete (an interrupted run never leaves half a file)."""
-        target = os.path.abspath(target)
-        handle, assembled = tempfile.mkstemp(prefix=f".{os.path.basename(target)}.", dir=os.path.dirname(target))
-        os.fchmod(handle, 0o666 & ~_umask())  # the mode any file the user writes gets, not mkstemp's 0600
-        try:
+        with _staged_beside(target) as (handle, assembled):
             with os.fdopen(handle, "wb") as out:
                 out.write(header)
             self.append_to_local(uris, assembled)
-            os.replace(assembled, target)  # atomic within one file system
-        finally:
-            if os.path.exists(assembled):
-                os.unlink(assembled)
 
     @staticmethod
     def check_local_target(target: str, force: bool, flag: str = "--output") -> str:
@@ -380,6 +365,22 @@ def _reason(error: Exception) -> str:
 def local_storage() -> Storage:
     """A Storage for local paths only (planning, tests without Spark)."""
     return Storage(None)
+
+
+@contextlib.contextmanager
+def _staged_beside(target: str):
+    """A new file beside ``target`` (its descriptor and path) with the mode any file the user writes gets, not
+    mkstemp's 0600, renamed over ``target`` when the block completes (atomic within one file system) and
+    removed when it fails."""
+    target = os.path.abspath(target)
+    handle, staged = tempfile.mkstemp(prefix=f".{os.path.basename(target)}.", dir=os.path.dirname(target))
+    os.fchmod(handle, 0o666 & ~_umask())
+    try:
+        yield handle, staged
+        os.replace(staged, target)
+    finally:
+        if os.path.exists(staged):
+            os.unlink(staged)
 
 
 @functools.cache
