@@ -51,7 +51,7 @@ def default_home() -> Path:
     return Path(env).expanduser() if env else Path.home() / ".aipq"
 
 
-STRATEGIES = ("off", "hip", "always", "oracle", "adaptive")
+STRATEGIES = ("off", "hip", "always", "oracle", "adaptive", "transfer", "transfer-oracle")
 PLANS = ("linear", "bushy", "cost")  # join tree shapes and orders (--plan)
 
 
@@ -181,11 +181,14 @@ KNOBS: tuple[Knob, ...] = (
     Knob("ip", "adaptive", "Information passing strategy: 'off' (Hive: no summaries), 'hip' (the paper's HIP baseline: "
          "lists of key hashes, child-to-parent, used when under alpha), 'always' (every admissible Bloom filter "
          "summary built and used, under alpha), 'oracle' (the same edges with exact key sets), 'adaptive' (the "
-         "paper's IP: built and used where the benefit estimator's B exceeds beta, sized for the largest B).",
+         "paper's IP: built and used where the benefit estimator's B exceeds beta, sized for the largest B), "
+         "'transfer' (predicate transfer: Bloom filters passed forward and backward over the whole join graph "
+         "in pre-passes before any join), 'transfer-oracle' (the same schedule with exact key sets).",
          "--ip", "choice", STRATEGIES,
          help="Information passing: off (Hive), hip (hash lists, child-to-parent), always (every admissible "
               "Bloom filter), oracle (exact key sets on the same edges), adaptive (Bloom filters where the "
-              "benefit estimator expects them to pay)."),
+              "benefit estimator expects them to pay), transfer (predicate transfer over the whole join graph), "
+              "transfer-oracle (the same with exact key sets)."),
     Knob("alpha", 4 * MB, "α: a summary larger than this many bytes is not loaded by later stages (the paper's "
          "heap-safety threshold; its experiments used 512 KB and 4 MB).",
          "--alpha", "size", low=0, shown="4MB", help="α: summaries larger than SIZE are not loaded."),

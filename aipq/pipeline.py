@@ -1,7 +1,8 @@
 """The planner pipeline, in order. Each pass is a pure function of its input.
 
 SQL text ─parse→ statements ─resolve→ qualified AST ─build→ logical plan ─push_down_filters→
-─order_joins→ ─prune_columns→ ─choose_physical_joins→ ─preaggregate→ ─cut_stages→ ─add_scan_summaries→ StageDag
+─order_joins→ ─prune_columns→ ─choose_physical_joins→ ─preaggregate→ ─cut_stages→ ─add_scan_summaries or add_transfers→
+StageDag
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from aipq.config import Settings
 from aipq.errors import UnsupportedSqlError
 from aipq.files import FileSource, Sizes
 from aipq.ip.scan_summaries import add_scan_summaries
+from aipq.ip.transfer import TRANSFER_STRATEGIES, add_transfers
 from aipq.planner.build import build_plan
 from aipq.planner.cartesian import check_cartesian
 from aipq.planner.collapse import collapse_finished, references_resolve
@@ -94,15 +96,19 @@ def plan_statement(statement: exp.Expression, sql: str, catalog, settings: Setti
     if settings.cartesian == "refuse":
         check_cartesian(plan.root, sql, source_name, sizes)
     return PlannedQuery(sql=sql, statement=statement, qualified=qualified,
-                        dag=_stage_dag(plan, table, sql, source_name, settings, sizes),
+                        dag=_stage_dag(plan, table, sql, source_name, settings, sizes, costing),
                         source_name=source_name, written=written, table=table)
 
 
 def _stage_dag(plan: QueryPlan, table: TableShape | None, sql: str, source_name: str | None, settings: Settings,
-               sizes: Sizes, finished: Sequence[Stage] = ()) -> StageDag:
+               sizes: Sizes, costing: JoinCosting | None, finished: Sequence[Stage] = ()) -> StageDag:
     if table is not None:
         plan = shape_for_table(plan, table, sql, source_name)
-    dag = add_scan_summaries(cut_stages(plan, finished), settings, sizes)
+    dag = cut_stages(plan, finished)
+    if settings.ip in TRANSFER_STRATEGIES:
+        dag = add_transfers(dag, costing.estimates.rows if costing is not None else (lambda node: None), sizes)
+    else:
+        dag = add_scan_summaries(dag, settings, sizes)
     if table is not None:
         dag = replace(dag, partition_by=table.partition_by, write_format=table.format)
     return dag
@@ -114,8 +120,8 @@ def replan_dag(planned: PlannedQuery, dag: StageDag, finished: Iterable[int], se
     computed standing in their blocks as reads of their outputs (``planner/collapse.py``), ordered from what
     ``costing`` now knows; the new DAG holds the finished stages first. With the finished stages it read; None
     when the query cannot be re-planned so (the plan as it was then runs on)."""
-    if planned.written is None:
-        return None
+    if planned.written is None or settings.ip in TRANSFER_STRATEGIES:
+        return None  # a transfer schedule is laid out for the whole query before it runs
     finished = set(finished)
     done = [s.id for s in dag.stages if s.id in finished]
     root = prune_partitions(push_down_filters(planned.written.root))
@@ -129,7 +135,7 @@ def replan_dag(planned: PlannedQuery, dag: StageDag, finished: Iterable[int], se
     plan = optimize_plan(replace(planned.written, root=root), settings, sizes, costing)
     if not references_resolve(plan.root):
         return None
-    new = _stage_dag(plan, planned.table, planned.sql, planned.source_name, settings, sizes,
+    new = _stage_dag(plan, planned.table, planned.sql, planned.source_name, settings, sizes, costing,
                      [s for s in dag.stages if s.id in finished])
     if new.plan.root.output != dag.plan.root.output:
         return None

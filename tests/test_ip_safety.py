@@ -40,6 +40,13 @@ UNSAFE_PLACES = {
         with u as (select g from nulls_b where g = 10 group by g),
              w as (select k, g, row_number() over (order by v desc) as rn from nulls_a)
         select w.k, w.rn from u join w on w.g = u.g""",
+    "filtered null-supplying side of a left join": """
+        select a.k, a.v, b.g from nulls_a a left join (select k, g from nulls_b where g = 10) b on a.k = b.k""",
+    "filtered right side of NOT EXISTS": """
+        select a.k, a.v from nulls_a a where not exists (select 1 from nulls_b b where b.k = a.k and b.g = 10)""",
+    "preserved side of a left join, a filter two inner joins away": """
+        select a.k, a.v, x.g from nulls_a a
+        left join (select b.k, b.g from nulls_b b join nulls_a a2 on b.k = a2.k where a2.g = 20) x on a.k = x.k""",
     "inside a subplan another reader shares": """
         with u as (select g from nulls_b where g = 10 group by g),
              c as (select k, g from nulls_a group by k, g)
@@ -67,6 +74,35 @@ def test_no_strategy_prunes_where_it_would_change_the_answer(aipq, small_tables,
 def test_the_planner_offers_no_edge_into_nulls_a(home, small_tables, case, plan):
     dag = plan_query(UNSAFE_PLACES[case], Catalog(home), Settings(plan=plan, broadcast_threshold=0), LOCAL_FILES).dag
     assert [c.describe() for c in find_candidates(dag) if c.target.label.startswith("nulls_a")] == []
+
+
+@pytest.mark.parametrize("broadcast", ["0", "10MB"])
+@pytest.mark.parametrize("strategy", ["transfer", pytest.param("transfer-oracle", marks=pytest.mark.matrix)])
+@pytest.mark.parametrize("case", sorted(UNSAFE_PLACES))
+def test_predicate_transfer_prunes_nothing_where_it_would_change_the_answer(aipq, small_tables, tmp_path, case,
+                                                                            strategy, broadcast):
+    sql = UNSAFE_PLACES[case]
+    actual = run_to_rows(aipq, tmp_path, "--sql", sql, "--ip", strategy, "--broadcast-threshold", broadcast)
+    assert_same_rows(actual, oracle_rows(small_tables, sql), ordered=False)
+
+
+@pytest.mark.parametrize("broadcast", [0, 10 << 20])
+@pytest.mark.parametrize("case", sorted(UNSAFE_PLACES))
+def test_predicate_transfer_sends_no_summary_into_nulls_a(home, small_tables, case, broadcast):
+    settings = Settings(ip="transfer", broadcast_threshold=broadcast)
+    dag = plan_query(UNSAFE_PLACES[case], Catalog(home), settings, LOCAL_FILES).dag
+    assert [t for t in dag.transfers if t.label == "nulls_a"] == []
+
+
+def test_predicate_transfer_chains_a_filter_through_a_table_without_one(home, tpch):
+    # part's filter reaches orders through lineitem, which has no filter of its own (TPC-H Q9's shape)
+    sql = """select o_orderdate, sum(l_quantity) from part join lineitem on p_partkey = l_partkey
+             join orders on l_orderkey = o_orderkey where p_name like '%green%' group by o_orderdate"""
+    dag = plan_query(sql, Catalog(home), Settings(ip="transfer"), LOCAL_FILES).dag
+    passes = {s.id: s.tables[0].split(".")[-1] for s in dag.stages if s.id in dag.transfer_passes}
+    into = {(passes.get(t.producer), t.label) for t in dag.transfers}
+    assert ("part", "lineitem") in into and ("lineitem", "orders") in into
+    assert ("lineitem", "part") in into  # and back: the backward pass
 
 
 def test_the_safe_side_of_the_same_joins_is_still_pruned(home, small_tables):

@@ -53,7 +53,8 @@ def tpcds(aipq, home):
 
 # Both plan shapes, both join settings and both strategies over the 99 queries, in two runs of each.
 TPCDS_SETTINGS = (("--ip", "off", "--plan", "linear", "--broadcast-threshold", "10MB"),
-                  ("--ip", "adaptive", "--plan", "bushy", "--broadcast-threshold", "0"))
+                  ("--ip", "adaptive", "--plan", "bushy", "--broadcast-threshold", "0"),
+                  ("--ip", "transfer", "--plan", "linear", "--broadcast-threshold", "10MB"))
 
 
 # Q77 pairs two per-call-center aggregates with no join condition: Hive's strict mode refuses that, as aipq does

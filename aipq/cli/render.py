@@ -41,7 +41,9 @@ def explain_tree(info: dict[str, Any]) -> Tree:
         stage = stages[stage_id]
         title = f"[bold cyan]{stage['name']}[/bold cyan] [bold]{stage['operator']}[/bold]"
         if stage["operator"] == "SCAN":
-            title += " [dim](summary pre-pass: runs first, only if its summary is built)[/dim]"
+            phase = _transfer_phase(info, stage_id)
+            title += (f" [dim](predicate transfer, {phase} pass)[/dim]" if phase else
+                      " [dim](summary pre-pass: runs first, only if its summary is built)[/dim]")
         elif "staging" in stage:
             written = "output written" if stage["staging"]["materialized"] else "not written"
             title += f" [dim]({written}: {stage['staging']['why']})[/dim]"
@@ -73,6 +75,11 @@ def explain_tree(info: dict[str, Any]) -> Tree:
     return root
 
 
+def _transfer_phase(info: dict[str, Any], stage_id: int) -> str | None:
+    schedule = info.get("transfer_schedule") or {"passes": []}
+    return next((p["phase"] for p in schedule["passes"] if p["stage"] == stage_id), None)
+
+
 def _plan_header(info: dict[str, Any]) -> Tree:
     """The tree's root: stages, plan shape, joins and reduce tasks; the join-order, re-plan and
     pre-aggregation notes below it."""
@@ -94,7 +101,23 @@ def _plan_header(info: dict[str, Any]) -> Tree:
                 line.add(f"[dim]join order: {note}[/dim]")
     for note in info.get("preaggregation", []):
         root.add(f"[dim]{note}[/dim]")
+    _add_transfer_schedule(root, info.get("transfer_schedule"))
     return root
+
+
+def _add_transfer_schedule(root: Tree, schedule: dict[str, Any] | None) -> None:
+    """Predicate transfer's passes, one line per phase: the tables in the order they are read."""
+    if not schedule:
+        return
+    line = root.add("[bold]predicate transfer[/bold] [dim](Bloom filters passed over the join graph before any "
+                    "join)[/dim]")
+    for phase in ("forward", "backward"):
+        passes = [p for p in schedule["passes"] if p["phase"] == phase]
+        if passes:
+            line.add(f"{phase}: " + " → ".join(f"{p['table']} (S{p['stage']})" for p in passes))
+    readers = sorted({f"{r['table']} in S{r['stage']}" for r in schedule["reading_stages"]})
+    if readers:
+        line.add("then probed where they are read: " + ", ".join(readers))
 
 
 def _add_operators(node: Tree, stage: dict[str, Any]) -> None:
@@ -224,6 +247,7 @@ def _add_measures(node: Tree, measured: dict[str, Any]) -> None:
             left, registered = probe["partitions"]
             node.add(f"[cyan]probe[/cyan] S{probe['producer']}.{probe['column']} ({probe['kind']}) on "
                      f"{probe['target']}.{probe['target_column']}: {left} of {registered} partitions left to read")
+        elif probe["rows_in"] is not None:
             kept = probe["rows_out"] / probe["rows_in"] if probe["rows_in"] else 1.0
             fpr = f", measured false-positive rate {probe['measured_fpr']:.2%}" \
                 if probe["measured_fpr"] is not None else ""
@@ -262,8 +286,19 @@ def explain_dot(info: dict[str, Any]) -> str:
                 lines.append(f'  "{table}" -> S{stage["id"]};')
             else:
                 lines.append(f'  S{source["stage"]} -> S{stage["id"]};')
+    lines += _dot_summary_edges(info)
     lines.append("}")
     return "\n".join(lines)
+
+
+def _dot_summary_edges(info: dict[str, Any]) -> list[str]:
+    """A dashed edge per summary a stage probes, from the stage that builds it, labelled with its column."""
+    lines = []
+    for stage in info["stages"]:
+        for use in stage.get("information_passing", {}).get("uses", []):
+            label = f'{use["column"]} → {use["target"]}.{use["target_column"]}'
+            lines.append(f'  S{use["producer"]} -> S{stage["id"]} [style=dashed, color=blue, label="{label}"];')
+    return lines
 
 
 def result_caption(shown: int, total: int) -> str:

@@ -13,6 +13,7 @@ import base64
 import json
 import time
 from dataclasses import dataclass, field, fields, replace
+from datetime import date
 
 from pyspark.sql import Column, DataFrame, Observation
 from pyspark.sql import functions as F
@@ -56,6 +57,17 @@ def hashed_key(df: DataFrame, column: str) -> Column:
     return F.xxhash64(value)
 
 
+def _has_range(df: DataFrame, column: str) -> bool:
+    """Whether a key's least and greatest values bound it the same way on every side of a join: integral and
+    date keys (strings compare by collation, floating point has NaN)."""
+    return key_family(df.schema[column].dataType) in ("integral", "date")
+
+
+def _key_value(value: object, family: str) -> object:
+    """An observed least or greatest key as a Python value (a date arrives as its ISO text)."""
+    return date.fromisoformat(value) if family == "date" and isinstance(value, str) else value
+
+
 def _sketch_metric(index: int, build: SummaryBuild, sketched: dict[str, str]) -> str:
     """The observed metric holding the HLL sketch of a build's keys: the statistics' one when there is one."""
     return sketched.get(build.column, f"ip_items_{index}")
@@ -77,6 +89,10 @@ class BuiltSummary:
     payload: object = field(default=None, repr=False)
     sketch: bytes | None = field(default=None, repr=False)  # HLL of the keys (statistics' hashing)
     offered: bool = False  # taken from a stage-output cache entry, not built by this run
+    # the keys' least and greatest values (integral and date keys): a probe first keeps only rows in this range,
+    # a predicate Spark pushes into the scan, so parquet skips row groups whose statistics lie outside it
+    low: object = None
+    high: object = None
 
     def info(self) -> BuiltInfo:
         return BuiltInfo(self.kind, self.size_bytes, self.items, self.sketch)  # type: ignore[arg-type]
@@ -84,6 +100,7 @@ class BuiltSummary:
     def metadata(self) -> dict:
         data = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("payload", "sketch")}
         data["hash"] = "xxhash64 (integral keys as BIGINT)" if self.kind != "exact" else None
+        data["low"], data["high"] = (None if v is None else str(v) for v in (self.low, self.high))
         return data
 
 
@@ -171,6 +188,9 @@ class SummaryStore:
             if build.kind == "bloom":
                 expected = build.expected_items or max(build.bits // 10, 1)
                 columns.append(jvm.bloom_filter_agg(self.spark, hashed, expected, build.bits).alias(f"ip_{i}"))
+                if _has_range(df, build.column):
+                    key = F.col(quoted(build.column))
+                    columns += [F.min(key).alias(f"ip_low_{i}"), F.max(key).alias(f"ip_high_{i}")]
             elif build.kind == "hash-list":
                 columns.append(F.collect_set(hashed).alias(f"ip_{i}"))
         return columns
@@ -201,6 +221,8 @@ class SummaryStore:
                 summary.size_bytes = len(data)
                 summary.expected_fpp = jvm.bloom_filter_shape(data).expected_fpp if data else 0.0
                 summary.path = base + ".bloom"
+                summary.low, summary.high = (_key_value(values.get(f"ip_{end}_{i}"), summary.family)
+                                             for end in ("low", "high"))
                 self.storage.write_bytes(summary.path, data)
             elif build.kind == "hash-list":
                 seq = jvm.observed_value(observation, f"ip_{i}")
@@ -335,6 +357,9 @@ class SummaryStore:
         """``df`` probed with ``summary``; with a ``mark``, as a filter whose rows Spark's metrics count; with a
         ``record``, behind a probe gate (``jvm.probe_gate``) whose tally the record keeps."""
         if summary.kind in ("bloom", "hash-list"):
+            if summary.low is not None and summary.high is not None and _has_range(df, column):
+                key = F.col(quoted(column))
+                df = df.filter(key.between(F.lit(summary.low), F.lit(summary.high)))
             condition = self._condition(df, column, summary)
             if record is not None and self.min_rejection > 0:
                 condition, record.gate = jvm.probe_gate(self.spark, condition, GATE_WINDOW_ROWS, self.min_rejection)

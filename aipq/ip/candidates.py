@@ -32,7 +32,7 @@ from aipq.planner.logical import Aggregate, Filter, Join, Node, Project, Scan, S
 from aipq.planner.stages import Stage, StageDag, StageRead
 
 Place = Literal["input", "output"]
-Relation = Literal["child-to-parent", "sibling-to-sibling", "filtered-scan", "transitive"]
+Relation = Literal["child-to-parent", "sibling-to-sibling", "filtered-scan", "transitive", "transfer"]
 
 
 @dataclass(frozen=True)
@@ -85,6 +85,9 @@ class _Trace:
 
 
 class CandidateFinder:
+    # a producer whose keys a stage above it on the path also holds (a subset) is left to that stage
+    prefer_nearest = True
+
     def __init__(self, dag: StageDag, descend: bool = True):
         self.dag = dag
         self.descend = descend  # follow values into the stages that produced a stage's inputs
@@ -176,7 +179,7 @@ class CandidateFinder:
                             usable = [t for t in targets if self.order[t.stage] > self.order[producer]
                                       and not self.joined_already(producer, t, stage, join)]
                             for target in usable:
-                                if _dominated(producer, path, producers, target, self.order):
+                                if self.prefer_nearest and _dominated(producer, path, producers, target, self.order):
                                     continue
                                 relation = self.relation(producer, target, stage.id)
                                 covered_by = tuple(t.key for t in _deeper(target, usable))

@@ -129,4 +129,21 @@ def explain_dict(dag: StageDag, settings: Settings, decisions: list[StageDecisio
         "stages": stages,
         "dataflow_graph": {str(k): v for k, v in dag.dataflow.items()},
         "dependency_graph": {str(k): v for k, v in dag.dependency.items()},
+        "transfer_schedule": transfer_schedule(dag),
     }
+
+
+def transfer_schedule(dag: StageDag) -> dict[str, Any] | None:
+    """Predicate transfer's passes in the order they run, and which earlier pass probes each one (None
+    without a transfer schedule)."""
+    if not dag.transfer_passes:
+        return None
+    passes = []
+    for stage in dag.stages:
+        phase = dag.transfer_passes.get(stage.id)
+        if phase is not None:
+            probes = [f"S{t.producer}.{t.column} on {t.target_column}" for t in dag.transfers if t.stage == stage.id]
+            passes.append({"stage": stage.id, "table": _side_label(stage.plan), "phase": phase, "probed_by": probes})
+    reading = [{"stage": t.stage, "table": t.label, "summary": f"S{t.producer}.{t.column}",
+                "column": t.target_column} for t in dag.transfers if t.stage not in dag.transfer_passes]
+    return {"passes": passes, "reading_stages": reading}

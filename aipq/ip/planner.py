@@ -30,6 +30,7 @@ from typing import Literal, Protocol
 from aipq.config import Settings
 from aipq.ip.candidates import Candidate, Target, find_candidates
 from aipq.ip.staging import builds_summaries, may_fuse
+from aipq.ip.transfer import transfer_candidates
 from aipq.planner.stages import Stage, StageDag
 
 SummaryKind = Literal["bloom", "hash-list", "exact"]
@@ -324,8 +325,37 @@ class Adaptive(Strategy):
         return f"B = {estimate.total:.3f} s ≤ β = {planner.settings.beta:g} s"
 
 
+class Transfer(Always):
+    """Predicate transfer: every probe of the schedule ``ip/transfer.py`` laid out, each pass building the
+    summaries of its join keys; no stage output builds one."""
+
+    name = "transfer"
+
+    def creation(self, planner, stage):
+        columns = sorted({c.column for c in planner.candidates if c.producer == stage.id})
+        return [(column, f"predicate transfer, {planner.dag.transfer_passes.get(stage.id, 'reading')} pass")
+                for column in columns]
+
+    def usage(self, planner, candidate, built):
+        if built.size_bytes is not None and built.size_bytes > planner.settings.alpha:
+            return None
+        return "predicate transfer: " + ("a later pass over this table" if candidate.target.stage in
+                                         planner.dag.transfer_passes else "the stage that reads this table")
+
+
+class TransferOracle(Transfer):
+    """The transfer schedule with exact key sets: the physical limit of its pruning."""
+
+    name = "transfer-oracle"
+    kind: SummaryKind = "exact"
+
+    def usage(self, planner, candidate, built):
+        return "predicate transfer with the exact key set"
+
+
 _STRATEGIES: dict[str, type[Strategy]] = {"off": Strategy, "hip": Hip, "always": Always, "oracle": Oracle,
-                                          "adaptive": Adaptive}
+                                          "adaptive": Adaptive, "transfer": Transfer,
+                                          "transfer-oracle": TransferOracle}
 
 
 class IpPlanner:
@@ -337,7 +367,8 @@ class IpPlanner:
         self.dag = dag
         self.settings = settings
         self.strategy = strategy or _STRATEGIES[settings.ip]()
-        self.candidates = find_candidates(dag) if self.strategy.name != "off" else []
+        self.candidates = (transfer_candidates(dag) if isinstance(self.strategy, Transfer)
+                           else find_candidates(dag) if self.strategy.name != "off" else [])
         self.used: set[tuple[int, str, tuple]] = set()  # (producer, column, target key) of summaries in use
         self.expected_items = expected_items or (lambda stage, column: None)
         self.estimator = estimator

@@ -64,6 +64,23 @@ class Stage:
         return [n for n in self.plan.walk() if isinstance(n, Join) and n.physical == "repartition"]
 
 
+@dataclass(frozen=True)
+class Transfer:
+    """One probe of predicate transfer's schedule (``ip/transfer.py``): the summary ``producer`` (a SCAN pass)
+    builds of its column ``column`` probes the scan ``node_id`` on ``target_column`` in stage ``stage`` (a later
+    pass over that table, or the stage that reads it). ``join_stage`` and ``join_keys`` name the join that
+    makes it admissible."""
+
+    producer: int
+    column: str
+    stage: int
+    node_id: int
+    target_column: str
+    label: str
+    join_stage: int
+    join_keys: tuple[str, str]
+
+
 @dataclass
 class StageDag:
     stages: list[Stage]  # in execution (topological) order
@@ -72,6 +89,10 @@ class StageDag:
     dependency: dict[int, list[int]] = field(default_factory=dict)  # consumer → producers
     # id of a filtered Scan → the SCAN stage that summarizes its keys in a pre-pass (ip/scan_summaries.py)
     scan_sources: dict[int, int] = field(default_factory=dict)
+    # predicate transfer: the passes' probes, in the order they run (empty unless --ip transfer)
+    transfers: tuple[Transfer, ...] = ()
+    # SCAN stage id → "forward" or "backward": which pass of predicate transfer it is
+    transfer_passes: dict[int, str] = field(default_factory=dict)
     # a write to a partitioned table: the final stage writes a folder per value of these columns
     partition_by: tuple[str, ...] = ()
     write_format: str = "parquet"  # the final stage's format (a table write: the table's)

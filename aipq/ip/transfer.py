@@ -1,0 +1,199 @@
+"""Predicate transfer over the join graph (Yang, Zhao, Yu, Koutris, CIDR 2024): before any join runs, each
+table's Bloom filters travel along the query's join graph, forward from the smallest table to the largest and
+then backward, so that a filter on one table reaches every table it joins to, however many hops away.
+
+In the stage DAG a transfer is a run of SCAN passes (``ip/scan_summaries.py``'s pre-pass, generalized): a pass
+reads one table with its local filters, probes it with the summaries of its neighbours' passes that ran before
+it, and builds a summary of each of its join keys while its rows go to Spark's ``noop`` sink. The stages that
+then read a table probe it with its neighbours' last summaries.
+
+Which table may prune which is the admissibility of ``ip/candidates.py``: an edge from table S's column s to
+table T's column t exists when S's filtered scan could prune T's scan there (inner and semi joins, through key
+equivalence classes; never into an outer join's preserved side or an anti join's right side). Chaining edges is
+safe: a pass keeps every row of its table that reaches the result (by induction over the passes), so its
+summary holds every key a result row needs.
+
+The schedule, over the tables ordered by their estimated rows after local filters:
+
+- forward: a table is passed when it is reduced (it has filters, or an earlier neighbour's pass is applied to
+  it) and some neighbour can use its keys; its pass probes the passes of its earlier neighbours;
+- backward, from the second largest down: a table is passed again when a later neighbour has a pass, probing
+  the last pass of every neighbour (the larger ones' backward or forward pass, the smaller ones' forward pass);
+- the reading stages: each scan probes the last pass of every neighbour.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+
+from sqlglot import exp
+
+from aipq.files import Sizes, table_bytes
+from aipq.ip.candidates import Candidate, CandidateFinder, Target
+from aipq.planner.logical import Join, Node, Project, Scan
+from aipq.planner.stages import Stage, StageDag, Transfer
+
+TRANSFER_STRATEGIES = ("transfer", "transfer-oracle")
+
+
+@dataclass(frozen=True)
+class Edge:
+    """Table ``source``'s column ``column`` may prune table ``target``'s column ``target_column``."""
+
+    source: int  # Scan node id
+    column: str
+    target: int
+    target_column: str
+    target_stage: int  # the stage that reads the target scan
+    label: str
+    join_stage: int
+    join_keys: tuple[str, str]
+
+
+class _Admissible(CandidateFinder):
+    """Every admissible edge between tables: including those a map-side join in the same stage makes useless as
+    a probe of the reading stage (a transfer still carries the keys on to other tables), and those a stage
+    output on the path would serve instead (a transfer runs before any stage)."""
+
+    prefer_nearest = False
+
+    def joined_already(self, producer, target, stage, join) -> bool:
+        return False
+
+
+def joined_scans(dag: StageDag) -> list[Scan]:
+    """Each scan of a stage that joins (inner or semi), once."""
+    found: dict[int, Scan] = {}
+    for stage in dag.stages:
+        if any(isinstance(n, Join) and n.kind in ("inner", "semi") for n in stage.plan.walk()):
+            for node in stage.plan.walk():
+                if isinstance(node, Scan):
+                    found.setdefault(id(node), node)
+    return list(found.values())
+
+
+def admissible_edges(dag: StageDag, scans: list[Scan]) -> list[Edge]:
+    """The join graph's directed edges between ``scans``: which table's keys may prune which table."""
+    first = max(s.id for s in dag.stages) + 1
+    stage_of = {id(scan): first + i for i, scan in enumerate(scans)}
+    node_of = {stage_id: node_id for node_id, stage_id in stage_of.items()}
+    trial = _with_passes(dag, [(stage_of[id(scan)], scan, scan.output) for scan in scans])
+    trial = replace(trial, scan_sources=stage_of)
+    edges: dict[tuple, Edge] = {}
+    for candidate in _Admissible(trial).candidates():
+        target = candidate.target
+        source = node_of.get(candidate.producer)
+        if (source is None or target.place != "input" or target.node_id not in stage_of
+                or target.node_id == source or target.stage in node_of):
+            continue
+        edge = Edge(source, candidate.column, target.node_id, target.column, target.stage, target.label,
+                    candidate.join_stage, candidate.join_keys)
+        edges.setdefault((source, edge.column, edge.target, edge.target_column), edge)
+    return list(edges.values())
+
+
+def add_transfers(dag: StageDag, rows: Callable[[Node], float | None], sizes: Sizes) -> StageDag:
+    """``dag`` with predicate transfer's passes run first, and its schedule in ``dag.transfers``."""
+    scans = joined_scans(dag)
+    edges = admissible_edges(dag, scans)
+    if not edges:
+        return dag
+    order = _size_order(scans, rows, sizes)
+    reduced = {id(scan) for scan in scans if scan.filters or scan.all_partitions}
+    schedule = _Schedule(order, edges, reduced, max(s.id for s in dag.stages) + 1)
+    schedule.plan()
+    if not schedule.passes:
+        return dag
+    by_id = {id(scan): scan for scan in scans}
+    passes = [(stage_id, by_id[node_id], schedule.columns(node_id)) for stage_id, node_id, _ in schedule.passes]
+    new = _with_passes(dag, passes)
+    return replace(new, transfers=tuple(schedule.transfers),
+                   transfer_passes={stage_id: phase for stage_id, _, phase in schedule.passes},
+                   scan_sources={node_id: stage_id for node_id, stage_id in schedule.last.items()})
+
+
+def _size_order(scans: list[Scan], rows: Callable[[Node], float | None], sizes: Sizes) -> list[int]:
+    """Scan node ids from the smallest estimated output to the largest (files' bytes where rows are unknown;
+    the written order breaks ties)."""
+    def size(index_scan: tuple[int, Scan]) -> tuple[float, int]:
+        index, scan = index_scan
+        estimate = rows(scan)
+        return (estimate if estimate is not None else float(table_bytes(sizes, scan.table) or 0), index)
+
+    return [id(scan) for _, scan in sorted(enumerate(scans), key=size)]
+
+
+class _Schedule:
+    """Builds the forward and backward passes and their probes over tables in ``order``."""
+
+    def __init__(self, order: list[int], edges: list[Edge], filtered: set[int], first_stage: int):
+        self.order = order
+        self.rank = {node_id: i for i, node_id in enumerate(order)}
+        self.edges = edges
+        self.next_stage = first_stage
+        self.passes: list[tuple[int, int, str]] = []  # (stage id, scan node id, phase)
+        self.last: dict[int, int] = {}  # scan node id → its latest pass's stage id
+        self.transfers: list[Transfer] = []
+        self.filtered = filtered  # tables whose scans drop rows of their own
+
+    def into(self, node_id: int) -> list[Edge]:
+        return [e for e in self.edges if e.target == node_id]
+
+    def out_of(self, node_id: int) -> list[Edge]:
+        return [e for e in self.edges if e.source == node_id]
+
+    def plan(self) -> None:
+        for node_id in self.order:
+            self.forward(node_id)
+        for node_id in reversed(self.order[:-1]):
+            self.backward(node_id)
+        self.reading_stages()
+
+    def forward(self, node_id: int) -> None:
+        earlier = [e for e in self.into(node_id) if e.source in self.last]
+        if not (node_id in self.filtered or earlier) or not self.out_of(node_id):
+            return
+        self.add_pass(node_id, "forward", earlier)
+
+    def backward(self, node_id: int) -> None:
+        later = [e for e in self.into(node_id) if e.source in self.last and self.rank[e.source] > self.rank[node_id]]
+        if not later or not self.out_of(node_id):
+            return
+        self.add_pass(node_id, "backward", [e for e in self.into(node_id) if e.source in self.last])
+
+    def add_pass(self, node_id: int, phase: str, probes: list[Edge]) -> None:
+        stage_id = self.next_stage
+        self.next_stage += 1
+        self.transfers += [self.transfer(e, stage_id) for e in probes]
+        self.passes.append((stage_id, node_id, phase))
+        self.last[node_id] = stage_id
+
+    def reading_stages(self) -> None:
+        """Each scan in the stages that read it, probed with its neighbours' last summaries."""
+        for edge in self.edges:
+            if edge.source in self.last:
+                self.transfers.append(self.transfer(edge, edge.target_stage))
+
+    def transfer(self, edge: Edge, stage_id: int) -> Transfer:
+        return Transfer(self.last[edge.source], edge.column, stage_id, edge.target, edge.target_column, edge.label,
+                        edge.join_stage, edge.join_keys)
+
+    def columns(self, node_id: int) -> tuple[str, ...]:
+        """The columns a table's pass writes: the keys its summaries are of."""
+        return tuple(dict.fromkeys(e.column for e in self.out_of(node_id)))
+
+
+def _with_passes(dag: StageDag, passes: list[tuple[int, Scan, tuple[str, ...]]]) -> StageDag:
+    stages = []
+    for stage_id, scan, columns in passes:
+        plan = scan if columns == scan.output else Project(scan, tuple((c, exp.column(c)) for c in columns))
+        stages.append(Stage(id=stage_id, operator="SCAN", plan=plan, reduce_node=None, output_columns=columns,
+                            tables=(scan.table.qualified_name,), consumer_keys=columns))
+    return replace(dag, stages=stages + list(dag.stages))
+
+
+def transfer_candidates(dag: StageDag) -> list[Candidate]:
+    """The schedule's probes as the IP planner's candidates (relation ``transfer``)."""
+    return [Candidate(t.producer, t.column, Target(t.stage, "input", t.target_column, t.node_id, t.label),
+                      "transfer", t.join_stage, t.join_keys) for t in dag.transfers]

@@ -1,0 +1,64 @@
+"""Predicate transfer (--ip transfer): the schedule over the join graph, how explain shows it, and what a run
+reports of it. That its pruning never changes a row is in test_tpch_results.py, test_tpcds.py and
+test_ip_safety.py."""
+
+from __future__ import annotations
+
+import json
+
+from conftest import LOCAL_FILES
+
+from aipq.config import Settings
+from aipq.pipeline import plan_query
+from aipq.tpch.queries import query_text
+
+
+def passes(dag) -> list[tuple[str, str]]:
+    """(table, phase) of each pass, in the order they run."""
+    return [(s.tables[0].split(".")[-1], dag.transfer_passes[s.id]) for s in dag.stages if s.id in dag.transfer_passes]
+
+
+def test_q5s_region_filter_travels_forward_to_lineitem_and_back(tpch):
+    dag = plan_query(query_text(5), tpch, Settings(ip="transfer", broadcast_threshold=0), LOCAL_FILES).dag
+    order = passes(dag)
+    forward = [table for table, phase in order if phase == "forward"]
+    backward = [table for table, phase in order if phase == "backward"]
+    # smallest first: region holds the filter, lineitem is the largest and is passed once
+    assert forward[0] == "region" and forward[-1] == "lineitem"
+    assert "lineitem" not in backward and backward[-1] == "region"
+    assert all(s.operator == "SCAN" for s in dag.stages[:len(order)])  # every pass before any join
+    # each table's reading stage probes its neighbours' last passes
+    last = {table: stage_id for stage_id, table in
+            ((s.id, s.tables[0].split(".")[-1]) for s in dag.stages if s.id in dag.transfer_passes)}
+    reading = {(t.label, t.producer) for t in dag.transfers if t.stage not in dag.transfer_passes}
+    assert ("lineitem", last["orders"]) in reading and ("orders", last["lineitem"]) in reading
+
+
+def test_a_query_without_a_filter_or_a_join_has_no_schedule(tpch):
+    one_table = plan_query(query_text(1), tpch, Settings(ip="transfer"), LOCAL_FILES).dag
+    assert not one_table.transfer_passes and not one_table.transfers
+    unfiltered = "select count(*) from orders join customer on o_custkey = c_custkey"
+    assert not plan_query(unfiltered, tpch, Settings(ip="transfer"), LOCAL_FILES).dag.transfer_passes
+
+
+def test_explain_shows_the_schedule_as_a_tree_json_and_dot(aipq):
+    tree = aipq("explain", "tpch:9", "--ip", "transfer", "--broadcast-threshold", "0")
+    assert tree.exit_code == 0, tree.output
+    assert "predicate transfer" in tree.output and "forward: part" in tree.output and "backward:" in tree.output
+    info = json.loads(aipq("explain", "tpch:9", "--ip", "transfer", "--format", "json").output)
+    schedule = info["transfer_schedule"]
+    assert schedule["passes"][0]["table"] == "part" and schedule["passes"][0]["phase"] == "forward"
+    assert any(p["probed_by"] for p in schedule["passes"][1:])
+    dot = aipq("explain", "tpch:9", "--ip", "transfer", "--format", "dot").output
+    assert "style=dashed" in dot and "p_partkey → lineitem.l_partkey" in dot
+
+
+def test_analyze_reports_the_rows_each_transfer_removed(aipq, tmp_path):
+    out = tmp_path / "q9.parquet"
+    result = aipq("run", "tpch:9", "--ip", "transfer", "--broadcast-threshold", "0", "--analyze",
+                  "--output", str(out), "--force")
+    assert result.exit_code == 0, result.output
+    assert "predicate transfer" in result.output
+    # part's 'green' filter prunes lineitem in its pass, and what lineitem keeps prunes orders
+    assert "on lineitem.l_partkey:" in result.output and "on orders.o_orderkey:" in result.output
+    assert "kept)" in result.output
