@@ -33,7 +33,7 @@ os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # the tests' Spark listens
 # The README's test command runs one representative corner of the strategy × plan × join-setting matrix: left-deep
 # plans, repartition joins (where summaries act) and the strategies off, always and adaptive; .ci/run runs the rest
 # after it (``pytest -m matrix``).
-REPRESENTATIVE = {"plan": {"linear"}, "broadcast": {"0"}, "strategy": {"off", "always", "adaptive"},
+REPRESENTATIVE = {"plan": {"linear"}, "broadcast": {"0"}, "strategy": {"off", "always", "adaptive", "transfer"},
                   "staging": {"adaptive"}}
 
 

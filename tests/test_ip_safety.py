@@ -102,7 +102,13 @@ def test_predicate_transfer_chains_a_filter_through_a_table_without_one(home, tp
     passes = {s.id: s.tables[0].split(".")[-1] for s in dag.stages if s.id in dag.transfer_passes}
     into = {(passes.get(t.producer), t.label) for t in dag.transfers}
     assert ("part", "lineitem") in into and ("lineitem", "orders") in into
-    assert ("lineitem", "part") in into  # and back: the backward pass
+    # lineitem's pass carries part's filter alone: nothing goes back to part
+    assert ("lineitem", "part") not in into
+    # with a filter on orders too, lineitem's pass carries it back to part
+    dated = sql.replace("group by", "and o_orderdate >= date '1998-01-01' group by")
+    dag = plan_query(dated, Catalog(home), Settings(ip="transfer"), LOCAL_FILES).dag
+    passes = {s.id: s.tables[0].split(".")[-1] for s in dag.stages if s.id in dag.transfer_passes}
+    assert ("lineitem", "part") in {(passes.get(t.producer), t.label) for t in dag.transfers}
 
 
 def test_the_safe_side_of_the_same_joins_is_still_pruned(home, small_tables):

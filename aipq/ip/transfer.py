@@ -17,9 +17,13 @@ The schedule, over the tables ordered by their estimated rows after local filter
 
 - forward: a table is passed when it is reduced (it has filters, or an earlier neighbour's pass is applied to
   it) and some neighbour can use its keys; its pass probes the passes of its earlier neighbours;
-- backward, from the second largest down: a table is passed again when a later neighbour has a pass, probing
-  the last pass of every neighbour (the larger ones' backward or forward pass, the smaller ones' forward pass);
+- backward, from the second largest down: a table is passed again when a later neighbour's pass carries a
+  filter its own pass has not seen, probing the last pass of every neighbour (the larger ones' backward or
+  forward pass, the smaller ones' forward pass);
 - the reading stages: each scan probes the last pass of every neighbour.
+
+A probe is placed only where the pass it reads carries some filter other than the probed table's own: without
+one, it could remove only rows with no match at all, which a join of foreign keys does not have.
 """
 
 from __future__ import annotations
@@ -136,6 +140,7 @@ class _Schedule:
         self.last: dict[int, int] = {}  # scan node id → its latest pass's stage id
         self.transfers: list[Transfer] = []
         self.filtered = filtered  # tables whose scans drop rows of their own
+        self.knows: dict[int, frozenset[int]] = {}  # table → the filtered tables whose filters its last pass carries
 
     def into(self, node_id: int) -> list[Edge]:
         return [e for e in self.edges if e.target == node_id]
@@ -150,29 +155,39 @@ class _Schedule:
             self.backward(node_id)
         self.reading_stages()
 
+    def useful(self, edge: Edge) -> bool:
+        """Whether the source's last pass carries a filter other than the target's own (a filter reduces a
+        table only through keys that do not match; a pass reduced by the target's filter alone removes from
+        the target only rows that filter removes anyway, or keys with no match at all)."""
+        return edge.source in self.last and bool(self.knows[edge.source] - {edge.target})
+
     def forward(self, node_id: int) -> None:
-        earlier = [e for e in self.into(node_id) if e.source in self.last]
+        earlier = [e for e in self.into(node_id) if self.useful(e)]
         if not (node_id in self.filtered or earlier) or not self.out_of(node_id):
             return
         self.add_pass(node_id, "forward", earlier)
 
     def backward(self, node_id: int) -> None:
-        later = [e for e in self.into(node_id) if e.source in self.last and self.rank[e.source] > self.rank[node_id]]
-        if not later or not self.out_of(node_id):
+        """A second pass when a larger neighbour's pass carries filters this table's pass has not seen."""
+        later = [e for e in self.into(node_id) if self.useful(e) and self.rank[e.source] > self.rank[node_id]]
+        news = frozenset().union(*(self.knows[e.source] for e in later))
+        if not later or news <= self.knows.get(node_id, frozenset()) or not self.out_of(node_id):
             return
-        self.add_pass(node_id, "backward", [e for e in self.into(node_id) if e.source in self.last])
+        self.add_pass(node_id, "backward", [e for e in self.into(node_id) if self.useful(e)])
 
     def add_pass(self, node_id: int, phase: str, probes: list[Edge]) -> None:
         stage_id = self.next_stage
         self.next_stage += 1
         self.transfers += [self.transfer(e, stage_id) for e in probes]
         self.passes.append((stage_id, node_id, phase))
+        own = frozenset({node_id}) if node_id in self.filtered else frozenset()
+        self.knows[node_id] = own.union(self.knows.get(node_id, frozenset()), *(self.knows[e.source] for e in probes))
         self.last[node_id] = stage_id
 
     def reading_stages(self) -> None:
         """Each scan in the stages that read it, probed with its neighbours' last summaries."""
         for edge in self.edges:
-            if edge.source in self.last:
+            if self.useful(edge):
                 self.transfers.append(self.transfer(edge, edge.target_stage))
 
     def transfer(self, edge: Edge, stage_id: int) -> Transfer:
