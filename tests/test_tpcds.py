@@ -53,13 +53,15 @@ def tpcds(aipq, home):
 
 # Both plan shapes, both join settings and both strategies over the 99 queries, in two runs of each.
 TPCDS_SETTINGS = (("--ip", "off", "--plan", "linear", "--broadcast-threshold", "10MB"),
-                  ("--ip", "adaptive", "--plan", "bushy", "--broadcast-threshold", "0"),
-                  ("--ip", "transfer", "--plan", "linear", "--broadcast-threshold", "10MB"))
+                  ("--ip", "adaptive", "--plan", "bushy", "--broadcast-threshold", "0"))
 
 
 # Q77 pairs two per-call-center aggregates with no join condition: Hive's strict mode refuses that, as aipq does
 # by default (a test below), so it runs with the check off.
 CARTESIAN_ON_PURPOSE = {77}
+
+# The TPC-DS queries checked under --ip transfer so far (the rest are not yet run under it)
+TRANSFER_CHECKED = tuple(range(1, 100))
 
 
 @pytest.mark.slow
@@ -70,6 +72,15 @@ def test_the_99_tpcds_queries_give_the_oracles_rows(aipq, tpcds, tmp_path, numbe
     for settings in TPCDS_SETTINGS:
         actual = run_to_rows(aipq, tmp_path, f"tpcds:{number}", *settings, *extra)
         assert_same_rows(actual, expected, ordered=False)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("number", TRANSFER_CHECKED)
+def test_tpcds_queries_give_the_oracles_rows_under_predicate_transfer(aipq, tpcds, tmp_path, number):
+    expected = tpcds.execute(duckdb_texts()[number]).fetchall()
+    extra = ("--cartesian", "allow") if number in CARTESIAN_ON_PURPOSE else ()
+    actual = run_to_rows(aipq, tmp_path, f"tpcds:{number}", "--ip", "transfer", *extra)
+    assert_same_rows(actual, expected, ordered=False)
 
 
 def test_a_tpcds_query_prints_in_hives_dialect_and_plans(aipq, tpcds):

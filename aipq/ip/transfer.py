@@ -67,14 +67,29 @@ class _Admissible(CandidateFinder):
 
 
 def joined_scans(dag: StageDag) -> list[Scan]:
-    """Each scan of a stage that joins (inner or semi), once."""
+    """Each scan of a stage that joins (inner or semi) and that the DAG reads in that one place only. A scan
+    shared by two places (a CTE read twice) is left out: a pass pruned for one place would carry a filter that
+    does not hold for the other on to further tables."""
     found: dict[int, Scan] = {}
+    uses: dict[int, int] = {}
     for stage in dag.stages:
+        for node in _occurrences(stage.plan):
+            if isinstance(node, Scan):
+                uses[id(node)] = uses.get(id(node), 0) + 1
         if any(isinstance(n, Join) and n.kind in ("inner", "semi") for n in stage.plan.walk()):
             for node in stage.plan.walk():
                 if isinstance(node, Scan):
                     found.setdefault(id(node), node)
-    return list(found.values())
+    return [scan for node_id, scan in found.items() if uses[node_id] == 1]
+
+
+def _occurrences(root: Node):
+    """Every node occurrence of a plan (a shared node once per path to it)."""
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        yield node
+        stack.extend(node.children)
 
 
 def admissible_edges(dag: StageDag, scans: list[Scan]) -> list[Edge]:
