@@ -96,7 +96,7 @@ class CandidateFinder:
         self.leaf_uses = {s.id: _leaf_uses(s.plan) for s in dag.stages}
         self.readers: dict[int, int] = {}
         for stage in dag.stages:
-            for node in _all_nodes(stage.plan):
+            for node in all_nodes(stage.plan):
                 if isinstance(node, StageRead):
                     self.readers[node.stage_id] = self.readers.get(node.stage_id, 0) + 1
 
@@ -167,7 +167,7 @@ class CandidateFinder:
     def candidates(self) -> list[Candidate]:
         found: dict[tuple, Candidate] = {}
         for stage in self.dag.stages:
-            for join in _all_nodes(stage.plan):
+            for join in all_nodes(stage.plan):
                 if not isinstance(join, Join) or join.kind not in ("inner", "semi"):
                     continue
                 for a, b in zip(join.left_keys, join.right_keys):
@@ -229,7 +229,7 @@ def _deeper(target: Target, targets: list[Target]) -> list[Target]:
     return []
 
 
-def _all_nodes(root: Node):
+def all_nodes(root: Node):
     """Every node occurrence (a shared leaf once per path)."""
     stack = [root]
     while stack:
@@ -240,7 +240,7 @@ def _all_nodes(root: Node):
 
 def _leaf_uses(root: Node) -> dict[int, int]:
     uses: dict[int, int] = {}
-    for node in _all_nodes(root):
+    for node in all_nodes(root):
         if not node.children:
             uses[id(node)] = uses.get(id(node), 0) + 1
     return uses
@@ -257,7 +257,7 @@ def leaf_sources(dag: StageDag, stage_id: int, column: str) -> list[Node]:
     stage = dag.stage(stage_id)
     out = _Trace()
     finder.trace(stage_id, stage.plan, column, out, set())
-    leaves = {id(n): n for n in _all_nodes(stage.plan) if not n.children}
+    leaves = {id(n): n for n in all_nodes(stage.plan) if not n.children}
     return [leaves[t.node_id] for t in out.targets if t.node_id in leaves]
 
 

@@ -34,7 +34,7 @@ from dataclasses import dataclass, replace
 from sqlglot import exp
 
 from aipq.files import Sizes, table_bytes
-from aipq.ip.candidates import Candidate, CandidateFinder, Target
+from aipq.ip.candidates import Candidate, CandidateFinder, Target, all_nodes
 from aipq.planner.logical import Join, Node, Project, Scan
 from aipq.planner.stages import Stage, StageDag, Transfer
 
@@ -73,7 +73,7 @@ def joined_scans(dag: StageDag) -> list[Scan]:
     found: dict[int, Scan] = {}
     uses: dict[int, int] = {}
     for stage in dag.stages:
-        for node in _occurrences(stage.plan):
+        for node in all_nodes(stage.plan):
             if isinstance(node, Scan):
                 uses[id(node)] = uses.get(id(node), 0) + 1
         if any(isinstance(n, Join) and n.kind in ("inner", "semi") for n in stage.plan.walk()):
@@ -81,15 +81,6 @@ def joined_scans(dag: StageDag) -> list[Scan]:
                 if isinstance(node, Scan):
                     found.setdefault(id(node), node)
     return [scan for node_id, scan in found.items() if uses[node_id] == 1]
-
-
-def _occurrences(root: Node):
-    """Every node occurrence of a plan (a shared node once per path to it)."""
-    stack = [root]
-    while stack:
-        node = stack.pop()
-        yield node
-        stack.extend(node.children)
 
 
 def admissible_edges(dag: StageDag, scans: list[Scan]) -> list[Edge]:
