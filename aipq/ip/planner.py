@@ -325,7 +325,7 @@ class Adaptive(Strategy):
         return f"B = {estimate.total:.3f} s ≤ β = {planner.settings.beta:g} s"
 
 
-class Transfer(Always):
+class PredicateTransfer(Always):
     """Predicate transfer: every probe of the schedule ``ip/transfer.py`` laid out, each pass building the
     summaries of its join keys; no stage output builds one."""
 
@@ -343,7 +343,7 @@ class Transfer(Always):
                                          planner.dag.transfer_passes else "the stage that reads this table")
 
 
-class TransferOracle(Transfer):
+class TransferOracle(PredicateTransfer):
     """The transfer schedule with exact key sets: the physical limit of its pruning."""
 
     name = "transfer-oracle"
@@ -354,7 +354,7 @@ class TransferOracle(Transfer):
 
 
 _STRATEGIES: dict[str, type[Strategy]] = {"off": Strategy, "hip": Hip, "always": Always, "oracle": Oracle,
-                                          "adaptive": Adaptive, "transfer": Transfer,
+                                          "adaptive": Adaptive, "transfer": PredicateTransfer,
                                           "transfer-oracle": TransferOracle}
 
 
@@ -367,7 +367,7 @@ class IpPlanner:
         self.dag = dag
         self.settings = settings
         self.strategy = strategy or _STRATEGIES[settings.ip]()
-        self.candidates = (transfer_candidates(dag) if isinstance(self.strategy, Transfer)
+        self.candidates = (transfer_candidates(dag) if isinstance(self.strategy, PredicateTransfer)
                            else find_candidates(dag) if self.strategy.name != "off" else [])
         self.used: set[tuple[int, str, tuple]] = set()  # (producer, column, target key) of summaries in use
         self.expected_items = expected_items or (lambda stage, column: None)

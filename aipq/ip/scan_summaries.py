@@ -81,11 +81,16 @@ def add_scan_summaries(dag: StageDag, settings: Settings, sizes: Callable[[str],
     return _with_scans(dag, {id(scan): (first + i, scan, columns) for i, (scan, columns) in enumerate(kept)})
 
 
-def _with_scans(dag: StageDag, scans: dict[int, tuple[int, Scan, tuple[str, ...]]]) -> StageDag:
+def with_scan_stages(dag: StageDag, scans: list[tuple[int, Scan, tuple[str, ...]]]) -> StageDag:
+    """``dag`` with a SCAN stage (id, scan, the key columns it writes) for each of ``scans`` run first, in order."""
     stages = []
-    for stage_id, scan, columns in scans.values():
+    for stage_id, scan, columns in scans:
         plan = scan if columns == scan.output else Project(scan, tuple((c, exp.column(c)) for c in columns))
         stages.append(Stage(id=stage_id, operator="SCAN", plan=plan, reduce_node=None, output_columns=columns,
                             tables=(scan.table.qualified_name,), consumer_keys=columns))
-    return replace(dag, stages=stages + list(dag.stages),
+    return replace(dag, stages=stages + list(dag.stages))
+
+
+def _with_scans(dag: StageDag, scans: dict[int, tuple[int, Scan, tuple[str, ...]]]) -> StageDag:
+    return replace(with_scan_stages(dag, list(scans.values())),
                    scan_sources={node_id: stage_id for node_id, (stage_id, _, _) in scans.items()})

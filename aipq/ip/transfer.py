@@ -31,12 +31,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-from sqlglot import exp
-
 from aipq.files import Sizes, table_bytes
 from aipq.ip.candidates import Candidate, CandidateFinder, Target, all_nodes
-from aipq.planner.logical import Join, Node, Project, Scan
-from aipq.planner.stages import Stage, StageDag, Transfer
+from aipq.ip.scan_summaries import with_scan_stages
+from aipq.planner.logical import Join, Node, Scan
+from aipq.planner.stages import StageDag, Transfer
 
 TRANSFER_STRATEGIES = ("transfer", "transfer-oracle")
 
@@ -73,12 +72,12 @@ def joined_scans(dag: StageDag) -> list[Scan]:
     found: dict[int, Scan] = {}
     uses: dict[int, int] = {}
     for stage in dag.stages:
-        for node in all_nodes(stage.plan):
+        nodes = list(all_nodes(stage.plan))
+        joins = any(isinstance(n, Join) and n.kind in ("inner", "semi") for n in nodes)
+        for node in nodes:
             if isinstance(node, Scan):
                 uses[id(node)] = uses.get(id(node), 0) + 1
-        if any(isinstance(n, Join) and n.kind in ("inner", "semi") for n in stage.plan.walk()):
-            for node in stage.plan.walk():
-                if isinstance(node, Scan):
+                if joins:
                     found.setdefault(id(node), node)
     return [scan for node_id, scan in found.items() if uses[node_id] == 1]
 
@@ -88,7 +87,7 @@ def admissible_edges(dag: StageDag, scans: list[Scan]) -> list[Edge]:
     first = max(s.id for s in dag.stages) + 1
     stage_of = {id(scan): first + i for i, scan in enumerate(scans)}
     node_of = {stage_id: node_id for node_id, stage_id in stage_of.items()}
-    trial = _with_passes(dag, [(stage_of[id(scan)], scan, scan.output) for scan in scans])
+    trial = with_scan_stages(dag, [(stage_of[id(scan)], scan, scan.output) for scan in scans])
     trial = replace(trial, scan_sources=stage_of)
     edges: dict[tuple, Edge] = {}
     for candidate in _Admissible(trial).candidates():
@@ -117,7 +116,7 @@ def add_transfers(dag: StageDag, rows: Callable[[Node], float | None], sizes: Si
         return dag
     by_id = {id(scan): scan for scan in scans}
     passes = [(stage_id, by_id[node_id], schedule.columns(node_id)) for stage_id, node_id, _ in schedule.passes]
-    new = _with_passes(dag, passes)
+    new = with_scan_stages(dag, passes)
     return replace(new, transfers=tuple(schedule.transfers),
                    transfer_passes={stage_id: phase for stage_id, _, phase in schedule.passes},
                    scan_sources={node_id: stage_id for node_id, stage_id in schedule.last.items()})
@@ -203,15 +202,6 @@ class _Schedule:
     def columns(self, node_id: int) -> tuple[str, ...]:
         """The columns a table's pass writes: the keys its summaries are of."""
         return tuple(dict.fromkeys(e.column for e in self.out_of(node_id)))
-
-
-def _with_passes(dag: StageDag, passes: list[tuple[int, Scan, tuple[str, ...]]]) -> StageDag:
-    stages = []
-    for stage_id, scan, columns in passes:
-        plan = scan if columns == scan.output else Project(scan, tuple((c, exp.column(c)) for c in columns))
-        stages.append(Stage(id=stage_id, operator="SCAN", plan=plan, reduce_node=None, output_columns=columns,
-                            tables=(scan.table.qualified_name,), consumer_keys=columns))
-    return replace(dag, stages=stages + list(dag.stages))
 
 
 def transfer_candidates(dag: StageDag) -> list[Candidate]:
