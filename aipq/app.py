@@ -280,10 +280,16 @@ def generate_skewed_tpch(context: RunContext, scale_factor: float, exponent: flo
         staging.rename(target)
     entries = [replace(entry, path=str(target / f"{entry.name}.parquet")) if entry.name in tpch_skew.SKEWED else entry
                for entry in entries]
-    catalog = Catalog(context.home)
+    catalog = registering_catalog(context)
     for entry in entries:
         catalog.register(entry)
     return entries
+
+
+def registering_catalog(context: RunContext) -> Catalog:
+    """Where generated tables are registered: the Hive metastore when the settings configure one, else aipq's
+    own catalog (opened without starting Spark)."""
+    return context.catalog if context.uses_metastore else Catalog(context.home)
 
 
 def generate_tpcds(context: RunContext, scale_factor: float, database: str) -> list[TableEntry]:
@@ -301,11 +307,12 @@ def generate_tpcds(context: RunContext, scale_factor: float, database: str) -> l
     return entries
 
 
-def generate_tpch(home: Path, scale_factor: float, database: str,
+def generate_tpch(context: RunContext, scale_factor: float, database: str,
                   parts: int = 1) -> list[TableEntry]:
-    """TPC-H through tpchgen-cli, registered with its known schema (no Spark session needed)."""
-    folder = tpch_generate.generate(home, scale_factor, parts)
-    catalog = Catalog(home)
+    """TPC-H through tpchgen-cli, registered with its known schema (no Spark session needed unless the tables
+    go to a Hive metastore)."""
+    folder = tpch_generate.generate(context.home, scale_factor, parts)
+    catalog = registering_catalog(context)
     entries = []
     for table in tpch_generate.TABLES:
         location = str(tpch_generate.table_path(folder, table))

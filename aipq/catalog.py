@@ -3,8 +3,8 @@
 It follows Spark's catalog conventions: tables live in databases (``default`` unless qualified as
 ``db.table``), names are case-insensitive, and formats are Spark data source names (parquet, orc, csv).
 Registrations are kept in SQLite so that concurrent aipq processes can read and write them safely. Tables not
-registered here can still come from Spark's own session catalog (e.g. a Hive metastore configured with
-``--conf``); see ``aipq.engine.session.SparkCatalogLookup``.
+When the Spark session is configured for a Hive metastore, the metastore is the catalog of record instead
+(``aipq.engine.metastore.MetastoreCatalog``, which keeps views and locks here).
 
 The catalog lives outside planner/ and engine/ because both read it: the planner for schemas, the engine for
 paths and formats.

@@ -68,7 +68,7 @@ def build(final: Path) -> bool:
 def _train(home: Path):
     """Run the training workload in a session that records its classes; returns the session."""
     settings = Settings()
-    app.generate_tpch(home, 0.01, "default")
+    app.generate_tpch(RunContext(home), 0.01, "default")
     context = RunContext(home, settings)
     spark = None
     for number, strategy, broadcast in TRAINING_RUNS:

@@ -4,6 +4,9 @@ POINT. The points: ``statement`` (a workflow's statement about to run), ``stage-
 written, the run not yet told), ``between-stages`` (a stage recorded, the next not started) and ``table-commit``
 (a table's new data moved into place, the catalog not yet told).
 
+With ``AIPQ_PAUSE_AT=POINT[@N]`` and ``AIPQ_PAUSE_FILE=PATH`` the process instead creates PATH there and waits
+until it is removed (a test then changes the world around it, e.g. stops the metastore).
+
 Spark failures aipq recovers from, for their tests: with ``AIPQ_FAIL_AT=FAILURE[@N]``, ``failing(FAILURE)`` is
 true the N-th time it is asked. The failures: ``broadcast`` (the driver runs out of memory building a broadcast
 join's table, which takes a driver smaller than a test can start)."""
@@ -12,6 +15,8 @@ from __future__ import annotations
 
 import os
 import signal
+import time
+from pathlib import Path
 
 POINTS = ("statement", "stage-written", "between-stages", "table-commit")
 FAILURES = ("broadcast",)
@@ -32,6 +37,11 @@ def _nth_time(variable: str, point: str) -> bool:
 def reached(point: str) -> None:
     if _nth_time("AIPQ_KILL_AT", point):
         os.kill(os.getpid(), signal.SIGKILL)
+    if _nth_time("AIPQ_PAUSE_AT", point):
+        paused = Path(os.environ["AIPQ_PAUSE_FILE"])
+        paused.touch()
+        while paused.exists():
+            time.sleep(0.1)
 
 
 def failing(failure: str) -> bool:

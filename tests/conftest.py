@@ -58,7 +58,7 @@ def spark(home):
 def tpch(home) -> Catalog:
     """TPC-H at SF, registered without Spark: tests that only plan (explain, the planner, IP candidates, the
     estimator) start no JVM."""
-    app.generate_tpch(home, SF, "default")
+    app.generate_tpch(RunContext(home), SF, "default")
     return Catalog(home)
 
 

@@ -159,7 +159,7 @@ def test_a_series_without_prior_statistics_starts_each_run_with_none(tmp_path):
     from aipq.bench.strategies import compare_strategies, tpch_workload
 
     home = tmp_path / "home"
-    app.generate_tpch(home, SF, "default")
+    app.generate_tpch(RunContext(home), SF, "default")
     context = RunContext(home)
     app.collect_missing_statistics(context, "test")
 

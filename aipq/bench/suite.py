@@ -96,7 +96,7 @@ def prepare_tpch(request: BenchRequest) -> None:
     """TPC-H generated (or found) and registered in the default database, Zipf-skewed with ``skew``."""
     with request.status(f"preparing TPC-H SF {request.scale_factor:g}…"):
         if request.skew is None:
-            app.generate_tpch(request.home, request.scale_factor, "default")
+            app.generate_tpch(request.context, request.scale_factor, "default")
         else:
             app.generate_skewed_tpch(request.context, request.scale_factor, request.skew, "default")
 

@@ -10,7 +10,7 @@ import click
 from rich.console import Console
 
 from aipq import app
-from aipq.catalog import FORMATS, Catalog
+from aipq.catalog import FORMATS
 from aipq.cli.options import home_dir, planning_options
 from aipq.config import Settings
 from aipq.engine.context import RunContext
@@ -42,7 +42,7 @@ def tpch_gen(ctx, scale_factor, home, database, parts, skew, settings: Settings)
     skewed = f", skew {skew:g}" if skew is not None else ""
     with err.status(f"generating TPC-H at SF {scale_factor:g}{skewed}…"):
         if skew is None:
-            entries = app.generate_tpch(home, scale_factor, database, parts)
+            entries = app.generate_tpch(RunContext(home, settings), scale_factor, database, parts)
         else:
             entries = app.generate_skewed_tpch(RunContext(home, settings), scale_factor, skew, database, parts)
     folders = sorted({str(Path(entry.path).parent) for entry in entries})
@@ -116,10 +116,11 @@ def table_add(ctx, name, path, fmt, partitioned_by, settings: Settings):
 
 @table.command("list")
 @click.option("--json", "as_json", is_flag=True)
+@planning_options
 @click.pass_context
-def table_list(ctx, as_json):
-    """List registered tables."""
-    entries = Catalog(home_dir(ctx)).entries()
+def table_list(ctx, as_json, settings: Settings):
+    """List the tables: aipq's registered ones, or a Hive metastore's when Spark is configured for one."""
+    entries = app.registering_catalog(RunContext(home_dir(ctx), settings)).entries()
     if as_json:
         click.echo(json.dumps([{"database": e.database, "name": e.name, "path": e.path, "format": e.format,
                                 "columns": [list(c) for c in e.columns]} for e in entries], indent=2))
@@ -136,10 +137,11 @@ def table_list(ctx, as_json):
 
 @table.command("drop")
 @click.argument("name")
+@planning_options
 @click.pass_context
-def table_drop(ctx, name):
-    """Forget a registration (the data files stay)."""
-    if not Catalog(home_dir(ctx)).drop(name):
+def table_drop(ctx, name, settings: Settings):
+    """Forget a registration (the data files of an external table stay)."""
+    if not app.registering_catalog(RunContext(home_dir(ctx), settings)).drop(name):
         raise BadInputError(f"no registered table {name!r}", hint="see `aipq table list`")
     Console(stderr=True).print(f"dropped {name}")
 

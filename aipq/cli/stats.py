@@ -9,7 +9,8 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from aipq.catalog import Catalog, TableEntry
+from aipq import app
+from aipq.catalog import TableEntry
 from aipq.cli.options import home_dir, planning_options
 from aipq.cli.render import format_size
 from aipq.config import Settings
@@ -26,8 +27,9 @@ def stats():
     """Statistics collected in passing by earlier queries (the benefit estimator's inputs)."""
 
 
-def _entry(home, name: str) -> TableEntry:
-    entry = Catalog(home).lookup(name)
+def _entry(context: RunContext, name: str) -> TableEntry:
+    """TABLE in the catalog of record (a Hive metastore when the settings configure one)."""
+    entry = app.registering_catalog(context).lookup(name)
     if entry is None:
         raise BadInputError(f"no registered table {name!r}", hint="see `aipq table list`")
     return entry
@@ -48,14 +50,15 @@ def stats_dict(table: TableStats, storage: Storage) -> dict:
 @stats.command("show")
 @click.argument("table", required=False)
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output (with stage-output statistics).")
+@planning_options
 @click.pass_context
-def stats_show(ctx, table, as_json):
+def stats_show(ctx, table, as_json, settings: Settings):
     """Statistics per table (or one TABLE): rows, bytes, per column NDV, width, nulls, min/max, provenance."""
     home = home_dir(ctx)
     repository = StatsRepository(home)
     storage = RunContext(home).storage
     if table:
-        entry = _entry(home, table)
+        entry = _entry(RunContext(home, settings), table)
         found = repository.table(entry.path)
         tables = [found] if found else []
     else:
@@ -94,7 +97,7 @@ def stats_collect(ctx, table, columns, settings: Settings):
     from aipq.engine.statistics import collect_table
 
     home = home_dir(ctx)
-    entry = _entry(home, table)
+    entry = _entry(RunContext(home, settings), table)
     known = {name for name, _ in entry.columns}
     wanted = [c.strip().lower() for c in columns.split(",") if c.strip()]
     unknown = [c for c in wanted if c not in known]
@@ -113,11 +116,12 @@ def stats_collect(ctx, table, columns, settings: Settings):
 
 @stats.command("clear")
 @click.argument("table", required=False)
+@planning_options
 @click.pass_context
-def stats_clear(ctx, table):
+def stats_clear(ctx, table, settings: Settings):
     """Forget the statistics of TABLE (or of everything)."""
     home = home_dir(ctx)
     repository = StatsRepository(home)
-    path = _entry(home, table).path if table else None
+    path = _entry(RunContext(home, settings), table).path if table else None
     count = repository.clear(path)
     Console(stderr=True).print(f"forgot statistics of {count} table(s)")

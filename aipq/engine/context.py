@@ -10,12 +10,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from aipq.catalog import Catalog
+from aipq.catalog import Catalog, TableEntry
 from aipq.config import Settings, home_writable, master_cores
 from aipq.engine.footers import FooterStatistics, footer_statistics
-from aipq.engine.session import SparkCatalogLookup, TemporaryViewLookup, get_session
+from aipq.engine.metastore import URIS_SETTINGS, MetastoreCatalog, check_reachable
+from aipq.engine.session import TemporaryViewLookup, get_session, hive_catalog
 from aipq.engine.stage_cache import FOLDER, StageCache, session_result_settings
-from aipq.engine.storage import Storage, join
+from aipq.engine.storage import Storage, is_local, join, local_path, parent
 from aipq.estimator.join_estimates import JoinEstimates, KnownTables, join_costing
 from aipq.estimator.parameters import Calibration, load_calibration
 from aipq.planner.join_order import JoinCosting
@@ -80,18 +81,26 @@ class RunContext:
 
     @property
     def catalog(self) -> Catalog:
-        """aipq's catalog, falling back to Spark's own (a Hive metastore) when the settings ask for it."""
+        """The Hive metastore when the session is configured for one (``engine/metastore.py``), else aipq's own
+        catalog; a session handed to aipq adds its temporary views."""
         if self._shared.catalog is None:
-            catalog = Catalog(self.home)
-            if self._shared.given:
-                catalog = catalog.with_fallbacks(TemporaryViewLookup(self.spark))
-            implementation = self.settings.spark_conf.get("spark.sql.catalogImplementation")
-            if self._shared.given:
-                implementation = self.spark.conf.get("spark.sql.catalogImplementation", "in-memory")
-            if implementation == "hive":
-                catalog = catalog.with_fallbacks(SparkCatalogLookup(self.spark))
+            views = (TemporaryViewLookup(self.spark),) if self._shared.given else ()
+            if self.uses_metastore:
+                if not self._shared.given:  # before Spark starts: a metastore that is down fails in seconds
+                    check_reachable(self.settings.spark_conf.get(URIS_SETTINGS[0], ""))
+                catalog: Catalog = MetastoreCatalog(self.home, self.spark, views)
+            else:
+                catalog = Catalog(self.home, views)
             self._shared.catalog = catalog
         return self._shared.catalog
+
+    @property
+    def uses_metastore(self) -> bool:
+        """Whether tables live in a Hive metastore: Spark's catalog is Hive's, by this command's settings or the
+        given session's."""
+        if self._shared.given:
+            return self.spark.conf.get("spark.sql.catalogImplementation", "in-memory") == "hive"
+        return hive_catalog(self.settings)
 
     @property
     def uses_statistics(self) -> bool:
@@ -148,8 +157,21 @@ class RunContext:
         return self.settings.warehouse or str(Path(self.home) / "warehouse")
 
     def managed_location(self, database: str, name: str) -> str:
-        """A managed table's data folder (Hive's warehouse layout)."""
+        """A managed table's data folder (Hive's warehouse layout): in a metastore's database folder unless
+        ``--warehouse`` says where."""
+        catalog = self.catalog
+        if isinstance(catalog, MetastoreCatalog) and not self.settings.warehouse:
+            return join(catalog.database_location(database) or join(self.warehouse, f"{database}.db"), name)
         return join(self.warehouse, f"{database}.db", name)
+
+    def in_managed_folder(self, entry: TableEntry) -> bool:
+        """Whether a table's data lies where managed tables of its database are kept (so dropping it may delete
+        it): below ``--warehouse``, or the metastore's database folder."""
+        folder = parent(self.managed_location(entry.database, entry.name))
+        if self.settings.warehouse or not isinstance(self.catalog, MetastoreCatalog):
+            folder = self.warehouse
+        below = local_path(folder).rstrip("/") + "/" if is_local(folder) else folder.rstrip("/") + "/"
+        return (local_path(entry.path) if is_local(entry.path) else entry.path).startswith(below)
 
     @property
     def runs_dir(self) -> str:

@@ -115,7 +115,7 @@ def get_session(settings: Settings, home: Path):
     builder = builder.config("spark.jars", ",".join([*jars, str(COLLECTOR_JAR)]))
     extensions = [e for e in settings.spark_conf.get("spark.sql.extensions", "").split(",") if e]
     builder = builder.config("spark.sql.extensions", ",".join([*extensions, SKETCH_BATCHES_EXTENSION]))
-    if settings.spark_conf.get("spark.sql.catalogImplementation") == "hive":
+    if hive_catalog(settings):
         builder = builder.enableHiveSupport()
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("FATAL")
@@ -123,6 +123,43 @@ def get_session(settings: Settings, home: Path):
     load_sketch_memory_quietly(spark)
     class_archive.build_when_missing(archive, driver_memory)
     return spark
+
+
+def hive_catalog(settings: Settings) -> bool:
+    """Whether the session's catalog is a Hive metastore: asked for by name, or by giving the metastore's URIs,
+    in ``--conf`` or where Spark reads its defaults (``$SPARK_CONF_DIR``'s spark-defaults.conf and
+    hive-site.xml)."""
+    conf = {**spark_defaults(), **settings.spark_conf}
+    if "spark.sql.catalogImplementation" in conf:
+        return conf["spark.sql.catalogImplementation"] == "hive"
+    return bool(conf.get("spark.hadoop.hive.metastore.uris")) or _hive_site_names_uris()
+
+
+def _spark_conf_dir() -> Path | None:
+    folder = os.environ.get("SPARK_CONF_DIR") or (os.environ.get("SPARK_HOME") and f"{os.environ['SPARK_HOME']}/conf")
+    return Path(folder) if folder else None
+
+
+def spark_defaults() -> dict[str, str]:
+    """``spark-defaults.conf`` of ``$SPARK_CONF_DIR`` (or ``$SPARK_HOME/conf``), which the session reads too."""
+    folder = _spark_conf_dir()
+    found: dict[str, str] = {}
+    if folder is None or not (folder / "spark-defaults.conf").is_file():
+        return found
+    for line in (folder / "spark-defaults.conf").read_text(errors="replace").splitlines():
+        parts = line.strip().split(None, 1)
+        if len(parts) == 2 and not parts[0].startswith("#"):
+            found[parts[0]] = parts[1].strip()
+    return found
+
+
+def _hive_site_names_uris() -> bool:
+    """Whether a hive-site.xml Spark puts on its classpath names a metastore's URIs."""
+    for folder in (_spark_conf_dir(), os.environ.get("HIVE_CONF_DIR") and Path(os.environ["HIVE_CONF_DIR"])):
+        site = folder / "hive-site.xml" if folder else None
+        if site is not None and site.is_file() and "hive.metastore.uris" in site.read_text(errors="replace"):
+            return True
+    return False
 
 
 # Settings aipq extends with its own values when the session starts: compared as given, they always differ.
@@ -326,21 +363,3 @@ class TemporaryViewLookup:
             return None
         columns = tuple((f.name.lower(), f.dataType.simpleString()) for f in schema.fields)
         return TableEntry(database, name, f"{SPARK_CATALOG_PREFIX}{name}", "spark", columns, source="spark")
-
-
-class SparkCatalogLookup:
-    """Finds tables in Spark's own session catalog (e.g. a Hive metastore set up through --conf)."""
-
-    def __init__(self, spark):
-        self.spark = spark
-
-    def find(self, database: str, name: str) -> TableEntry | None:
-        try:
-            if not self.spark.catalog.tableExists(f"{database}.{name}"):
-                return None
-            schema = self.spark.table(f"{database}.{name}").schema
-        except Exception:  # a missing database or metastore error means "not here"
-            return None
-        columns = tuple((f.name.lower(), f.dataType.simpleString()) for f in schema.fields)
-        return TableEntry(database, name, f"{SPARK_CATALOG_PREFIX}{database}.{name}", "spark", columns,
-                          source="spark")

@@ -253,7 +253,7 @@ def drop(doing: StepRun, step: DropStep) -> StepOutcome:
     catalog.drop(step.target)
     view.changes.pop(step.target, None)
     base = doing.planner.context  # the command's warehouse, not one a SET in the workflow gave
-    if created_by(entry) is not None and entry.path.startswith(base.warehouse.rstrip("/") + "/"):
+    if created_by(entry) is not None and base.in_managed_folder(entry):
         remove_data(base.storage, entry.path)
         return doing.outcome(f"dropped {step.target} and its data", timed=False)
     return doing.outcome(f"dropped {step.target} (its files at {entry.path} are kept)", timed=False)

@@ -1,0 +1,286 @@
+"""A Hive metastore as the catalog of record, when the Spark session is configured for one
+(``spark.sql.catalogImplementation=hive``, ``spark.hadoop.hive.metastore.uris`` or a hive-site.xml).
+
+Table names resolve to the metastore's tables: their location, format, schema and partitions, so statistics,
+summaries and partition pruning see their files exactly as they see registered ones. What a workflow writes
+goes there too: the data is written aside and moved into place first (``engine/tables.py``), and only then is
+the metastore told (a new table created EXTERNAL at its location, a version folder switched with ``SET
+LOCATION``, partitions added or moved), so that readers of the metastore see old data or new, never a mix.
+aipq's own options (who created a table) are table properties; a text table's delimiter is its SerDe's.
+
+Views and locks stay in the aipq home (``catalog.Catalog``): a view is aipq's SQL text, read by aipq only.
+Metadata is read through Spark's external catalog (``engine/jvm.py``) and written with Spark's DDL, so every
+setting the session has for the metastore (URIs, Kerberos, hive-site.xml) applies.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+from contextlib import contextmanager
+from pathlib import Path
+from urllib.parse import urlparse
+
+from aipq.catalog import (
+    DEFAULT_DATABASE,
+    DEFAULT_PARTITION_NAME,
+    SPARK_CATALOG_PREFIX,
+    Catalog,
+    Partition,
+    TableEntry,
+    TableLookup,
+    split_name,
+)
+from aipq.engine import jvm
+from aipq.errors import AipqError, ExecutionError
+
+# Spark's session setting for the metastore's URIs, and Hive's own name for it
+URIS_SETTINGS = ("spark.hadoop.hive.metastore.uris", "hive.metastore.uris")
+# aipq's options kept as table properties (the rest of a table's options are its format's)
+PROPERTY_PREFIX = "aipq."
+_CONNECT_SECONDS = 5.0
+
+
+def metastore_uris(spark) -> str:
+    """The thrift URIs the session's metastore client connects to ("" for an embedded metastore)."""
+    for key in URIS_SETTINGS:
+        value = spark.conf.get(key, None) or jvm.hadoop_setting(spark, key)
+        if value:
+            return str(value)
+    return ""
+
+
+def check_reachable(uris: str) -> None:
+    """Exit 1 before any stage runs when no metastore URI answers (Spark's client would retry for minutes)."""
+    addresses = [urlparse(uri.strip()) for uri in uris.split(",") if uri.strip()]
+    for address in addresses:
+        try:
+            with socket.create_connection((address.hostname or "localhost", address.port or 9083), _CONNECT_SECONDS):
+                return
+        except OSError:
+            continue
+    if addresses:
+        raise ExecutionError(f"the Hive metastore at {uris} does not answer",
+                             hint="start it, or check spark.hadoop.hive.metastore.uris")
+
+
+class MetastoreCatalog(Catalog):
+    """Tables in the session's Hive metastore; views and table locks in the aipq home."""
+
+    def __init__(self, home: Path, spark, fallbacks: tuple[TableLookup, ...] = ()):
+        super().__init__(home, fallbacks)
+        self.spark = spark
+        self.uris = metastore_uris(spark)
+        check_reachable(self.uris)
+
+    @property
+    def described(self) -> str:
+        return f"the Hive metastore at {self.uris}" if self.uris else "Spark's embedded Hive metastore"
+
+    def with_fallbacks(self, *fallbacks: TableLookup) -> MetastoreCatalog:
+        return MetastoreCatalog(self.home, self.spark, self.fallbacks + tuple(fallbacks))
+
+    def check_writable(self) -> None:
+        """Tables are written to the metastore, whatever the home's permissions (views check theirs)."""
+
+    @contextmanager
+    def _metastore(self, doing: str):
+        """Errors of the metastore as aipq's, naming it (exit 1)."""
+        try:
+            yield
+        except AipqError:
+            raise
+        except Exception as error:  # noqa: BLE001 — py4j and Spark errors alike
+            message = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+            raise ExecutionError(f"{self.described} failed while {doing}: {message}",
+                                 hint="check that it runs and that this user may change it") from error
+
+    def find(self, database: str, name: str) -> TableEntry | None:
+        with self._metastore(f"looking up {database}.{name}"):
+            table = jvm.metastore_table(self.spark, database, name)
+            found = None if table is None or table.table_type == "VIEW" else self._entry(table)
+        if found is not None:
+            return found
+        for fallback in self.fallbacks:
+            found = fallback.find(database, name)
+            if found is not None:
+                return found
+        return None
+
+    def _entry(self, table: jvm.MetastoreTable) -> TableEntry:
+        from pyspark.sql.types import StructType
+
+        schema = StructType.fromJson(json.loads(table.schema_json))
+        columns = tuple((f.name.lower(), f.dataType.simpleString()) for f in schema.fields)
+        options = tuple((k, v) for k, v in table.properties.items() if k.startswith(PROPERTY_PREFIX))
+        fmt, format_options = _format(table)
+        partitioning = tuple(c.lower() for c in table.partition_columns)
+        if fmt is None:  # a SerDe aipq cannot read itself: Spark reads it by name
+            return TableEntry(table.database, table.name, f"{SPARK_CATALOG_PREFIX}{table.database}.{table.name}",
+                              "spark", columns, options, source="spark")
+        partitions = ()
+        if partitioning:
+            partitions = tuple(sorted(
+                (Partition(tuple(_partition_value(spec, c) for c in partitioning), location)
+                 for spec, location in jvm.metastore_partitions(self.spark, table.database, table.name)),
+                key=lambda p: tuple((v is None, v or "") for v in p.values)))
+        return TableEntry(table.database, table.name, table.location, fmt, columns, (*format_options, *options),
+                          partition_columns=partitioning, partitions=partitions)
+
+    def register(self, entry: TableEntry) -> bool:
+        """Create the table (EXTERNAL, at ``entry.path``), or point the existing one at its new data."""
+        with self._metastore(f"registering {entry.qualified_name}"):
+            current = jvm.metastore_table(self.spark, entry.database, entry.name)
+            existing = None if current is None else self._entry(current)
+            if existing is not None and _same_shape(existing, entry):
+                if existing.path != entry.path and _qualified(existing.path) != _qualified(entry.path):
+                    self._sql(f"ALTER TABLE {_name(entry)} SET LOCATION {_text(entry.path)}")
+                self._reconcile_partitions(entry, existing)
+                return True
+            if existing is not None:
+                self._sql(f"DROP TABLE {_name(entry)}")
+            self._create(entry)
+        return existing is not None
+
+    def _create(self, entry: TableEntry) -> None:
+        self._sql(f"CREATE DATABASE IF NOT EXISTS `{entry.database}`")
+        data = [(c, t) for c, t in entry.columns if c not in entry.partition_columns]
+        partitions = [(c, t) for c, t in entry.columns if c in entry.partition_columns]
+        columns = ", ".join(f"`{c}` {t}" for c, t in [*data, *partitions])
+        format_options = [(k, v) for k, v in entry.options if not k.startswith(PROPERTY_PREFIX)]
+        properties = [(k, v) for k, v in entry.options if k.startswith(PROPERTY_PREFIX)]
+        text = f"CREATE TABLE {_name(entry)} ({columns}) USING {entry.format}"
+        if format_options:
+            text += f" OPTIONS ({_pairs(format_options)})"
+        if entry.partition_columns:
+            text += f" PARTITIONED BY ({', '.join(f'`{c}`' for c in entry.partition_columns)})"
+        text += f" LOCATION {_text(entry.path)}"
+        if properties:
+            text += f" TBLPROPERTIES ({_pairs(properties)})"
+        self._sql(text)
+        self._reconcile_partitions(entry, None)
+
+    def _reconcile_partitions(self, entry: TableEntry, existing: TableEntry | None) -> None:
+        before = {p.values: _qualified(p.path) for p in existing.partitions} if existing is not None else {}
+        after = {p.values: _qualified(p.path) for p in entry.partitions}
+        self._change_partitions(entry, [Partition(v, p) for v, p in after.items() if before.get(v) != p],
+                                [Partition(v, p) for v, p in before.items() if v not in after])
+
+    def set_partitions(self, name: str, added: tuple[Partition, ...] = (), dropped: tuple[Partition, ...] = ()) -> None:
+        with self._metastore(f"changing the partitions of {name}"):
+            entry = self.lookup(name)
+            if entry is None:
+                raise ExecutionError(f"table {name} is gone from {self.described}", hint="another run dropped it")
+            known = {p.values: _qualified(p.path) for p in entry.partitions}
+            self._change_partitions(entry, [p for p in added if known.get(p.values) != _qualified(p.path)],
+                                    list(dropped))
+
+    def _change_partitions(self, entry: TableEntry, added: list[Partition], dropped: list[Partition]) -> None:
+        """Partitions added (or moved to a new folder) and dropped, in the metastore; the data stays where it
+        is (aipq moves and removes data itself)."""
+        known = {p.values for p in (self._entry_partitions(entry))}
+        for partition in dropped:
+            self._sql(f"ALTER TABLE {_name(entry)} DROP IF EXISTS PARTITION ({_spec(entry, partition)})")
+        for partition in added:
+            spec = _spec(entry, partition)
+            if partition.values in known:
+                self._sql(f"ALTER TABLE {_name(entry)} PARTITION ({spec}) SET LOCATION {_text(partition.path)}")
+            else:
+                self._sql(f"ALTER TABLE {_name(entry)} ADD PARTITION ({spec}) LOCATION {_text(partition.path)}")
+
+    def _entry_partitions(self, entry: TableEntry) -> list[Partition]:
+        if not entry.partition_columns or not jvm.metastore_table(self.spark, entry.database, entry.name):
+            return []
+        return [Partition(tuple(_partition_value(spec, c) for c in entry.partition_columns), location)
+                for spec, location in jvm.metastore_partitions(self.spark, entry.database, entry.name)]
+
+    def drop(self, name: str) -> bool:
+        database, table = split_name(name)
+        with self._metastore(f"dropping {database}.{table}"):
+            if jvm.metastore_table(self.spark, database, table) is None:
+                return False
+            self._sql(f"DROP TABLE `{database}`.`{table}`")
+        return True
+
+    def entries(self) -> list[TableEntry]:
+        with self._metastore("listing its tables"):
+            found = []
+            for database in jvm.metastore_databases(self.spark):
+                for name in jvm.metastore_table_names(self.spark, database):
+                    table = jvm.metastore_table(self.spark, database, name)
+                    if table is not None and table.table_type != "VIEW":
+                        found.append(self._entry(table))
+        return sorted(found, key=lambda e: (e.database, e.name))
+
+    def known_names(self) -> list[str]:
+        with self._metastore("listing its tables"):
+            names = []
+            for database in jvm.metastore_databases(self.spark):
+                for name in jvm.metastore_table_names(self.spark, database):
+                    names.append(name if database == DEFAULT_DATABASE else f"{database}.{name}")
+        return names
+
+    def database_location(self, database: str) -> str | None:
+        """Where the metastore keeps the managed tables of ``database``: its folder, or for a database not yet
+        created, the folder Hive would give it (``<default database's folder>/<name>.db``)."""
+        with self._metastore(f"looking up database {database}"):
+            found = jvm.metastore_database_location(self.spark, database)
+            if found is None:
+                default = jvm.metastore_database_location(self.spark, DEFAULT_DATABASE)
+                found = f"{default.rstrip('/')}/{database}.db" if default else None
+            return found
+
+    def _sql(self, text: str) -> None:
+        self.spark.sql(text).collect()
+
+
+def _format(table: jvm.MetastoreTable) -> tuple[str | None, tuple[tuple[str, str], ...]]:
+    """The data source aipq reads a metastore table with, and its options (a Hive text table's delimiter)."""
+    if table.provider in ("parquet", "orc"):
+        return table.provider, ()
+    if table.provider == "csv":
+        keep = ("sep", "delimiter", "header", "quote", "escape", "nullValue")
+        return "csv", tuple((k, v) for k, v in table.storage_properties.items() if k in keep)
+    if table.provider != "hive":
+        return None, ()
+    serde_format = table.input_format.lower()
+    if "parquet" in serde_format:
+        return "parquet", ()
+    if "orc" in serde_format:
+        return "orc", ()
+    if serde_format.endswith("textinputformat"):
+        delimiter = table.storage_properties.get("field.delim", "\x01")
+        return "csv", (("header", "false"), ("sep", delimiter), ("inferSchema", "false"))
+    return None, ()
+
+
+def _partition_value(spec: dict[str, str], column: str) -> str | None:
+    value = {k.lower(): v for k, v in spec.items()}.get(column)
+    return None if value is None or value == DEFAULT_PARTITION_NAME else value
+
+
+def _same_shape(existing: TableEntry, entry: TableEntry) -> bool:
+    return (existing.columns == entry.columns and existing.format == entry.format
+            and existing.partition_columns == entry.partition_columns)
+
+
+def _qualified(path: str) -> str:
+    return path if "://" in path or path.startswith("file:") else f"file:{path}"
+
+
+def _name(entry: TableEntry) -> str:
+    return f"`{entry.database}`.`{entry.name}`"
+
+
+def _text(value: str) -> str:
+    """A SQL string literal."""
+    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def _pairs(pairs: list[tuple[str, str]]) -> str:
+    return ", ".join(f"{_text(k)} = {_text(v)}" for k, v in pairs)
+
+
+def _spec(entry: TableEntry, partition: Partition) -> str:
+    return ", ".join(f"`{c}` = {_text(DEFAULT_PARTITION_NAME if v is None else v)}"
+                     for c, v in zip(entry.partition_columns, partition.values))
