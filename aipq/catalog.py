@@ -233,6 +233,13 @@ class Catalog:
                             (database, table, json.dumps(partition.values)))
             _insert_partitions(con, database, table, added)
 
+    def create_database(self, database: str, location: str | None, if_not_exists: bool) -> bool:
+        """Databases here are made as tables name them: nothing to create (a LOCATION has no use here)."""
+        if location is not None:
+            raise BadInputError(f"CREATE DATABASE {database} LOCATION: aipq's own catalog keeps no database folders",
+                                hint="leave LOCATION out, or use a Hive metastore (docs/cluster.md)")
+        return False
+
     def register_view(self, name: str, query: str) -> None:
         """A view kept in the catalog: its query's text (Hive's dialect), read in place of its name."""
         database, view = split_name(name)

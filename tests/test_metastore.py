@@ -156,6 +156,8 @@ CREATE TABLE by_region (n_name STRING, n_nationkey BIGINT) PARTITIONED BY (regio
 INSERT OVERWRITE TABLE by_region PARTITION (region = 1) SELECT n_name, n_nationkey FROM nation WHERE n_regionkey = 1;
 INSERT OVERWRITE TABLE by_region PARTITION (region) SELECT n_name, n_nationkey, n_regionkey FROM nation
 WHERE n_regionkey >= 3;
+CREATE DATABASE IF NOT EXISTS nightly;
+CREATE TABLE nightly.regions AS SELECT r_regionkey, r_name FROM region;
 """
 
 
@@ -172,10 +174,14 @@ def test_a_workflows_tables_are_read_by_a_plain_pyspark_session(metastore, user_
                 "SELECT region, count(*) FROM sales.by_region GROUP BY region ORDER BY region").collect()],
             "type": spark.sql("DESCRIBE TABLE EXTENDED sales.nation_names").where("col_name = 'Type'")
                          .collect()[0][1],
+            "regions": spark.sql("SELECT count(*) FROM nightly.regions").collect()[0][0],
+            "location": spark.sql("DESCRIBE DATABASE nightly").where("info_name = 'Location'").collect()[0][1],
         }
     """)
+    assert seen["location"].endswith(f"{metastore.folder}/warehouse/nightly.db")  # the metastore's, not aipq's
+    del seen["location"]
     assert seen == {"names": 25, "partitions": ["region=1", "region=3", "region=4"],
-                    "rows": [[1, 5], [3, 5], [4, 5]], "type": "EXTERNAL"}
+                    "rows": [[1, 5], [3, 5], [4, 5]], "type": "EXTERNAL", "regions": 5}
     listed = _aipq(tmp_path / "home", "table", "list", "--json", *metastore.confs)
     assert listed.returncode == 0, listed.stderr
     tables = {(t["database"], t["name"]) for t in json.loads(listed.stdout)}

@@ -263,3 +263,13 @@ def test_an_external_text_table_reads_hives_delimited_files(aipq, tmp_path):
     assert sorted(rows) == [(1, "alpha", date(2024, 1, 2)), (2, None, date(2024, 1, 3)), (3, '"quoted"', None)]
     refused = aipq("run", "--sql", "insert into wf_raw values (4, 'x', null)")
     assert refused.exit_code == 2 and "aipq writes parquet and ORC" in refused.output
+
+
+def test_create_database_in_aipqs_own_catalog(aipq, home):
+    result = aipq("run", "--sql", "CREATE DATABASE IF NOT EXISTS wf_db; CREATE TABLE wf_db.t AS SELECT 1 AS a;"
+                  " SELECT a FROM wf_db.t", "--format", "csv", "--quiet")
+    assert result.exit_code == 0, result.output
+    assert result.output.strip().splitlines()[-1] == "1"
+    located = aipq("run", "--sql", "CREATE DATABASE wf_elsewhere LOCATION '/tmp/x'", "--quiet")
+    assert located.exit_code == 2
+    assert "LOCATION" in located.output

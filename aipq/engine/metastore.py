@@ -143,7 +143,8 @@ class MetastoreCatalog(Catalog):
         return existing is not None
 
     def _create(self, entry: TableEntry) -> None:
-        self._sql(f"CREATE DATABASE IF NOT EXISTS `{entry.database}`")
+        if jvm.metastore_database_location(self.spark, entry.database) is None:
+            self._create_database(entry.database)
         data = [(c, t) for c, t in entry.columns if c not in entry.partition_columns]
         partitions = [(c, t) for c, t in entry.columns if c in entry.partition_columns]
         columns = ", ".join(f"`{c}` {t}" for c, t in [*data, *partitions])
@@ -219,6 +220,22 @@ class MetastoreCatalog(Catalog):
                 for name in jvm.metastore_table_names(self.spark, database):
                     names.append(name if database == DEFAULT_DATABASE else f"{database}.{name}")
         return names
+
+    def create_database(self, database: str, location: str | None, if_not_exists: bool) -> bool:
+        with self._metastore(f"creating database {database}"):
+            if jvm.metastore_database_location(self.spark, database) is not None:
+                if if_not_exists:
+                    return False
+                raise ExecutionError(f"database {database} already exists in {self.described}",
+                                     hint="write CREATE DATABASE IF NOT EXISTS")
+            self._create_database(database, location)
+        return True
+
+    def _create_database(self, database: str, location: str | None = None) -> None:
+        """A new database, in the folder given or the one Hive gives it beside the default database's (Spark
+        would put it under the session's own warehouse)."""
+        folder = location or self.database_location(database)
+        self._sql(f"CREATE DATABASE IF NOT EXISTS `{database}`" + (f" LOCATION {_text(folder)}" if folder else ""))
 
     def database_location(self, database: str) -> str | None:
         """Where the metastore keeps the managed tables of ``database``: its folder, or for a database not yet

@@ -197,6 +197,23 @@ class UseStep(Step):
 
 
 @dataclass(frozen=True)
+class CreateDatabaseStep(Step):
+    """CREATE DATABASE [IF NOT EXISTS] db [LOCATION '…']: a database of the metastore (aipq's own catalog makes
+    databases as tables name them)."""
+
+    database: str = ""
+    location: str | None = None
+    if_not_exists: bool = False
+
+    @property
+    def kind(self) -> str:
+        return "CREATE DATABASE"
+
+    def describe(self) -> str:
+        return f"CREATE DATABASE {self.database}"
+
+
+@dataclass(frozen=True)
 class SetStep(Step):
     key: str = ""
     value: str = ""
@@ -290,8 +307,8 @@ def to_step(number: int, statement: exp.Expression, sql: str, source_name: str |
             raise _unsupported(f"USE {kind.name.upper()}", statement, sql, source_name, hint="write USE database")
         return UseStep(number, statement, statement.this.name.lower())
     raise _unsupported(f"{statement.key.upper()} statements", statement, sql, source_name,
-                       hint="aipq runs SELECT, CREATE TABLE [AS SELECT], INSERT OVERWRITE/INTO … SELECT, "
-                            "CREATE TEMPORARY VIEW, DROP TABLE/VIEW, ALTER TABLE ADD/DROP PARTITION, "
+                       hint="aipq runs SELECT, CREATE TABLE [AS SELECT], CREATE DATABASE, INSERT OVERWRITE/INTO … "
+                            "SELECT, CREATE TEMPORARY VIEW, DROP TABLE/VIEW, ALTER TABLE ADD/DROP PARTITION, "
                             "MSCK REPAIR TABLE, ANALYZE TABLE, USE and SET")
 
 
@@ -311,10 +328,20 @@ def _analyze_step(number: int, statement: exp.Analyze, sql: str, source_name: st
     return AnalyzeStep(number, statement, _target_name(tables[0]), columns, scan=how != "NOSCAN")
 
 
+def _create_database_step(number: int, statement: exp.Create) -> CreateDatabaseStep:
+    properties = statement.args.get("properties")
+    location = next((p.this.name for p in (properties.expressions if properties else [])
+                     if isinstance(p, exp.LocationProperty)), None)
+    return CreateDatabaseStep(number, statement, statement.this.name.lower(), location,
+                              bool(statement.args.get("exists")))
+
+
 def _create_step(number: int, statement: exp.Create, sql: str, source_name: str | None) -> Step:
     kind = (statement.args.get("kind") or "").upper()
     target = statement.this
     columns: tuple[str, ...] = ()
+    if kind in ("DATABASE", "SCHEMA"):
+        return _create_database_step(number, statement)
     if isinstance(target, exp.Schema) and kind == "TABLE":
         return _create_table_step(number, statement, sql, source_name)
     if isinstance(target, exp.Schema):

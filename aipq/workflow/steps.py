@@ -27,6 +27,7 @@ from aipq.errors import BadInputError, ExecutionError
 from aipq.journal import Journal
 from aipq.planner.statements import (
     AnalyzeStep,
+    CreateDatabaseStep,
     CreateTableStep,
     DropStep,
     PartitionStep,
@@ -160,6 +161,11 @@ def analyze(doing: StepRun, step: AnalyzeStep) -> StepOutcome:
     return doing.outcome(f"statistics of {step.target}: {found.rows:,} rows, {len(found.columns)} column(s)")
 
 
+def create_database(doing: StepRun, step: CreateDatabaseStep) -> StepOutcome:
+    created = doing.catalog.create_database(step.database, step.location, step.if_not_exists)
+    return doing.outcome(f"created database {step.database}" if created else "done", timed=False)
+
+
 def use_database(doing: StepRun, step: UseStep) -> StepOutcome:
     return doing.outcome(f"unqualified table names are in database {step.database}", timed=False)
 
@@ -263,5 +269,6 @@ def drop(doing: StepRun, step: DropStep) -> StepOutcome:
 # are the planned step's
 HANDLERS: dict[type, Callable[[StepRun, Step], StepOutcome]] = {
     QueryStep: select, WriteStep: write_table, AnalyzeStep: analyze, UseStep: use_database,
+    CreateDatabaseStep: create_database,
     CreateTableStep: create_table, PartitionStep: change_partitions, ViewStep: create_view, DropStep: drop,
 }
