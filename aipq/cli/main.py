@@ -17,6 +17,7 @@ from aipq.cli.data import calibrate, table, tpcds, tpch
 from aipq.cli.explain import explain
 from aipq.cli.run import run
 from aipq.cli.stats import stats
+from aipq.cli.submit import submit_args_command
 from aipq.config import default_home
 from aipq.errors import EXIT_BAD_INPUT, EXIT_RUNTIME, AipqError
 
@@ -123,7 +124,7 @@ def cli(ctx: click.Context, home: str | None, debug: bool) -> None:
     ctx.obj = {"home": (Path(home) if home else default_home()).expanduser()}
 
 
-for command in (run, explain, tpch, tpcds, table, calibrate, bench, stats, cache):
+for command in (run, explain, tpch, tpcds, table, calibrate, bench, stats, cache, submit_args_command):
     cli.add_command(command)
 
 

@@ -21,6 +21,7 @@ from aipq.cli.render import (
 )
 from aipq.config import Settings
 from aipq.engine.context import RunContext
+from aipq.engine.report import application
 from aipq.engine.sink import (
     OUTPUT_FORMATS,
     TEXT_FORMATS,
@@ -100,7 +101,8 @@ def run(ctx, sources, inline, settings: Settings, fmt, output, output_dir, force
     else:
         ran = workflow.run_workflow(planned, None, report, analyze, straight)
     if report_path is not None:
-        context.storage.write_local_atomically(report_path, json.dumps(ran.report(sql.name), indent=1) + "\n")
+        record = {**ran.report(sql.name), "spark": application(context.started_spark)}
+        context.storage.write_local_atomically(report_path, json.dumps(record, indent=1) + "\n")
     result = ran.result
     if result is None:  # a workflow without a SELECT (--output was refused for it before it ran)
         return

@@ -14,7 +14,7 @@ from aipq.catalog import Catalog, TableEntry
 from aipq.config import Settings, home_writable, master_cores
 from aipq.engine.footers import FooterStatistics, footer_statistics
 from aipq.engine.metastore import URIS_SETTINGS, MetastoreCatalog, check_reachable
-from aipq.engine.session import TemporaryViewLookup, get_session, hive_catalog
+from aipq.engine.session import TemporaryViewLookup, get_session, hive_catalog, launched_by_spark_submit
 from aipq.engine.stage_cache import FOLDER, StageCache, session_result_settings
 from aipq.engine.storage import Storage, is_local, join, local_path, parent
 from aipq.estimator.join_estimates import JoinEstimates, KnownTables, join_costing
@@ -74,6 +74,11 @@ class RunContext:
         return self._shared.spark
 
     @property
+    def started_spark(self):
+        """The session if this command started (or was given) one, else None (without starting it)."""
+        return self._shared.spark
+
+    @property
     def storage(self) -> Storage:
         if self._shared.storage is None:
             self._shared.storage = Storage(lambda: self.spark)
@@ -98,7 +103,7 @@ class RunContext:
     def uses_metastore(self) -> bool:
         """Whether tables live in a Hive metastore: Spark's catalog is Hive's, by this command's settings or the
         given session's."""
-        if self._shared.given:
+        if self._shared.given or launched_by_spark_submit():  # the session's settings decide
             return self.spark.conf.get("spark.sql.catalogImplementation", "in-memory") == "hive"
         return hive_catalog(self.settings)
 

@@ -45,3 +45,11 @@ def run_dict(record: RunRecord) -> dict[str, Any]:
         "stages": {m.stage_id: stage_measures(m) for m in record.stages},
         "replans": record.replans,
     }
+
+
+def application(spark) -> dict[str, Any] | None:
+    """Where a command ran (None when it started no Spark session): for a scheduler's log."""
+    if spark is None:
+        return None
+    context = spark.sparkContext
+    return {"master": context.master, "application_id": context.applicationId, "spark_version": spark.version}

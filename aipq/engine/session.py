@@ -84,7 +84,7 @@ def get_session(settings: Settings, home: Path):
     check_java()
     from pyspark.sql import SparkSession
 
-    from aipq.engine.jvm import COLLECTOR_JAR, SKETCH_BATCHES_EXTENSION, disable_nagle, load_sketch_memory_quietly
+    from aipq.engine.jvm import COLLECTOR_JAR, disable_nagle
 
     # the session is per thread in PySpark, and commands run on a thread of their own: the process's one
     active = SparkSession.getActiveSession() or SparkSession._instantiatedSession
@@ -93,43 +93,85 @@ def get_session(settings: Settings, home: Path):
         _check_fixed_settings(active, settings)
         return active
     _quiet_python_error_logs()
+    if launched_by_spark_submit():
+        return _start_in_launched_jvm(settings, home)
     driver_memory = settings.spark_conf.get("spark.driver.memory", class_archive.driver_memory())
     archive = class_archive.plan_archive(driver_memory, settings.spark_conf)
     builder = (
-        SparkSession.builder.appName("aipq")
-        .master(settings.master or "local[2]")
-        .config("spark.ui.showConsoleProgress", "false")
+        SparkSession.builder.master(settings.master or "local[2]")
         .config("spark.driver.memory", driver_memory)
-        .config("spark.sql.warehouse.dir", settings.warehouse or str(Path(home) / "spark-warehouse"))
-        .config("spark.log.level", "ERROR")
-        .config("spark.sql.codegen.cache.maxEntries", str(CODEGEN_CACHE_ENTRIES))
         .config("spark.driver.extraJavaOptions",
                 f"-Dderby.system.home={Path(home) / 'derby'} -Dlog4j2.configurationFile={LOG_CONFIG} "
                 f"{archive.java_options}".strip())
     )
     if (settings.master or "").startswith("local-cluster"):  # executors on this machine: quiet them the same way
         builder = builder.config("spark.executor.extraJavaOptions", f"-Dlog4j2.configurationFile={LOG_CONFIG}")
-    for key, value in settings.spark_conf.items():
-        builder = builder.config(key, value)
+    builder = _configured(builder, settings, home)
     jars = [j for j in settings.spark_conf.get("spark.jars", "").split(",") if j]
-    builder = builder.config("spark.jars", ",".join([*jars, str(COLLECTOR_JAR)]))
-    extensions = [e for e in settings.spark_conf.get("spark.sql.extensions", "").split(",") if e]
-    builder = builder.config("spark.sql.extensions", ",".join([*extensions, SKETCH_BATCHES_EXTENSION]))
-    if hive_catalog(settings):
-        builder = builder.enableHiveSupport()
-    spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel("FATAL")
-    disable_nagle(spark)
-    load_sketch_memory_quietly(spark)
+    spark = builder.config("spark.jars", ",".join([*jars, str(COLLECTOR_JAR)])).getOrCreate()
+    _ready(spark)
     class_archive.build_when_missing(archive, driver_memory)
     return spark
 
 
-def hive_catalog(settings: Settings) -> bool:
+def launched_by_spark_submit() -> bool:
+    """Whether this Python process is a driver spark-submit started (its JVM is up, with the launcher's
+    master, settings and jars)."""
+    return "PYSPARK_GATEWAY_PORT" in os.environ and "PYSPARK_GATEWAY_SECRET" in os.environ
+
+
+def _start_in_launched_jvm(settings: Settings, home: Path):
+    """The session in the JVM spark-submit started: its master and settings stand unless --master or --conf say
+    otherwise; JVM options and jars were fixed at launch (``aipq submit-args`` gives aipq's)."""
+    from pyspark.sql import SparkSession
+
+    from aipq.engine.jvm import aipq_classes_loaded
+
+    builder = SparkSession.builder
+    if settings.master:
+        builder = builder.master(settings.master)
+    spark = _configured(builder, settings, home, launched=True).getOrCreate()
+    if not aipq_classes_loaded(spark):
+        raise EnvironmentProblem("spark-submit started this driver without aipq's jar",
+                                 hint='launch it as: spark-submit [options] $(aipq submit-args) run …')
+    _ready(spark)
+    return spark
+
+
+def _configured(builder, settings: Settings, home: Path, launched: bool = False):
+    """The settings every aipq session gets: the user's, aipq's extension, quiet logs, the catalog asked for."""
+    from pyspark import SparkConf
+
+    from aipq.engine.jvm import SKETCH_BATCHES_EXTENSION
+
+    builder = (builder.appName("aipq").config("spark.ui.showConsoleProgress", "false")
+               .config("spark.log.level", "ERROR")
+               .config("spark.sql.codegen.cache.maxEntries", str(CODEGEN_CACHE_ENTRIES)))
+    if not (launched and SparkConf().contains("spark.sql.warehouse.dir")):
+        builder = builder.config("spark.sql.warehouse.dir", settings.warehouse or str(Path(home) / "spark-warehouse"))
+    for key, value in settings.spark_conf.items():
+        builder = builder.config(key, value)
+    extensions = [e for e in settings.spark_conf.get("spark.sql.extensions", "").split(",") if e]
+    builder = builder.config("spark.sql.extensions", ",".join([*extensions, SKETCH_BATCHES_EXTENSION]))
+    launcher = dict(SparkConf().getAll()) if launched else {}
+    if hive_catalog(settings, launcher):
+        builder = builder.enableHiveSupport()
+    return builder
+
+
+def _ready(spark) -> None:
+    from aipq.engine.jvm import disable_nagle, load_sketch_memory_quietly
+
+    spark.sparkContext.setLogLevel("FATAL")
+    disable_nagle(spark)
+    load_sketch_memory_quietly(spark)
+
+
+def hive_catalog(settings: Settings, launcher: dict[str, str] | None = None) -> bool:
     """Whether the session's catalog is a Hive metastore: asked for by name, or by giving the metastore's URIs,
-    in ``--conf`` or where Spark reads its defaults (``$SPARK_CONF_DIR``'s spark-defaults.conf and
-    hive-site.xml)."""
-    conf = {**spark_defaults(), **settings.spark_conf}
+    in ``--conf``, the launcher's settings, or where Spark reads its defaults (``$SPARK_CONF_DIR``'s
+    spark-defaults.conf and hive-site.xml)."""
+    conf = {**spark_defaults(), **(launcher or {}), **settings.spark_conf}
     if "spark.sql.catalogImplementation" in conf:
         return conf["spark.sql.catalogImplementation"] == "hive"
     return bool(conf.get("spark.hadoop.hive.metastore.uris")) or _hive_site_names_uris()
