@@ -66,3 +66,15 @@ def test_submit_args_prints_a_shell_ready_line():
     printed = subprocess.run([sys.executable, "-m", "aipq", "submit-args"], capture_output=True, text=True, check=True)
     words = shlex.split(printed.stdout)
     assert words[0] == "--jars" and Path(words[1]).is_file() and words[-1].endswith("__main__.py")
+
+
+def test_spark_defaults_conf_gives_the_master_of_a_plain_aipq_command(tpch, home, tmp_path):
+    conf = tmp_path / "conf"
+    conf.mkdir()
+    (conf / "spark-defaults.conf").write_text("# the team's defaults\nspark.master   local[1]\n")
+    report = tmp_path / "report.json"
+    done = subprocess.run([sys.executable, "-m", "aipq", "--home", str(home), "run", "--sql",
+                           "SELECT count(*) FROM nation", "--report", str(report), "--quiet"],
+                          capture_output=True, text=True, timeout=300, env={**os.environ, "SPARK_CONF_DIR": str(conf)})
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert json.loads(report.read_text())["spark"]["master"] == "local[1]"

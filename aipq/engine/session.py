@@ -98,7 +98,7 @@ def get_session(settings: Settings, home: Path):
     driver_memory = settings.spark_conf.get("spark.driver.memory", class_archive.driver_memory())
     archive = class_archive.plan_archive(driver_memory, settings.spark_conf)
     builder = (
-        SparkSession.builder.master(settings.master or "local[2]")
+        SparkSession.builder.master(settings.master or spark_defaults().get("spark.master") or "local[2]")
         .config("spark.driver.memory", driver_memory)
         .config("spark.driver.extraJavaOptions",
                 f"-Dderby.system.home={Path(home) / 'derby'} -Dlog4j2.configurationFile={LOG_CONFIG} "
@@ -197,11 +197,9 @@ def spark_defaults() -> dict[str, str]:
 
 def _hive_site_names_uris() -> bool:
     """Whether a hive-site.xml Spark puts on its classpath names a metastore's URIs."""
-    for folder in (_spark_conf_dir(), os.environ.get("HIVE_CONF_DIR") and Path(os.environ["HIVE_CONF_DIR"])):
-        site = folder / "hive-site.xml" if folder else None
-        if site is not None and site.is_file() and "hive.metastore.uris" in site.read_text(errors="replace"):
-            return True
-    return False
+    folder = _spark_conf_dir()
+    site = folder / "hive-site.xml" if folder else None
+    return site is not None and site.is_file() and "hive.metastore.uris" in site.read_text(errors="replace")
 
 
 # Settings aipq extends with its own values when the session starts: compared as given, they always differ.
