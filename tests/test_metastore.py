@@ -256,3 +256,39 @@ def test_a_metastore_stopped_mid_workflow_gives_exit_1_naming_it(tmp_path, user_
         assert "Traceback" not in stderr
     finally:
         _stop(store.service)
+
+
+def test_a_teams_text_tables_views_and_partitioned_tables_are_read_from_the_metastore(metastore, user_tables,
+                                                                                       duck, tmp_path):
+    metastore.pyspark("""
+        spark.sql("SET hive.exec.dynamic.partition.mode=nonstrict")
+        spark.sql("CREATE TABLE sales.nation_text (n_nationkey BIGINT, n_name STRING, n_regionkey BIGINT) "
+                  "ROW FORMAT DELIMITED FIELDS TERMINATED BY '|' STORED AS TEXTFILE")
+        spark.sql("INSERT OVERWRITE TABLE sales.nation_text SELECT n_nationkey, n_name, n_regionkey FROM sales.nation")
+        spark.sql("CREATE VIEW sales.asia AS SELECT n_nationkey AS k FROM sales.nation WHERE n_regionkey = 2")
+        spark.sql("CREATE TABLE sales.orders_by_status (o_orderkey BIGINT, o_totalprice DECIMAL(15,2)) "
+                  "PARTITIONED BY (o_orderstatus STRING) STORED AS PARQUET")
+        spark.sql("INSERT OVERWRITE TABLE sales.orders_by_status PARTITION (o_orderstatus) "
+                  "SELECT o_orderkey, o_totalprice, o_orderstatus FROM sales.orders")
+    """)
+    query = ("SELECT t.n_name, count(*) AS n, sum(o.o_totalprice) AS total FROM sales.orders_by_status o "
+             "JOIN sales.customer c ON o.o_orderkey % 1000 = c.c_custkey "
+             "JOIN sales.nation_text t ON c.c_nationkey = t.n_nationkey "
+             "JOIN sales.asia a ON a.k = t.n_nationkey WHERE o.o_orderstatus = 'F' GROUP BY t.n_name")
+    out = tmp_path / "out.parquet"
+    home = tmp_path / "home"
+    done = _aipq(home, "run", "--sql", query, "--output", str(out), "--quiet", *metastore.confs)
+    assert done.returncode == 0, done.stderr[-3000:]
+    actual = duckdb_rows(out)
+    expected = oracle_rows(duck, query.replace("sales.orders_by_status", "orders").replace("sales.customer", "customer")
+                           .replace("sales.nation_text", "nation").replace(
+                               "sales.asia", "(SELECT n_nationkey AS k FROM nation WHERE n_regionkey = 2)"))
+    assert actual and len(actual) == len(expected)
+    assert_same_rows(actual, expected, ordered=False)
+    explained = _aipq(home, "explain", "--sql", query, *metastore.confs)
+    assert explained.returncode == 0, explained.stderr[-3000:]
+    assert "partitions 1 of 3" in explained.stdout
+
+
+def duckdb_rows(path: Path) -> list[tuple]:
+    return oracle_connection().execute(f"SELECT * FROM read_parquet('{path}')").fetchall()

@@ -98,7 +98,7 @@ class MetastoreCatalog(Catalog):
     def find(self, database: str, name: str) -> TableEntry | None:
         with self._metastore(f"looking up {database}.{name}"):
             table = jvm.metastore_table(self.spark, database, name)
-            found = None if table is None or table.table_type == "VIEW" else self._entry(table)
+            found = None if table is None else self._entry(table)
         if found is not None:
             return found
         for fallback in self.fallbacks:
@@ -115,7 +115,7 @@ class MetastoreCatalog(Catalog):
         options = tuple((k, v) for k, v in table.properties.items() if k.startswith(PROPERTY_PREFIX))
         fmt, format_options = _format(table)
         partitioning = tuple(c.lower() for c in table.partition_columns)
-        if fmt is None:  # a SerDe aipq cannot read itself: Spark reads it by name
+        if fmt is None or table.table_type == "VIEW":  # a view, or a SerDe aipq cannot read: Spark reads it by name
             return TableEntry(table.database, table.name, f"{SPARK_CATALOG_PREFIX}{table.database}.{table.name}",
                               "spark", columns, options, source="spark")
         partitions = ()
@@ -209,7 +209,7 @@ class MetastoreCatalog(Catalog):
             for database in jvm.metastore_databases(self.spark):
                 for name in jvm.metastore_table_names(self.spark, database):
                     table = jvm.metastore_table(self.spark, database, name)
-                    if table is not None and table.table_type != "VIEW":
+                    if table is not None:
                         found.append(self._entry(table))
         return sorted(found, key=lambda e: (e.database, e.name))
 
