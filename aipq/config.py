@@ -221,7 +221,8 @@ KNOBS: tuple[Knob, ...] = (
     Knob("scan_summaries", 64 * MB, "A base table whose files are at most this many bytes (or an eighth of the "
          "query's largest table, when that is more) and that the query filters may summarize its join keys in a "
          "pre-pass (a SCAN stage that reads it with its filters before the stages that can use the summary); "
-         "strategies 'always', 'oracle' and 'adaptive'. 0: stage outputs only, as in the paper.",
+         "strategies 'always', 'oracle' and 'adaptive'. 0: stage outputs only, as in the paper. Under 'transfer' "
+         "the same bound says which tables a pass may read.",
          "--scan-summaries", "size", low=0, shown="64MB",
          help="Filtered tables of at most SIZE (or an eighth of the query's largest table) may summarize their "
               "join keys in a pre-pass (always, oracle, adaptive); 0 = stage outputs only."),

@@ -16,7 +16,7 @@ from aipq.catalog import Catalog
 from aipq.config import Settings
 from aipq.errors import UnsupportedSqlError
 from aipq.files import FileSource, Sizes
-from aipq.ip.scan_summaries import add_scan_summaries
+from aipq.ip.scan_summaries import add_scan_summaries, scan_summary_bound
 from aipq.ip.transfer import TRANSFER_STRATEGIES, add_transfers
 from aipq.planner.build import build_plan
 from aipq.planner.cartesian import check_cartesian
@@ -106,7 +106,8 @@ def _stage_dag(plan: QueryPlan, table: TableShape | None, sql: str, source_name:
         plan = shape_for_table(plan, table, sql, source_name)
     dag = cut_stages(plan, finished)
     if settings.ip in TRANSFER_STRATEGIES:
-        dag = add_transfers(dag, costing.estimates.rows if costing is not None else (lambda node: None), sizes)
+        rows = costing.estimates.rows if costing is not None else (lambda node: None)
+        dag = add_transfers(dag, rows, sizes, scan_summary_bound(dag, settings.scan_summaries, sizes))
     else:
         dag = add_scan_summaries(dag, settings, sizes)
     if table is not None:

@@ -34,6 +34,18 @@ def test_q5s_region_filter_travels_forward_to_lineitem_and_back(tpch):
     assert ("lineitem", last["orders"]) in reading and ("orders", last["lineitem"]) in reading
 
 
+def test_a_pass_reads_only_tables_a_pre_pass_may_read(tpch):
+    # --scan-summaries 1 B: the bound is an eighth of lineitem, which leaves lineitem and orders out of the passes
+    settings = Settings(ip="transfer", broadcast_threshold=0, scan_summaries=1)
+    dag = plan_query(query_text(5), tpch, settings, LOCAL_FILES).dag
+    passed = {table for table, _ in passes(dag)}
+    assert passed and not passed & {"lineitem", "orders"}
+    assert {"region", "nation", "customer", "supplier"} >= passed
+    # the large tables are still probed where they are read, with the small tables' last summaries
+    probed = {t.label for t in dag.transfers if t.stage not in dag.transfer_passes}
+    assert {"lineitem", "orders"} <= probed
+
+
 def test_a_query_without_a_filter_or_a_join_has_no_schedule(tpch):
     one_table = plan_query(query_text(1), tpch, Settings(ip="transfer"), LOCAL_FILES).dag
     assert not one_table.transfer_passes and not one_table.transfers

@@ -13,7 +13,9 @@ equivalence classes; never into an outer join's preserved side or an anti join's
 safe: a pass keeps every row of its table that reaches the result (by induction over the passes), so its
 summary holds every key a result row needs.
 
-The schedule, over the tables ordered by their estimated rows after local filters:
+The schedule, over the tables ordered by their estimated rows after local filters (a pass reads only a table
+that a filtered scan's pre-pass may read, ``ip/scan_summaries.scan_summary_bound``: re-reading the largest
+tables costs as much as the query, docs/decisions.md):
 
 - forward: a table is passed when it is reduced (it has filters, or an earlier neighbour's pass is applied to
   it) and some neighbour can use its keys; its pass probes the passes of its earlier neighbours;
@@ -102,15 +104,18 @@ def admissible_edges(dag: StageDag, scans: list[Scan]) -> list[Edge]:
     return list(edges.values())
 
 
-def add_transfers(dag: StageDag, rows: Callable[[Node], float | None], sizes: Sizes) -> StageDag:
-    """``dag`` with predicate transfer's passes run first, and its schedule in ``dag.transfers``."""
+def add_transfers(dag: StageDag, rows: Callable[[Node], float | None], sizes: Sizes, max_bytes: int) -> StageDag:
+    """``dag`` with predicate transfer's passes run first, and its schedule in ``dag.transfers``. Only tables of
+    at most ``max_bytes`` are read by a pass (the bound of a filtered scan's pre-pass): a larger one is read
+    once, by the stage that joins it, where it is probed with its neighbours' last summaries."""
     scans = joined_scans(dag)
     edges = admissible_edges(dag, scans)
     if not edges:
         return dag
     order = _size_order(scans, rows, sizes)
     reduced = {id(scan) for scan in scans if scan.filters or scan.all_partitions}
-    schedule = _Schedule(order, edges, reduced, max(s.id for s in dag.stages) + 1)
+    passable = {id(scan) for scan in scans if (table_bytes(sizes, scan.table) or 0) <= max_bytes}
+    schedule = _Schedule(order, edges, reduced, passable, max(s.id for s in dag.stages) + 1)
     schedule.plan()
     if not schedule.passes:
         return dag
@@ -136,8 +141,10 @@ def _size_order(scans: list[Scan], rows: Callable[[Node], float | None], sizes: 
 class _Schedule:
     """Builds the forward and backward passes and their probes over tables in ``order``."""
 
-    def __init__(self, order: list[int], edges: list[Edge], filtered: set[int], first_stage: int):
+    def __init__(self, order: list[int], edges: list[Edge], filtered: set[int], passable: set[int],
+                 first_stage: int):
         self.order = order
+        self.passable = passable  # tables a pass may read (the others are only probed where they are read)
         self.rank = {node_id: i for i, node_id in enumerate(order)}
         self.edges = edges
         self.next_stage = first_stage
@@ -168,7 +175,7 @@ class _Schedule:
 
     def forward(self, node_id: int) -> None:
         earlier = [e for e in self.into(node_id) if self.useful(e)]
-        if not (node_id in self.filtered or earlier) or not self.out_of(node_id):
+        if node_id not in self.passable or not (node_id in self.filtered or earlier) or not self.out_of(node_id):
             return
         self.add_pass(node_id, "forward", earlier)
 
@@ -176,7 +183,8 @@ class _Schedule:
         """A second pass when a larger neighbour's pass carries filters this table's pass has not seen."""
         later = [e for e in self.into(node_id) if self.useful(e) and self.rank[e.source] > self.rank[node_id]]
         news = frozenset().union(*(self.knows[e.source] for e in later))
-        if not later or news <= self.knows.get(node_id, frozenset()) or not self.out_of(node_id):
+        if (node_id not in self.passable or not later or news <= self.knows.get(node_id, frozenset())
+                or not self.out_of(node_id)):
             return
         self.add_pass(node_id, "backward", [e for e in self.into(node_id) if self.useful(e)])
 
