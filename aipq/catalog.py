@@ -281,10 +281,8 @@ class Catalog:
             return [_entry_from_row(con, row) for row in rows]
 
     def find(self, database: str, name: str) -> TableEntry | None:
-        with self._connect() as con:
-            row = con.execute(f"SELECT {_ENTRY_COLUMNS} FROM tables WHERE database=? AND name=?",
-                              (database, name)).fetchone()
-            found = _entry_from_row(con, row) if row is not None else None
+        """The table in this catalog, else in its fallbacks (a given session's temporary views)."""
+        found = self._find_own(database, name)
         if found is not None:
             return found
         for fallback in self.fallbacks:
@@ -292,6 +290,12 @@ class Catalog:
             if found is not None:
                 return found
         return None
+
+    def _find_own(self, database: str, name: str) -> TableEntry | None:
+        with self._connect() as con:
+            row = con.execute(f"SELECT {_ENTRY_COLUMNS} FROM tables WHERE database=? AND name=?",
+                              (database, name)).fetchone()
+            return _entry_from_row(con, row) if row is not None else None
 
     def lookup(self, name: str) -> TableEntry | None:
         return self.find(*split_name(name))

@@ -95,17 +95,10 @@ class MetastoreCatalog(Catalog):
             raise ExecutionError(f"{self.described} failed while {doing}: {message}",
                                  hint="check that it runs and that this user may change it") from error
 
-    def find(self, database: str, name: str) -> TableEntry | None:
+    def _find_own(self, database: str, name: str) -> TableEntry | None:
         with self._metastore(f"looking up {database}.{name}"):
             table = jvm.metastore_table(self.spark, database, name)
-            found = None if table is None else self._entry(table)
-        if found is not None:
-            return found
-        for fallback in self.fallbacks:
-            found = fallback.find(database, name)
-            if found is not None:
-                return found
-        return None
+            return None if table is None else self._entry(table)
 
     def _entry(self, table: jvm.MetastoreTable) -> TableEntry:
         from pyspark.sql.types import StructType
