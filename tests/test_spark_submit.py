@@ -26,9 +26,9 @@ def _spark_submit() -> str:
     return str(Path(pyspark.__file__).parent / "bin" / "spark-submit")
 
 
-def _submit(home: Path, launcher: list[str], command: list[str], env: dict | None = None):
+def _submit(home: Path, launcher: list[str], command: list[str], env: dict | None = None, cwd: Path | None = None):
     return subprocess.run([_spark_submit(), *launcher, *submit_args(), "--home", str(home), *command],
-                          capture_output=True, text=True, timeout=600, env={**os.environ, **(env or {})})
+                          capture_output=True, text=True, timeout=600, env={**os.environ, **(env or {})}, cwd=cwd)
 
 
 def test_spark_submit_runs_a_query_with_the_launchers_settings(tpch, home, duck, tmp_path):
@@ -78,3 +78,13 @@ def test_spark_defaults_conf_gives_the_master_of_a_plain_aipq_command(tpch, home
                           capture_output=True, text=True, timeout=300, env={**os.environ, "SPARK_CONF_DIR": str(conf)})
     assert done.returncode == 0, done.stderr[-3000:]
     assert json.loads(report.read_text())["spark"]["master"] == "local[1]"
+
+
+def test_the_launchers_warehouse_and_catalog_settings_stand(tpch, home, tmp_path):
+    warehouse = tmp_path / "team-warehouse"
+    done = _submit(home, ["--master", "local[1]", "--conf", f"spark.sql.warehouse.dir={warehouse}",
+                          "--conf", "spark.sql.catalogImplementation=hive"],
+                   ["run", "--sql", "CREATE DATABASE IF NOT EXISTS nightly_db", "--quiet"], cwd=tmp_path)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    # Spark's embedded metastore (no URIs) made the database in the launcher's warehouse, not aipq's home
+    assert (warehouse / "nightly_db.db").is_dir()

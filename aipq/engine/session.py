@@ -123,10 +123,12 @@ def launched_by_spark_submit() -> bool:
 def _start_in_launched_jvm(settings: Settings, home: Path):
     """The session in the JVM spark-submit started: its master and settings stand unless --master or --conf say
     otherwise; JVM options and jars were fixed at launch (``aipq submit-args`` gives aipq's)."""
+    from pyspark import SparkContext
     from pyspark.sql import SparkSession
 
     from aipq.engine.jvm import aipq_classes_loaded
 
+    SparkContext._ensure_initialized()  # connected to the launcher's JVM: SparkConf() now holds its settings
     builder = SparkSession.builder
     if settings.master:
         builder = builder.master(settings.master)
