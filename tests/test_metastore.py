@@ -190,15 +190,19 @@ def test_a_workflows_tables_are_read_by_a_plain_pyspark_session(metastore, user_
     # a second run overwrites a partition; other partitions and their data stay
     script.write_text("INSERT OVERWRITE TABLE sales.by_region PARTITION (region = 3) "
                       "SELECT n_name, n_nationkey FROM sales.nation WHERE n_nationkey < 3;\n"
+                      "ALTER TABLE sales.by_region DROP PARTITION (region = 4);\n"
+                      "ALTER TABLE sales.by_region ADD PARTITION (region = 7);\n"
                       "DROP TABLE sales.nation_names;")
     done = _aipq(tmp_path / "home", "run", str(script), "--quiet", "--allow-overwrite", *metastore.confs)
     assert done.returncode == 0, done.stderr[-3000:]
     seen = metastore.pyspark("""
         result = {"rows": [list(r) for r in spark.sql(
                       "SELECT region, count(*) FROM sales.by_region GROUP BY region ORDER BY region").collect()],
+                  "partitions": [r[0] for r in spark.sql("SHOW PARTITIONS sales.by_region").collect()],
                   "tables": sorted(r.tableName for r in spark.sql("SHOW TABLES IN sales").collect())}
     """)
-    assert seen["rows"] == [[1, 5], [3, 3], [4, 5]]
+    assert seen["rows"] == [[1, 5], [3, 3]]
+    assert seen["partitions"] == ["region=1", "region=3", "region=7"]
     assert "nation_names" not in seen["tables"]
 
 

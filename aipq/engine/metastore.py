@@ -32,6 +32,7 @@ from aipq.catalog import (
     split_name,
 )
 from aipq.engine import jvm
+from aipq.engine.storage import is_local, local_path
 from aipq.errors import AipqError, ExecutionError
 
 # Spark's session setting for the metastore's URIs, and Hive's own name for it
@@ -173,14 +174,17 @@ class MetastoreCatalog(Catalog):
         """Partitions added (or moved to a new folder) and dropped, in the metastore; the data stays where it
         is (aipq moves and removes data itself)."""
         known = {p.values for p in (self._entry_partitions(entry))}
-        for partition in dropped:
-            self._sql(f"ALTER TABLE {_name(entry)} DROP IF EXISTS PARTITION ({_spec(entry, partition)})")
+        if dropped:  # one statement: the metastore drops them in one transaction
+            specs = ", ".join(f"PARTITION ({_spec(entry, p)})" for p in dropped)
+            self._sql(f"ALTER TABLE {_name(entry)} DROP IF EXISTS {specs}")
+        new = [p for p in added if p.values not in known]
+        if new:  # one statement: the metastore adds them in one transaction
+            specs = " ".join(f"PARTITION ({_spec(entry, p)}) LOCATION {_text(p.path)}" for p in new)
+            self._sql(f"ALTER TABLE {_name(entry)} ADD {specs}")
         for partition in added:
-            spec = _spec(entry, partition)
             if partition.values in known:
-                self._sql(f"ALTER TABLE {_name(entry)} PARTITION ({spec}) SET LOCATION {_text(partition.path)}")
-            else:
-                self._sql(f"ALTER TABLE {_name(entry)} ADD PARTITION ({spec}) LOCATION {_text(partition.path)}")
+                self._sql(f"ALTER TABLE {_name(entry)} PARTITION ({_spec(entry, partition)}) "
+                          f"SET LOCATION {_text(partition.path)}")
 
     def _entry_partitions(self, entry: TableEntry) -> list[Partition]:
         if not entry.partition_columns or not jvm.metastore_table(self.spark, entry.database, entry.name):
@@ -275,7 +279,8 @@ def _same_shape(existing: TableEntry, entry: TableEntry) -> bool:
 
 
 def _qualified(path: str) -> str:
-    return path if "://" in path or path.startswith("file:") else f"file:{path}"
+    """A path as the metastore gives it back (a local one as ``file:/…``), to compare with one it gave."""
+    return f"file:{local_path(path)}" if is_local(path) else path
 
 
 def _name(entry: TableEntry) -> str:
