@@ -38,6 +38,8 @@ class StatsLookup:
     column: Callable[[Scan, str], ColumnStats | None]  # by the table's column name
     stage_rows: Callable[[StageRead], float | None]
     stage_distinct: Callable[[StageRead, str], float | None]
+    # the plan of the stage a read reads (None: not known), so a column's table statistics are found through it
+    stage_plan: Callable[[StageRead], Node | None] = lambda read: None
 
 
 def _literal_value(node: exp.Expression) -> float | str | None:
@@ -106,18 +108,26 @@ class Cardinality:
 
     # ---- where a column comes from ------------------------------------------------------------------------
     def _scan_column(self, node: Node, name: str) -> tuple[Scan, str] | None:
-        """The scan and table column an internal name reads, through renames and joins."""
+        """The scan and table column an internal name reads, through renames, joins and earlier stages."""
+        found = self._scan_read(node, name)
+        return (found[0], found[1]) if found else None
+
+    def _scan_read(self, node: Node, name: str) -> tuple[Scan, str, str] | None:
+        """The scan, table column and the scan's own name for it that an internal name reads."""
         if isinstance(node, Scan):
             source = dict(node.columns + node.filter_only).get(name)
-            return (node, source) if source else None
+            return (node, source, name) if source else None
+        if isinstance(node, StageRead):
+            plan = self.lookup.stage_plan(node)
+            return self._scan_read(plan, name) if plan is not None and name in plan.output else None
         if isinstance(node, Project):
             item = dict(node.items).get(name)
             if isinstance(item, exp.Column):
-                return self._scan_column(node.child, item.name)
+                return self._scan_read(node.child, item.name)
             return None
         for child in node.children:
             if name in child.output or isinstance(child, Scan) and name in dict(child.filter_only):
-                return self._scan_column(child, name)
+                return self._scan_read(child, name)
         return None
 
     def _column_stats(self, node: Node, name: str) -> ColumnStats | None:
@@ -281,11 +291,25 @@ class Cardinality:
         low, high = (_ordered(stats.min_value), _ordered(stats.max_value)) if stats is not None else (None, None)
         if not isinstance(low, float) or not isinstance(high, float):
             return distinct
+        low, high = self._filtered_range(node, column, low, high)
         years = datetime.date.fromordinal(int(high)).year - datetime.date.fromordinal(int(low)).year + 1 \
             if 1 <= low <= high <= datetime.date.max.toordinal() else None
         if years is None:
             return distinct
         return float(years) if distinct is None else min(float(years), distinct)
+
+    def _filtered_range(self, node: Node, column: str, low: float, high: float) -> tuple[float, float]:
+        """A column's [low, high] narrowed by the range filters of the scan it is read from."""
+        found = self._scan_read(node, column)
+        if found is None:
+            return low, high
+        scan, _, name = found
+        for condition in scan.filters:
+            for part in conjuncts(condition):
+                bound = _bound(part)
+                if bound is not None and bound[0] == name:
+                    low, high = _tighter(low, bound[1], max), _tighter(high, bound[2], min)
+        return low, high
 
     # ---- filters -------------------------------------------------------------------------------------------
     def selectivity(self, node: Node, condition: exp.Expression) -> float:

@@ -137,7 +137,8 @@ class EdgeEstimator:
         self.pruning: Pruning = NO_PRUNING
         self.cardinality = Cardinality(StatsLookup(
             table_rows=lambda scan: self._table_rows(scan)[0], column=self._column_stats,
-            stage_rows=self._stage_rows, stage_distinct=self._stage_distinct))
+            stage_rows=self._stage_rows, stage_distinct=self._stage_distinct,
+            stage_plan=lambda read: self.dag.stage(read.stage_id).plan))
 
     def _files(self, path: str) -> DataFiles:
         return self.known.files(path)

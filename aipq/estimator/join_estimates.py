@@ -87,7 +87,8 @@ class JoinEstimates:
         self.footers = footers  # a table without statistics: what its files' footers tell
         self._footers: dict[str, TableFooters | None] = {}  # by table path: each table's footers read once
         self.cardinality = Cardinality(StatsLookup(table_rows=self._table_rows, column=self._column,
-                                                   stage_rows=self._stage_rows, stage_distinct=self._stage_distinct))
+                                                   stage_rows=self._stage_rows, stage_distinct=self._stage_distinct,
+                                                   stage_plan=self._stage_plan))
 
     def _stage_rows(self, read: StageRead) -> float | None:
         """An earlier stage's output: its rows when it has run, else its own plan's estimate (a stage reads only
@@ -102,6 +103,9 @@ class JoinEstimates:
         assert self.dag is not None
         known = self.tables.stage_rows(self.dag, stage_id)
         return known if known is not None else self.cardinality.rows(self.dag.stage(stage_id).plan)
+
+    def _stage_plan(self, read: StageRead) -> Node | None:
+        return self.dag.stage(read.stage_id).plan if self.dag is not None else None
 
     def _stage_distinct(self, read: StageRead, column: str) -> float | None:
         if (read.stage_id, column) in self.measured_distinct:
