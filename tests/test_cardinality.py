@@ -20,6 +20,9 @@ TABLES = {
                        "p_name": (199_000, None, None)}),
     "orders": (1_500_000, {"o_orderkey": (1_500_000, "1", "6000000"),
                            "o_orderdate": (2_406, "1992-01-01", "1998-08-02")}),
+    "customer": (150_000, {"c_custkey": (150_000, "1", "150000"), "c_nationkey": (25, "0", "24"),
+                           "c_phone": (150_000, None, None)}),
+    "buyers": (1_500_000, {"b_custkey": (100_000, "1", "149999")}),  # orders' customers: two in three have some
 }
 
 
@@ -95,6 +98,25 @@ def test_semi_and_anti_joins_keep_the_matched_and_unmatched_shares():
     assert cardinality.rows(conditioned) == pytest.approx(6_000_000 * (1 - DEFAULT_OTHER))
     found = Join(lineitem, orders, "semi", ("l_orderkey",), ("o_orderkey",), residual=other)
     assert cardinality.rows(found) == pytest.approx(6_000_000 * kept / 1_500_000 * DEFAULT_OTHER, rel=1e-3)
+
+
+def test_a_filtered_sides_keys_match_as_often_as_the_other_side_covers_their_domain():
+    """TPC-H Q22's customers with no orders: a filter on customer keeps customers at random, so a third of them
+    still have no orders (containment took the 6,000 kept keys to be among orders' 100,000: 0 rows)."""
+    cardinality = Cardinality(lookup())
+    nation = scan("customer", "c_nationkey = 1")
+    anti = Join(nation, scan("buyers"), "anti", ("c_custkey",), ("b_custkey",))
+    assert cardinality.rows(anti) == pytest.approx(6_000 * (1 - 100_000 / 150_000), rel=1e-6)
+    unfiltered = Join(scan("customer"), scan("buyers"), "anti", ("c_custkey",), ("b_custkey",))
+    assert cardinality.rows(unfiltered) == pytest.approx(50_000, rel=1e-6)
+
+
+def test_an_expression_a_filter_lists_values_of_has_that_many_groups():
+    """Q22's country codes: ``SUBSTRING(c_phone, 1, 2) IN (seven codes)`` leaves seven groups, not a group per
+    phone number."""
+    codes = scan("customer", "SUBSTRING(c_phone, 1, 2) IN ('13', '31', '23')")
+    groups = Aggregate(codes, (("code", sqlglot.parse_one("SUBSTRING(c_phone, 1, 2)")),), ())
+    assert Cardinality(lookup()).rows(groups) == 3
 
 
 def test_what_reaches_the_shuffle_after_a_map_side_join():
