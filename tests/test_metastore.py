@@ -296,3 +296,19 @@ def test_a_teams_text_tables_views_and_partitioned_tables_are_read_from_the_meta
 
 def duckdb_rows(path: Path) -> list[tuple]:
     return oracle_connection().execute(f"SELECT * FROM read_parquet('{path}')").fetchall()
+
+
+def test_generated_and_added_tables_are_registered_in_the_metastore(metastore, user_tables, tmp_path):
+    home = tmp_path / "home"
+    generated = _aipq(home, "tpch", "gen", "--sf", "0.01", "--database", "generated", *metastore.confs)
+    assert generated.returncode == 0, generated.stderr[-3000:]
+    added = _aipq(home, "table", "add", "generated.extra", str(user_tables / "region.parquet"), *metastore.confs)
+    assert added.returncode == 0, added.stderr[-3000:]
+    seen = metastore.pyspark("""
+        result = {"tables": sorted(r.tableName for r in spark.sql("SHOW TABLES IN generated").collect()),
+                  "regions": spark.sql("SELECT count(*) FROM generated.extra").collect()[0][0]}
+    """)
+    assert seen == {"tables": sorted([*TPCH_TABLES, "extra"]), "regions": 5}
+    dropped = _aipq(home, "table", "drop", "generated.extra", *metastore.confs)
+    assert dropped.returncode == 0, dropped.stderr[-3000:]
+    assert (user_tables / "region.parquet").exists()  # an external table's data stays

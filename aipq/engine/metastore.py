@@ -112,14 +112,14 @@ class MetastoreCatalog(Catalog):
         if fmt is None or table.table_type == "VIEW":  # a view, or a SerDe aipq cannot read: Spark reads it by name
             return TableEntry(table.database, table.name, f"{SPARK_CATALOG_PREFIX}{table.database}.{table.name}",
                               "spark", columns, options, source="spark")
-        partitions = ()
-        if partitioning:
-            partitions = tuple(sorted(
-                (Partition(tuple(_partition_value(spec, c) for c in partitioning), location)
-                 for spec, location in jvm.metastore_partitions(self.spark, table.database, table.name)),
-                key=lambda p: tuple((v is None, v or "") for v in p.values)))
+        partitions = self._partitions(table, partitioning) if partitioning else ()
         return TableEntry(table.database, table.name, table.location, fmt, columns, (*format_options, *options),
                           partition_columns=partitioning, partitions=partitions)
+
+    def _partitions(self, table: jvm.MetastoreTable, columns: tuple[str, ...]) -> tuple[Partition, ...]:
+        found = (Partition(tuple(_partition_value(spec, c) for c in columns), location)
+                 for spec, location in jvm.metastore_partitions(self.spark, table.database, table.name))
+        return tuple(sorted(found, key=lambda p: tuple((v is None, v or "") for v in p.values)))
 
     def register(self, entry: TableEntry) -> bool:
         """Create the table (EXTERNAL, at ``entry.path``), or point the existing one at its new data."""
@@ -127,9 +127,9 @@ class MetastoreCatalog(Catalog):
             current = jvm.metastore_table(self.spark, entry.database, entry.name)
             existing = None if current is None else self._entry(current)
             if existing is not None and _same_shape(existing, entry):
-                if existing.path != entry.path and _qualified(existing.path) != _qualified(entry.path):
+                if _qualified(existing.path) != _qualified(entry.path):
                     self._sql(f"ALTER TABLE {_name(entry)} SET LOCATION {_text(entry.path)}")
-                self._reconcile_partitions(entry, existing)
+                self._reconcile_partitions(entry, _locations(existing))
                 return True
             if existing is not None:
                 self._sql(f"DROP TABLE {_name(entry)}")
@@ -153,44 +153,39 @@ class MetastoreCatalog(Catalog):
         if properties:
             text += f" TBLPROPERTIES ({_pairs(properties)})"
         self._sql(text)
-        self._reconcile_partitions(entry, None)
+        self._reconcile_partitions(entry, {})
 
-    def _reconcile_partitions(self, entry: TableEntry, existing: TableEntry | None) -> None:
-        before = {p.values: _qualified(p.path) for p in existing.partitions} if existing is not None else {}
-        after = {p.values: _qualified(p.path) for p in entry.partitions}
-        self._change_partitions(entry, [Partition(v, p) for v, p in after.items() if before.get(v) != p],
-                                [Partition(v, p) for v, p in before.items() if v not in after])
+    def _reconcile_partitions(self, entry: TableEntry, current: dict[tuple, str]) -> None:
+        """The metastore's partitions (``current``: values → location) made those of ``entry``."""
+        after = _locations(entry)
+        added = [p for p in entry.partitions if current.get(p.values) != after[p.values]]
+        self._change_partitions(entry, current, added,
+                                [Partition(v, path) for v, path in current.items() if v not in after])
 
     def set_partitions(self, name: str, added: tuple[Partition, ...] = (), dropped: tuple[Partition, ...] = ()) -> None:
         with self._metastore(f"changing the partitions of {name}"):
             entry = self.lookup(name)
             if entry is None:
                 raise ExecutionError(f"table {name} is gone from {self.described}", hint="another run dropped it")
-            known = {p.values: _qualified(p.path) for p in entry.partitions}
-            self._change_partitions(entry, [p for p in added if known.get(p.values) != _qualified(p.path)],
+            current = _locations(entry)
+            self._change_partitions(entry, current, [p for p in added if current.get(p.values) != _qualified(p.path)],
                                     list(dropped))
 
-    def _change_partitions(self, entry: TableEntry, added: list[Partition], dropped: list[Partition]) -> None:
-        """Partitions added (or moved to a new folder) and dropped, in the metastore; the data stays where it
-        is (aipq moves and removes data itself)."""
-        known = {p.values for p in (self._entry_partitions(entry))}
+    def _change_partitions(self, entry: TableEntry, current: dict[tuple, str], added: list[Partition],
+                           dropped: list[Partition]) -> None:
+        """Partitions added (or moved to a new folder) and dropped, in the metastore, which has ``current``; the
+        data stays where it is (aipq moves and removes data itself)."""
         if dropped:  # one statement: the metastore drops them in one transaction
             specs = ", ".join(f"PARTITION ({_spec(entry, p)})" for p in dropped)
             self._sql(f"ALTER TABLE {_name(entry)} DROP IF EXISTS {specs}")
-        new = [p for p in added if p.values not in known]
+        new = [p for p in added if p.values not in current]
         if new:  # one statement: the metastore adds them in one transaction
             specs = " ".join(f"PARTITION ({_spec(entry, p)}) LOCATION {_text(p.path)}" for p in new)
             self._sql(f"ALTER TABLE {_name(entry)} ADD {specs}")
         for partition in added:
-            if partition.values in known:
+            if partition.values in current:
                 self._sql(f"ALTER TABLE {_name(entry)} PARTITION ({_spec(entry, partition)}) "
                           f"SET LOCATION {_text(partition.path)}")
-
-    def _entry_partitions(self, entry: TableEntry) -> list[Partition]:
-        if not entry.partition_columns or not jvm.metastore_table(self.spark, entry.database, entry.name):
-            return []
-        return [Partition(tuple(_partition_value(spec, c) for c in entry.partition_columns), location)
-                for spec, location in jvm.metastore_partitions(self.spark, entry.database, entry.name)]
 
     def drop(self, name: str) -> bool:
         database, table = split_name(name)
@@ -276,6 +271,11 @@ def _partition_value(spec: dict[str, str], column: str) -> str | None:
 def _same_shape(existing: TableEntry, entry: TableEntry) -> bool:
     return (existing.columns == entry.columns and existing.format == entry.format
             and existing.partition_columns == entry.partition_columns)
+
+
+def _locations(entry: TableEntry) -> dict[tuple, str]:
+    """A table's partitions: values → location, as the metastore gives locations back."""
+    return {p.values: _qualified(p.path) for p in entry.partitions}
 
 
 def _qualified(path: str) -> str:

@@ -205,8 +205,8 @@ class Cardinality:
         """The share of one side's rows whose key the other side has, the most selective key pair: NDV_other over
         the keys' domain (the larger of the two columns' distinct values in their whole tables), each side's
         filters taken as independent of the other's keys; without both tables' statistics, NDV_other / NDV_this
-        (the containment assumption, which takes a filtered side's keys to be among the other's: TPC-H Q22's
-        customers of seven country codes then all had orders, 0 rows for 14,086)."""
+        (the containment assumption, which takes a filtered side's keys to be all among the other's;
+        docs/decisions.md)."""
         this, other = (join.left, join.right) if side == "left" else (join.right, join.left)
         these, others = (join.left_keys, join.right_keys) if side == "left" else (join.right_keys, join.left_keys)
         this_rows, other_rows = self.rows(this), self.rows(other)

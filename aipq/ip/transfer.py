@@ -114,7 +114,7 @@ def add_transfers(dag: StageDag, rows: Callable[[Node], float | None], sizes: Si
         return dag
     order = _size_order(scans, rows, sizes)
     reduced = {id(scan) for scan in scans if scan.filters or scan.all_partitions}
-    passable = {id(scan) for scan in scans if (table_bytes(sizes, scan.table) or 0) <= max_bytes}
+    passable = {id(scan) for scan in scans if _within(table_bytes(sizes, scan.table), max_bytes)}
     schedule = _Schedule(order, edges, reduced, passable, max(s.id for s in dag.stages) + 1)
     schedule.plan()
     if not schedule.passes:
@@ -125,6 +125,11 @@ def add_transfers(dag: StageDag, rows: Callable[[Node], float | None], sizes: Si
     return replace(new, transfers=tuple(schedule.transfers),
                    transfer_passes={stage_id: phase for stage_id, _, phase in schedule.passes},
                    scan_sources={node_id: stage_id for node_id, stage_id in schedule.last.items()})
+
+
+def _within(size: int | None, max_bytes: int) -> bool:
+    """Whether a pass may read a table of ``size`` bytes (one of unknown size is not read twice)."""
+    return size is not None and size <= max_bytes
 
 
 def _size_order(scans: list[Scan], rows: Callable[[Node], float | None], sizes: Sizes) -> list[int]:
