@@ -106,8 +106,11 @@ def _stage_dag(plan: QueryPlan, table: TableShape | None, sql: str, source_name:
         plan = shape_for_table(plan, table, sql, source_name)
     dag = cut_stages(plan, finished)
     if settings.ip in TRANSFER_STRATEGIES:
-        rows = costing.estimates.rows if costing is not None else (lambda node: None)
-        dag = add_transfers(dag, rows, sizes, scan_summary_bound(dag, settings.scan_summaries, sizes))
+        bound = scan_summary_bound(dag, settings.scan_summaries, sizes)
+        if costing is not None:
+            dag = add_transfers(dag, costing.estimates.rows, sizes, bound, costing.estimates.distinct)
+        else:
+            dag = add_transfers(dag, lambda node: None, sizes, bound)
     else:
         dag = add_scan_summaries(dag, settings, sizes)
     if table is not None:

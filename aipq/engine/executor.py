@@ -27,12 +27,20 @@ from aipq.engine.stage_job import Fused, StageJob, StageRunner, output_is_read
 from aipq.engine.statistics import StatisticsCollector
 from aipq.engine.storage import join
 from aipq.engine.summaries import SummaryStore
+from aipq.engine.transfer_job import MAX_NESTED_PASSES, TransferJob
 from aipq.engine.work_dirs import new_work_dir, remove_work_dir
 from aipq.estimator.edge_inputs import RunState, SessionFacts, adaptive_estimator
 from aipq.files import FileSource, Sizes
 from aipq.ip import staging
 from aipq.ip.candidates import distinct_bound
-from aipq.ip.planner import IpPlanner, StageDecisions, Strategy, drops_output_rows, keeping_output_exact
+from aipq.ip.planner import (
+    IpPlanner,
+    PredicateTransfer,
+    StageDecisions,
+    Strategy,
+    drops_output_rows,
+    keeping_output_exact,
+)
 from aipq.planner import reducers
 from aipq.planner.logical import Join, Node
 from aipq.planner.physical import measured_broadcasts
@@ -130,6 +138,7 @@ class DagRun:
     sizes: Sizes  # base tables' bytes, looked up once
     cores: int  # the fewest reduce tasks Hive's rule gives a stage (the session's cores)
     ip: IpPlanner | None = None
+    transfer: TransferJob | None = None  # predicate transfer's passes, run together in one job
     written: dict[int, int] = field(default_factory=dict)  # stage id → rows it wrote (the estimator reads it)
     bytes_written: dict[int, int] = field(default_factory=dict)  # stage id → bytes (what Hive's rule reads)
     fused_into: dict[int, list[Fused]] = field(default_factory=dict)  # consumer id → stages fused into its job
@@ -155,6 +164,8 @@ class DagRun:
                   cores=spark.sparkContext.defaultParallelism if settings.reducer_bytes > 0
                   else settings.shuffle_partitions)
         run.ip = run.information_passing(dag)
+        if dag.transfer_passes and _passes_in_one_job(run.ip.strategy, options):
+            run.transfer = TransferJob(run.runner, f"aipq-{run_id}-transfer")
         return run
 
     @property
@@ -223,6 +234,26 @@ def _run_stages(run: DagRun) -> None:
 
 
 # ---- the pipeline: each step returns whether the stage goes on to the next ------------------------------------
+def run_transfer_passes(run: DagRun, step: StageStep) -> bool:
+    """Before the first stage that is not a predicate transfer pass, the passes gathered so far run as one job."""
+    transfer = run.transfer
+    if transfer is None or not transfer.pending or step.stage.id in run.dag.transfer_passes:
+        return True
+    _record_transfer_passes(run, transfer)
+    return True
+
+
+def _record_transfer_passes(run: DagRun, transfer: TransferJob) -> None:
+    for metrics in transfer.run():
+        run.written[metrics.stage_id] = metrics.rows_written
+        run.bytes_written[metrics.stage_id] = 0
+        if run.statistics is not None:
+            run.statistics.stage_finished(run.dag.stage(metrics.stage_id), metrics.decisions, {},
+                                          metrics.rows_written, 0)
+        run.record.stages.append(metrics)
+        run.options.listener.stage_finished(metrics)
+
+
 def decide(run: DagRun, step: StageStep) -> bool:
     """The summaries the stage builds and uses (Algorithms 1-2); a summary pre-pass none wants is done."""
     stage, statistics, ip = step.stage, run.statistics, run.ip
@@ -241,6 +272,17 @@ def decide(run: DagRun, step: StageStep) -> bool:
         return False  # a summary pre-pass whose summaries no edge wants, or built before a re-plan
     step.inputs = run.fused_into.pop(stage.id, [])
     return True
+
+
+def gather_transfer_pass(run: DagRun, step: StageStep) -> bool:
+    """A predicate transfer pass waits to run in one job with the others (``run_transfer_passes``)."""
+    if run.transfer is None or step.stage.id not in run.dag.transfer_passes:
+        return True
+    assert step.decisions is not None
+    if run.transfer.nested(step.decisions) > MAX_NESTED_PASSES:
+        _record_transfer_passes(run, run.transfer)
+    run.transfer.add(step.stage, step.decisions, step.decision_seconds)
+    return False
 
 
 def serve_from_cache(run: DagRun, step: StageStep) -> bool:
@@ -381,11 +423,18 @@ def replan(run: DagRun, step: StageStep) -> bool:
 
 
 STAGE_STEPS: tuple[Callable[[DagRun, StageStep], bool], ...] = (
-    decide, serve_from_cache, choose_staging, fuse, run_job, keep, record, replan,
+    run_transfer_passes, decide, gather_transfer_pass, serve_from_cache, choose_staging, fuse, run_job, keep, record,
+    replan,
 )
 
 
 # ---- helpers of the steps ---------------------------------------------------------------------------------------
+def _passes_in_one_job(strategy: Strategy, options: RunOptions) -> bool:
+    """Whether predicate transfer's passes run in one job: Bloom filters only (the oracle's exact key sets are
+    written outputs), and not under --analyze, which measures each pass's false positives from its output."""
+    return isinstance(strategy, PredicateTransfer) and strategy.kind == "bloom" and not options.analyze
+
+
 def _reduce_tasks(run: DagRun, stage: Stage) -> int:
     input_bytes = reducers.stage_input_bytes(stage, run.bytes_written.get, run.sizes)
     return reducers.reduce_tasks(run.settings, input_bytes, run.cores)

@@ -93,12 +93,15 @@ class BuiltSummary:
     # a predicate Spark pushes into the scan, so parquet skips row groups whose statistics lie outside it
     low: object = None
     high: object = None
+    # a predicate transfer pass not yet run (``engine/transfer_job.py``): its filter as a scalar subquery column,
+    # which later passes of the same job probe with
+    pending: Column | None = field(default=None, repr=False)
 
     def info(self) -> BuiltInfo:
         return BuiltInfo(self.kind, self.size_bytes, self.items, self.sketch)  # type: ignore[arg-type]
 
     def metadata(self) -> dict:
-        data = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("payload", "sketch")}
+        data = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("payload", "sketch", "pending")}
         data["hash"] = "xxhash64 (integral keys as BIGINT)" if self.kind != "exact" else None
         data["low"], data["high"] = (None if v is None else str(v) for v in (self.low, self.high))
         return data
@@ -194,6 +197,15 @@ class SummaryStore:
             elif build.kind == "hash-list":
                 columns.append(F.collect_set(hashed).alias(f"ip_{i}"))
         return columns
+
+    def pend(self, df: DataFrame, builds: list[SummaryBuild], aggregate: Column) -> None:
+        """Register ``builds`` as summaries to come: ``aggregate`` (a scalar subquery of the struct of
+        ``build_columns``) will hold them, and probes read them from it until ``collect`` stores them."""
+        for i, build in enumerate(builds):
+            self.built[build.key] = BuiltSummary(
+                build.stage, build.column, build.kind, key_family(df.schema[build.column].dataType),
+                size_bytes=(build.bits or 0) // 8 + BLOOM_HEADER_BYTES, bits=build.bits,
+                expected_items=build.expected_items, pending=aggregate.getField(f"ip_{i}"))
 
     @staticmethod
     def jvm_resident(builds: list[SummaryBuild]) -> list[str]:
@@ -356,6 +368,8 @@ class SummaryStore:
                record: ProbeRecord | None = None) -> DataFrame:
         """``df`` probed with ``summary``; with a ``mark``, as a filter whose rows Spark's metrics count; with a
         ``record``, behind a probe gate (``jvm.probe_gate``) whose tally the record keeps."""
+        if summary.pending is not None:
+            return df.filter(self._pending_condition(df, column, summary, mark, record))
         if summary.kind in ("bloom", "hash-list"):
             if summary.low is not None and summary.high is not None and _has_range(df, column):
                 key = F.col(quoted(column))
@@ -371,6 +385,15 @@ class SummaryStore:
         if summary.family == "integral":
             left, right = left.cast("bigint"), right.cast("bigint")
         return df.join(F.broadcast(keys), left == right, "left_semi")
+
+    def _pending_condition(self, df: DataFrame, column: str, summary: BuiltSummary, mark: int | None,
+                           record: ProbeRecord | None) -> Column:
+        """A probe of a pass not yet run: its filter read from its scalar subquery. Not its key range: that would
+        be two more subqueries, each planned with the whole of the pass's plan."""
+        condition = jvm.might_contain_column(self.spark, summary.pending, hashed_key(df, column))
+        if record is not None and self.min_rejection > 0:
+            condition, record.gate = jvm.probe_gate(self.spark, condition, GATE_WINDOW_ROWS, self.min_rejection)
+        return condition if mark is None else jvm.counted_filter(condition, mark)
 
     def _condition(self, df: DataFrame, column: str, summary: BuiltSummary) -> Column:
         if summary.kind == "hash-list":

@@ -39,6 +39,9 @@ MIN_BLOOM_BITS = 1 << 16
 # Auto-sized filters stop here unless --bloom-size says otherwise: the distinct-key bounds available before a
 # stage runs (input row counts) are loose, and Spark's runtime filters use the same 1 MB default.
 AUTO_BLOOM_CAP_BYTES = 1024 * 1024
+# A predicate transfer pass's filter holds room for this many times the keys it is estimated to hold: its
+# estimate is an upper bound where the statistics hold, and an underestimate costs precision, never rows.
+TRANSFER_KEY_MARGIN = 2
 # Spark's serialized Bloom filter: its bits plus at most this header (version, hash functions, word count)
 BLOOM_HEADER_BYTES = 16
 
@@ -330,6 +333,15 @@ class PredicateTransfer(Always):
     summaries of its join keys; no stage output builds one."""
 
     name = "transfer"
+
+    def filter_bits(self, planner, stage, column):
+        """Sized for the keys the pass is estimated to hold (``dag.transfer_keys``), with room for twice as many;
+        the planner's sizing by the table's rows where the estimates are unknown or --bloom-size is set."""
+        keys = planner.dag.transfer_keys.get((stage.id, column))
+        if planner.settings.bloom_size > 0 or keys is None:
+            return None
+        cap = min(planner.settings.alpha, AUTO_BLOOM_CAP_BYTES)
+        return bloom_bits(math.ceil(keys * TRANSFER_KEY_MARGIN), planner.settings.bloom_fpp, cap)
 
     def creation(self, planner, stage):
         columns = sorted({c.column for c in planner.candidates if c.producer == stage.id})

@@ -1,0 +1,108 @@
+"""Predicate transfer's passes (``ip/transfer.py``) run as one Spark job instead of one job each.
+
+Each pass is compiled as a DataFrame whose probes read the Bloom filters of earlier passes as scalar subqueries,
+as Spark's own runtime filters read theirs, and its summaries (Bloom filter, key range, key sketch, rows) as one
+aggregate over it, itself a scalar subquery. One action selects every pass's aggregate: Spark runs the
+subqueries on its own threads, each pass once (a subquery met again is reused), and Python waits for one round
+trip where it waited for one job per pass. The reading stages then probe with the filters as built, exactly as
+after passes run one by one."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+from aipq.engine import jvm
+from aipq.engine.records import StageMetrics
+from aipq.engine.session import sql_conf
+from aipq.engine.stage_job import StageRunner, spark_error
+from aipq.engine.summaries import ProbeRecord
+from aipq.errors import AipqError
+from aipq.ip.planner import StageDecisions
+from aipq.planner.stages import Stage
+
+
+@dataclass
+class PendingPass:
+    """A pass compiled but not yet run: its frame, and its summaries' aggregate as a scalar subquery."""
+
+    stage: Stage
+    decisions: StageDecisions
+    frame: DataFrame
+    aggregate: Column
+    probes: list[ProbeRecord]
+    decision_seconds: float
+    nested: int  # the passes its plan holds, itself and those whose subqueries it probes, counted as a tree
+
+
+# The most passes one pass's plan may hold, counted as a tree (a pass probed twice counted twice): Spark copies
+# a subquery's plan into each place that reads it before reusing it, so plans that nest further grow as a tree
+# of the schedule does and exhaust the driver's memory; beyond it, the passes so far run first and the pass
+# probes their filters as built.
+MAX_NESTED_PASSES = 6
+
+
+class TransferJob:
+    """The passes of one run's transfer schedule, gathered until a stage that is not a pass needs their
+    summaries."""
+
+    def __init__(self, runner: StageRunner, group: str):
+        self.runner = runner
+        self.group = group  # the Spark job group the passes' job runs under
+        self.pending: list[PendingPass] = []
+
+    def nested(self, decisions: StageDecisions) -> int:
+        """The passes a pass's plan would hold with the pending passes it probes (``MAX_NESTED_PASSES``)."""
+        probed = {use.producer for use in decisions.uses}
+        return 1 + sum(p.nested for p in self.pending if p.stage.id in probed)
+
+    def add(self, stage: Stage, decisions: StageDecisions, decision_seconds: float) -> None:
+        """Compile a pass; its summaries become pending ones that later passes probe as subqueries."""
+        runner, probes, nested = self.runner, [], self.nested(decisions)
+        try:
+            frame = runner.frame(stage, decisions, probes, self.group, statistics=None)
+        finally:
+            runner.reset_hooks()
+        columns = [F.count(F.lit(1)).alias("rows"), *runner.store.build_columns(frame, decisions.builds, {})]
+        aggregate = frame.agg(F.struct(*columns).alias("built")).scalar()
+        runner.store.pend(frame, decisions.builds, aggregate)
+        self.pending.append(PendingPass(stage, decisions, frame, aggregate, probes, decision_seconds, nested))
+
+    def run(self) -> list[StageMetrics]:
+        """Every pending pass in one action; each pass's metrics (the job's time on the first of them)."""
+        passes, self.pending = self.pending, []
+        spark = self.runner.spark
+        sc = spark.sparkContext
+        sc.setJobGroup(self.group, "aipq predicate transfer passes", interruptOnCancel=True)
+        started = time.perf_counter()
+        try:
+            with sql_conf(spark, {"spark.sql.adaptive.enabled": "false"}):
+                row = spark.range(1).select(*[p.aggregate.alias(f"pass_{i}") for i, p in enumerate(passes)]).first()
+        except AipqError:
+            raise
+        except Exception as error:
+            raise spark_error(error, f"predicate transfer passes ({', '.join(p.stage.name for p in passes)})") \
+                from error
+        finally:
+            sc.setLocalProperty("spark.jobGroup.id", None)
+        seconds = time.perf_counter() - started
+        marks = [probe.mark for p in passes for probe in p.probes if probe.mark is not None]
+        counts = jvm.filter_row_counts(spark, self.group, marks) if marks else {}
+        figures = jvm.job_group_figures(spark, self.group)
+        metrics = []
+        for i, done in enumerate(passes):
+            values = row[f"pass_{i}"].asDict()
+            self.runner.store.collect(done.frame, done.decisions.builds, None, values, {})
+            for probe in done.probes:
+                probe.finish(counts)
+            first = i == 0
+            metrics.append(StageMetrics(
+                done.stage.id, done.stage.operator, seconds if first else 0.0, int(values["rows"]), 0,
+                figures if first else type(figures)(), [self.runner.store.built[b.key] for b in done.decisions.builds],
+                done.probes, done.decisions, done.decision_seconds, materialized=False,
+                staging="predicate transfer: every pass in one Spark job" + ("" if first else
+                                                                               f" (timed on {passes[0].stage.name})")))
+        return metrics
