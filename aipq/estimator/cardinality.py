@@ -405,9 +405,10 @@ class Cardinality:
     def _aggregate_selectivity(self, node: Aggregate, condition: exp.Expression, column: str,
                                other: exp.Expression | None) -> float:
         """HAVING ``agg op value``: the share of groups whose aggregate passes, taking a group's rows as
-        independent draws spread evenly over the column's [min, max] (a COUNT: as many rows as the mean group
-        size, give or take its square root), so a SUM or COUNT over ``n`` rows is about normal with n times the
-        mean and variance, an AVG with the mean and 1/n of the variance."""
+        independent draws spread evenly over the column's [min, max], and its number of rows as the mean group
+        size ``n`` give or take its square root (a Poisson count), so a COUNT is about normal with mean and
+        variance n, a SUM with n times the mean and n times the mean square (the variance of a sum of a random
+        number of draws), an AVG with the mean and 1/n of the variance."""
         value = _literal_value(other) if other is not None else None
         size = self._group_size(node)
         moments = self._aggregate_moments(node, dict(node.aggregates)[column], size)
@@ -436,7 +437,7 @@ class Cardinality:
             return None
         mean, variance = (low + high) / 2.0, (high - low) ** 2 / 12.0
         if isinstance(aggregate, exp.Sum):
-            return size * mean, size * variance
+            return size * mean, size * (variance + mean ** 2)
         return mean, variance / size
 
     def conjunction(self, node: Node, parts: list[exp.Expression]) -> float:
