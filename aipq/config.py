@@ -226,6 +226,13 @@ KNOBS: tuple[Knob, ...] = (
          "--scan-summaries", "size", low=0, shown="64MB",
          help="Filtered tables of at most SIZE (or an eighth of the query's largest table) may summarize their "
               "join keys in a pre-pass (always, oracle, adaptive); 0 = stage outputs only."),
+    Knob("scan_reach", 1, "A small table with no filter of its own that a filtered table's keys reach through "
+         "at most this many joins (nation's through supplier in TPC-H Q21; region's through nation and customer "
+         "in Q5 is two) may summarize its join keys in a pre-pass too: it reads the table semi-joined with the "
+         "filtered ones (strategies 'always', 'oracle' and 'adaptive'). 0: filtered tables only.",
+         "--scan-reach", "int", low=0, high=4,
+         help="Small tables a filtered table's keys reach through at most N joins summarize their keys in a "
+              "pre-pass too; 0 = filtered tables only."),
     Knob("stats_lg_k", 12, "HyperLogLog precision: log2 of the sketch's buckets (4–21); the relative standard "
          "error is 1.04/sqrt(2^lg_k), 1.6 % at 12 (Spark's default).",
          "--stats-lg-k", "int", low=4, high=21,
@@ -301,6 +308,7 @@ class Settings:
     bloom_fpp: float = default_of("bloom_fpp")
     statistics: str = default_of("statistics")
     scan_summaries: int = default_of("scan_summaries")
+    scan_reach: int = default_of("scan_reach")
     stats_lg_k: int = default_of("stats_lg_k")
     stats_columns: tuple[str, ...] = default_of("stats_columns")
     cartesian: str = default_of("cartesian")

@@ -16,6 +16,7 @@ from aipq.engine.work_dirs import remove_work_dir
 from aipq.estimator.edge_inputs import feeds_shuffle
 from aipq.ip.candidates import find_candidates
 from aipq.pipeline import plan_query
+from aipq.planner.logical import Join, Scan
 from aipq.planner.stages import StageRead
 from aipq.tpch.queries import query_text
 
@@ -27,7 +28,7 @@ def scan_stages(dag):
 
 
 def test_q9s_green_parts_summarize_their_keys_for_the_first_join(tpch):
-    dag = plan_query(query_text(9), tpch, Settings(ip="adaptive", **REPARTITION), LOCAL_FILES).dag
+    dag = plan_query(query_text(9), tpch, Settings(ip="adaptive", scan_reach=0, **REPARTITION), LOCAL_FILES).dag
     [scan] = scan_stages(dag)
     assert dag.stages[0] is scan  # before every stage that could use it
     assert scan.tables == ("default.part",) and scan.output_columns == ("p_partkey",)
@@ -37,12 +38,44 @@ def test_q9s_green_parts_summarize_their_keys_for_the_first_join(tpch):
         (first_join.id, "lineitem", "l_partkey", "filtered-scan")]
 
 
+def test_q21s_nation_filter_reaches_lineitem_through_supplier(tpch):
+    """Q21 keeps one nation's suppliers; lineitem l1 joins supplier, not nation. supplier semi-joined with the
+    filtered nation summarizes s_suppkey, which may prune l1 before the semi and anti joins shuffle it."""
+    # --scan-summaries 1 B: the bound is an eighth of lineitem, as at any scale where 64 MB is less
+    dag = plan_query(query_text(21), tpch, Settings(ip="adaptive", scan_summaries=1, **REPARTITION), LOCAL_FILES).dag
+    [supplier] = [s for s in scan_stages(dag) if s.tables == ("default.supplier",)]
+    semi = [n for n in supplier.plan.walk() if isinstance(n, Join)]
+    assert [(j.kind, j.physical, j.left_keys, j.right_keys) for j in semi] == [
+        ("semi", "broadcast", ("s_nationkey",), ("n_nationkey",))]
+    nation = [n for n in supplier.plan.walk() if isinstance(n, Scan) and n.table.name == "nation"]
+    assert nation[0].filters and id(nation[0]) not in dag.scan_sources  # a copy, not the query's own scan
+    targets = {(c.target.label, c.target.column) for c in find_candidates(dag) if c.producer == supplier.id}
+    assert ("lineitem l1", "l_suppkey") in targets
+    # --scan-reach 0: filtered tables only
+    none = plan_query(query_text(21), tpch, Settings(ip="adaptive", scan_summaries=1, scan_reach=0, **REPARTITION),
+                      LOCAL_FILES).dag
+    assert all(s.tables != ("default.supplier",) for s in scan_stages(none))
+
+
+def test_a_filter_reaches_two_joins_away_and_no_further(tpch):
+    """Q5: region's filter reaches nation (one join) and customer and supplier through nation (two); each
+    pre-pass semi-joins its table with a copy of the reduced table it is reached from."""
+    dag = plan_query(query_text(5), tpch, Settings(ip="adaptive", scan_summaries=1, scan_reach=2, **REPARTITION),
+                     LOCAL_FILES).dag
+    depth = {s.tables[0].split(".")[1]: sum(isinstance(n, Join) for n in s.plan.walk()) for s in scan_stages(dag)}
+    assert depth["region"] == 0 and depth["nation"] == 1 and depth["customer"] == depth["supplier"] == 2
+    one = plan_query(query_text(5), tpch, Settings(ip="adaptive", scan_summaries=1, scan_reach=1, **REPARTITION),
+                     LOCAL_FILES).dag
+    reached = {s.tables[0].split(".")[1] for s in scan_stages(one) if any(isinstance(n, Join) for n in s.plan.walk())}
+    assert reached == {"nation"}
+
+
 def test_scan_summaries_belong_to_the_strategies_that_pass_them(tpch):
     for settings in (Settings(ip="off", **REPARTITION), Settings(ip="hip", **REPARTITION),
                      Settings(ip="always", scan_summaries=0, **REPARTITION)):
         assert not scan_stages(plan_query(query_text(9), tpch, settings, LOCAL_FILES).dag)
     # a table larger than the limit, and more than an eighth of the query's largest, is not read twice
-    tiny = Settings(ip="always", scan_summaries=1024, **REPARTITION)
+    tiny = Settings(ip="always", scan_summaries=1024, scan_reach=0, **REPARTITION)
     close = SizedFiles({"part": 100_000, "lineitem": 700_000})
     assert not scan_stages(plan_query(query_text(9), tpch, tiny, close).dag)
     # the bound grows with the data: part at a sixtieth of lineitem (66 MB against 2.4 GB at SF 10) is read twice
@@ -68,7 +101,8 @@ def test_a_broadcast_join_below_the_shuffle_prunes_by_itself(tpch):
     partsupp, which meets them only at the stage's shuffle, it still prunes before it."""
     part = local_bytes(tpch.lookup("part").path)
     assert part < local_bytes(tpch.lookup("partsupp").path) < local_bytes(tpch.lookup("lineitem").path)
-    dag = plan_query(query_text(9), tpch, Settings(ip="adaptive", broadcast_threshold=part), LOCAL_FILES).dag
+    settings = Settings(ip="adaptive", broadcast_threshold=part, scan_reach=0)
+    dag = plan_query(query_text(9), tpch, settings, LOCAL_FILES).dag
     [scan] = scan_stages(dag)
     targets = {c.target.label for c in find_candidates(dag) if c.producer == scan.id}
     assert "lineitem" not in targets and "partsupp" in targets
@@ -86,8 +120,8 @@ def test_a_stage_read_feeds_its_stages_shuffle(tpch):
 
 
 def test_a_scan_summary_prunes_before_the_shuffle_and_keeps_every_row(aipq, duck):
-    result = aipq("explain", "tpch:9", "--ip", "always", "--broadcast-threshold", "0", "--analyze",
-                  "--format", "json")
+    result = aipq("explain", "tpch:9", "--ip", "always", "--broadcast-threshold", "0", "--scan-reach", "0",
+                  "--analyze", "--format", "json")
     assert result.exit_code == 0, result.output
     info = json.loads(result.output)
     [scan] = [s for s in info["stages"] if s["operator"] == "SCAN"]
@@ -104,7 +138,7 @@ def test_a_scan_summary_prunes_before_the_shuffle_and_keeps_every_row(aipq, duck
 
 def test_a_scan_stage_builds_its_summary_without_writing_its_rows(spark, tpch, home, duck):
     """No stage reads a pre-pass's rows: they go to Spark's noop sink, and its summary still prunes."""
-    settings = Settings(ip="always", **REPARTITION)
+    settings = Settings(ip="always", scan_reach=0, **REPARTITION)
     context = RunContext(home, settings)
     record = run_dag(context, plan_query(query_text(9), tpch, settings, LOCAL_FILES).dag)
     try:
@@ -169,7 +203,7 @@ def test_pruning_an_input_counts_what_it_saves_at_the_places_it_makes_redundant(
     probed after the join of all of partsupp."""
     from aipq.ip.planner import IpPlanner
 
-    settings = Settings(ip="adaptive", **REPARTITION)
+    settings = Settings(ip="adaptive", scan_reach=0, **REPARTITION)
     dag = plan_query(query_text(11), tpch, settings, LOCAL_FILES).dag
     candidates = [c for c in find_candidates(dag) if c.target.label in ("supplier", "S1 output")
                   and dag.stage(c.producer).operator == "SCAN" and c.target.stage == 1]

@@ -189,8 +189,20 @@ class EdgeEstimator:
             share = self.pruning.after(candidate.producer)
             return KeySet(kept_distinct(known.columns[candidate.column], known.rows, share), None,
                           "repository: same subplan in an earlier query" + _scaled(share))
+        reached = self._reached_keys(candidate.producer, candidate.column)
+        if reached is not None:
+            return KeySet(reached, None, "estimated: the cardinality of its table semi-joined with the filtered "
+                                         "ones that reach it")
         bound = self._distinct_bound(candidate.producer, candidate.column)
         return KeySet(bound[0], None, bound[1], bound=True)
+
+    def _reached_keys(self, stage_id: int, column: str) -> float | None:
+        """The keys of a reached table's pre-pass (``ip/reached_scans.py``), from the cardinality of its semi
+        joins: its bound, the table's rows, would make every such pre-pass look worth its read before it runs."""
+        stage = self.dag.stage(stage_id)
+        if stage.operator != "SCAN" or not any(isinstance(n, Join) for n in stage.plan.walk()):
+            return None
+        return self.cardinality.distinct(stage.plan, column)
 
     def prepass_pages(self, stage_id: int) -> float | None:
         """A SCAN stage's pages (it runs for its summary alone): its table's rows × the widths of the columns it

@@ -19,13 +19,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import replace
 
-from sqlglot import exp
-
 from aipq.config import Settings
-from aipq.files import table_bytes
+from aipq.files import Sizes, table_bytes
 from aipq.ip.candidates import find_candidates
-from aipq.planner.logical import Join, Project, Scan
-from aipq.planner.stages import Stage, StageDag
+from aipq.ip.reached_scans import reached_scans
+from aipq.ip.scan_stages import with_scan_stages
+from aipq.planner.logical import Join, Node, Scan
+from aipq.planner.stages import StageDag
 
 # Strategies that pass information from filtered scans; HIP is the paper's baseline and keeps to job outputs.
 SCAN_STRATEGIES = ("always", "oracle", "adaptive")
@@ -59,15 +59,20 @@ def filtered_scans(dag: StageDag, max_bytes: int, sizes: Callable[[str], int | N
     return list(found.values())
 
 
-def add_scan_summaries(dag: StageDag, settings: Settings, sizes: Callable[[str], int | None]) -> StageDag:
-    """``dag`` with a SCAN stage, run before the others, for each filtered scan whose keys some stage may use."""
+def add_scan_summaries(dag: StageDag, settings: Settings, sizes: Sizes) -> StageDag:
+    """``dag`` with a SCAN stage, run before the others, for each filtered scan whose keys some stage may use, and
+    for each small table their keys reach (``ip/reached_scans.py``)."""
     if settings.ip not in SCAN_STRATEGIES or settings.scan_summaries <= 0:
         return dag  # 0 turns pre-passes off, whatever the tables' sizes
-    scans = filtered_scans(dag, scan_summary_bound(dag, settings.scan_summaries, sizes), sizes)
+    bound = scan_summary_bound(dag, settings.scan_summaries, sizes)
+    scans = filtered_scans(dag, bound, sizes)
     if not scans:
         return dag
+    reached = reached_scans(dag, scans, bound, sizes, settings.scan_reach)
+    scans += [scan for scan, _ in reached.values()]
+    inputs = {node_id: plan for node_id, (_, plan) in reached.items()}
     first = max(s.id for s in dag.stages) + 1
-    trial = _with_scans(dag, {id(scan): (first + i, scan, scan.output) for i, scan in enumerate(scans)})
+    trial = _with_scans(dag, {id(scan): (first + i, scan, scan.output) for i, scan in enumerate(scans)}, inputs)
     keys: dict[int, list[str]] = {}
     producers = set(trial.scan_sources.values())
     for candidate in find_candidates(trial):
@@ -78,19 +83,10 @@ def add_scan_summaries(dag: StageDag, settings: Settings, sizes: Callable[[str],
     if not kept:
         return dag
     # consecutive ids for the scans kept
-    return _with_scans(dag, {id(scan): (first + i, scan, columns) for i, (scan, columns) in enumerate(kept)})
+    return _with_scans(dag, {id(scan): (first + i, scan, columns) for i, (scan, columns) in enumerate(kept)}, inputs)
 
 
-def with_scan_stages(dag: StageDag, scans: list[tuple[int, Scan, tuple[str, ...]]]) -> StageDag:
-    """``dag`` with a SCAN stage (id, scan, the key columns it writes) for each of ``scans`` run first, in order."""
-    stages = []
-    for stage_id, scan, columns in scans:
-        plan = scan if columns == scan.output else Project(scan, tuple((c, exp.column(c)) for c in columns))
-        stages.append(Stage(id=stage_id, operator="SCAN", plan=plan, reduce_node=None, output_columns=columns,
-                            tables=(scan.table.qualified_name,), consumer_keys=columns))
-    return replace(dag, stages=stages + list(dag.stages))
-
-
-def _with_scans(dag: StageDag, scans: dict[int, tuple[int, Scan, tuple[str, ...]]]) -> StageDag:
-    return replace(with_scan_stages(dag, list(scans.values())),
+def _with_scans(dag: StageDag, scans: dict[int, tuple[int, Scan, tuple[str, ...]]],
+                inputs: dict[int, Node]) -> StageDag:
+    return replace(with_scan_stages(dag, list(scans.values()), inputs),
                    scan_sources={node_id: stage_id for node_id, (stage_id, _, _) in scans.items()})

@@ -40,7 +40,7 @@ from dataclasses import dataclass, replace
 
 from aipq.files import Sizes, table_bytes
 from aipq.ip.candidates import Candidate, CandidateFinder, Target, all_nodes
-from aipq.ip.scan_summaries import with_scan_stages
+from aipq.ip.scan_stages import with_scan_stages
 from aipq.planner.logical import Join, Node, Scan
 from aipq.planner.stages import StageDag, Transfer
 
