@@ -58,7 +58,7 @@ def test_adaptive_staging_writes_the_stages_that_build_summaries_and_they_still_
 
 
 def test_none_staging_keeps_filtered_table_prepasses(aipq):
-    info = analyzed(aipq, "tpch:9", "--staging", "none", "--ip", "always")
+    info = analyzed(aipq, "tpch:9", "--staging", "none", "--ip", "always", "--scan-reach", "0")
     stage_builds = [b for s in info["stages"] if s["operator"] != "SCAN"
                     for b in s["information_passing"]["builds"]]
     assert not stage_builds  # nothing but the result is written, so no stage output can build a summary
