@@ -107,10 +107,9 @@ def _stage_dag(plan: QueryPlan, table: TableShape | None, sql: str, source_name:
     dag = cut_stages(plan, finished)
     if settings.ip in TRANSFER_STRATEGIES:
         bound = scan_summary_bound(dag, settings.scan_summaries, sizes)
-        if costing is not None:
-            dag = add_transfers(dag, costing.estimates.rows, sizes, bound, costing.estimates.distinct)
-        else:
-            dag = add_transfers(dag, lambda node: None, sizes, bound)
+        estimates = costing.estimates if costing is not None else None
+        dag = add_transfers(dag, estimates.rows if estimates else (lambda node: None), sizes, bound,
+                            estimates.distinct if estimates else (lambda node, column: None))
     else:
         dag = add_scan_summaries(dag, settings, sizes)
     if table is not None:

@@ -368,8 +368,6 @@ class SummaryStore:
                record: ProbeRecord | None = None) -> DataFrame:
         """``df`` probed with ``summary``; with a ``mark``, as a filter whose rows Spark's metrics count; with a
         ``record``, behind a probe gate (``jvm.probe_gate``) whose tally the record keeps."""
-        if summary.pending is not None:
-            return df.filter(self._pending_condition(df, column, summary, mark, record))
         if summary.kind in ("bloom", "hash-list"):
             if summary.low is not None and summary.high is not None and _has_range(df, column):
                 key = F.col(quoted(column))
@@ -386,16 +384,11 @@ class SummaryStore:
             left, right = left.cast("bigint"), right.cast("bigint")
         return df.join(F.broadcast(keys), left == right, "left_semi")
 
-    def _pending_condition(self, df: DataFrame, column: str, summary: BuiltSummary, mark: int | None,
-                           record: ProbeRecord | None) -> Column:
-        """A probe of a pass not yet run: its filter read from its scalar subquery. Not its key range: that would
-        be two more subqueries, each planned with the whole of the pass's plan."""
-        condition = jvm.might_contain_column(self.spark, summary.pending, hashed_key(df, column))
-        if record is not None and self.min_rejection > 0:
-            condition, record.gate = jvm.probe_gate(self.spark, condition, GATE_WINDOW_ROWS, self.min_rejection)
-        return condition if mark is None else jvm.counted_filter(condition, mark)
-
     def _condition(self, df: DataFrame, column: str, summary: BuiltSummary) -> Column:
+        if summary.pending is not None:
+            # a pass of the same transfer job, not yet run: its filter is read from its scalar subquery (not its
+            # key range, which would be two more subqueries, each planned with the whole of the pass's plan)
+            return jvm.might_contain_column(self.spark, summary.pending, hashed_key(df, column))
         if summary.kind == "hash-list":
             return jvm.in_hash_set(self.spark, summary.payload, hashed_key(df, column))
         if summary.payload is None:

@@ -79,6 +79,8 @@ class TransferJob:
         sc.setJobGroup(self.group, "aipq predicate transfer passes", interruptOnCancel=True)
         started = time.perf_counter()
         try:
+            # one plan of small aggregates: nothing for adaptive execution to coalesce, and each subquery is
+            # planned once rather than again at every stage
             with sql_conf(spark, {"spark.sql.adaptive.enabled": "false"}):
                 row = spark.range(1).select(*[p.aggregate.alias(f"pass_{i}") for i, p in enumerate(passes)]).first()
         except AipqError:
@@ -98,11 +100,12 @@ class TransferJob:
             self.runner.store.collect(done.frame, done.decisions.builds, None, values, {})
             for probe in done.probes:
                 probe.finish(counts)
-            first = i == 0
+            first = i == 0  # the job's time and shuffle are the first pass's; the others say where they ran
+            staging = "predicate transfer: every pass in one Spark job" + (
+                "" if first else f" (timed on {passes[0].stage.name})")
+            built = [self.runner.store.built[b.key] for b in done.decisions.builds]
             metrics.append(StageMetrics(
                 done.stage.id, done.stage.operator, seconds if first else 0.0, int(values["rows"]), 0,
-                figures if first else type(figures)(), [self.runner.store.built[b.key] for b in done.decisions.builds],
-                done.probes, done.decisions, done.decision_seconds, materialized=False,
-                staging="predicate transfer: every pass in one Spark job" + ("" if first else
-                                                                               f" (timed on {passes[0].stage.name})")))
+                figures if first else jvm.ShuffleFigures(), built, done.probes, done.decisions, done.decision_seconds,
+                materialized=False, staging=staging))
         return metrics

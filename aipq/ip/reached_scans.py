@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from aipq.files import Sizes, table_bytes
-from aipq.ip.transfer import Edge, admissible_edges, joined_scans
+from aipq.ip.transfer import Edge, admissible_edges, joined_scans, within_bound
 from aipq.planner.logical import Join, Node, Scan
 from aipq.planner.stages import StageDag
 
@@ -30,7 +30,7 @@ def reached_scans(dag: StageDag, filtered: list[Scan], max_bytes: int, sizes: Si
     join in the pre-pass and one more table it reads)."""
     if hops <= 0:
         return {}
-    small = [s for s in joined_scans(dag) if (table_bytes(sizes, s.table) or max_bytes + 1) <= max_bytes]
+    small = [s for s in joined_scans(dag) if within_bound(table_bytes(sizes, s.table), max_bytes)]
     pool = {id(s): s for s in small} | {id(s): s for s in filtered}
     if len(pool) < 2:
         return {}

@@ -30,7 +30,7 @@ one, it could remove only rows with no match at all, which a join of foreign key
 Each pass's filters are sized for the keys it is estimated to hold (``dag.transfer_keys``), not for its whole
 table: a pass keeps at most its table's rows after its filters, and at most, for each probe, the keys of the
 probing pass times the rows per key of the probed column. A filter sized for the table costs its size in every
-plan that carries it (TPC-H Q2's partsupp passes hold 642 keys of 800,000).
+plan that carries it (docs/decisions.md).
 """
 
 from __future__ import annotations
@@ -124,7 +124,7 @@ def add_transfers(dag: StageDag, rows: RowEstimate, sizes: Sizes, max_bytes: int
         return dag
     order = _size_order(scans, rows, sizes)
     reduced = {id(scan) for scan in scans if scan.filters or scan.all_partitions}
-    passable = {id(scan) for scan in scans if _within(table_bytes(sizes, scan.table), max_bytes)}
+    passable = {id(scan) for scan in scans if within_bound(table_bytes(sizes, scan.table), max_bytes)}
     by_id = {id(scan): scan for scan in scans}
     schedule = _Schedule(order, edges, reduced, passable, max(s.id for s in dag.stages) + 1,
                          _PassKeys(by_id, rows, distinct))
@@ -139,7 +139,7 @@ def add_transfers(dag: StageDag, rows: RowEstimate, sizes: Sizes, max_bytes: int
                    scan_sources={node_id: stage_id for node_id, stage_id in schedule.last.items()})
 
 
-def _within(size: int | None, max_bytes: int) -> bool:
+def within_bound(size: int | None, max_bytes: int) -> bool:
     """Whether a pass may read a table of ``size`` bytes (one of unknown size is not read twice)."""
     return size is not None and size <= max_bytes
 
@@ -180,14 +180,14 @@ class _PassKeys:
     def pass_rows(self, scan: Scan, probes: list[Edge]) -> float | None:
         """At most the table's rows after its filters, and at most what each probe lets through: the probing
         pass's keys times the rows per key of the probed column."""
-        kept = self.rows(scan)
-        if kept is None:
+        rows = kept = self.rows(scan)
+        if rows is None:
             return None
         for edge in probes:
             keys = self.latest.get((edge.source, edge.column))
             distinct = self.distinct(scan, edge.target_column)
             if keys is not None and distinct:
-                kept = min(kept, keys * max(self.rows(scan) or 0.0, distinct) / distinct)
+                kept = min(kept, keys * max(rows / distinct, 1.0))
         return kept
 
 
