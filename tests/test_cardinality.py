@@ -8,7 +8,14 @@ import sqlglot
 from conftest import LOCAL_FILES, local_bytes
 
 from aipq.catalog import TableEntry
-from aipq.estimator.cardinality import DEFAULT_LIKE, DEFAULT_OTHER, DEFAULT_RANGE, Cardinality, StatsLookup
+from aipq.estimator.cardinality import (
+    DEFAULT_LIKE,
+    DEFAULT_OTHER,
+    DEFAULT_RANGE,
+    Cardinality,
+    StatsLookup,
+    like_regex,
+)
 from aipq.planner.logical import Aggregate, Join, Scan, col
 from aipq.stats.repository import ColumnStats
 
@@ -330,3 +337,22 @@ def test_a_join_keeps_the_distinct_values_of_the_rows_it_keeps():
     join = Join(scan("lineitem"), part, "inner", ("l_partkey",), ("p_partkey",))
     # 1/150 of the lines survive; 1.5 M orders of 4 lines each: 1.5 M × (1 − (149/150)^4) keep a line
     assert cardinality.distinct(join, "l_orderkey") == pytest.approx(1_500_000 * (1 - (149 / 150) ** 4), rel=1e-3)
+
+
+def test_like_reads_its_share_from_a_sample_of_the_columns_values():
+    """With a sample of p_name's distinct values, LIKE keeps the share of them it matches (a prefix, a word
+    inside, NOT LIKE); none matching counts as half a value; without a sample, the default."""
+    words = ["forest", "green", "blue", "almond"]
+    sample = tuple(f"{a} {b}" for a in words for b in words for _ in range(4))  # 64 values
+    columns = {"p_name": ColumnStats("p_name", "string", 200_000, 0, 199_000, 12, 30.0, sample=sample)}
+    cardinality = Cardinality(StatsLookup(table_rows=lambda s: 200_000.0, column=lambda s, c: columns.get(c),
+                                          stage_rows=lambda r: None, stage_distinct=lambda r, c: None))
+    assert cardinality.rows(scan("part", "p_name LIKE 'forest%'")) == pytest.approx(200_000 / 4)
+    assert cardinality.rows(scan("part", "p_name LIKE '%green%'")) == pytest.approx(200_000 * 7 / 16)
+    assert cardinality.rows(scan("part", "p_name NOT LIKE '%green%'")) == pytest.approx(200_000 * 9 / 16)
+    assert cardinality.rows(scan("part", "p_name LIKE 'f_rest b%'")) == pytest.approx(200_000 / 16)
+    assert cardinality.rows(scan("part", "p_name ILIKE 'FOREST%'")) == pytest.approx(200_000 / 4)
+    assert cardinality.rows(scan("part", "p_name LIKE '%yellow%'")) == pytest.approx(200_000 * 0.5 / 64)
+    assert like_regex("100\\%_") == "100%."
+    columns["p_name"].sample = None
+    assert cardinality.rows(scan("part", "p_name LIKE 'forest%'")) == pytest.approx(200_000 * DEFAULT_LIKE)

@@ -11,7 +11,7 @@ from conftest import LOCAL_FILES, assert_same_rows, local_bytes, oracle_rows
 
 from aipq.config import Settings
 from aipq.engine.context import RunContext
-from aipq.engine.executor import run_dag
+from aipq.engine.executor import RunOptions, run_dag
 from aipq.engine.work_dirs import remove_work_dir
 from aipq.estimator.edge_inputs import feeds_shuffle
 from aipq.ip.candidates import find_candidates
@@ -150,6 +150,29 @@ def test_a_scan_stage_builds_its_summary_without_writing_its_rows(spark, tpch, h
         assert_same_rows(rows, oracle_rows(duck, query_text(9)), ordered=True)
     finally:
         remove_work_dir(context.storage, record.work_dir)
+
+
+def test_pre_passes_run_together_in_one_spark_job(spark, tpch, home, duck):
+    """Q7's pre-passes (its two nations, and the tables they reach) run as one Spark job, not one job each; each
+    still reports its rows and summaries, and the rows are DuckDB's. --analyze runs each alone, to measure it."""
+    settings = Settings(ip="always", **REPARTITION)
+    context = RunContext(home, settings)
+    dag = plan_query(query_text(7), tpch, settings, LOCAL_FILES).dag
+    assert len(scan_stages(dag)) > 1
+    for analyze in (False, True):
+        record = run_dag(context, dag, RunOptions(analyze=analyze))
+        try:
+            scans = [m for m in record.stages if m.operator == "SCAN"]
+            assert len(scans) == len(scan_stages(dag))
+            assert all(m.rows_written > 0 and m.summaries for m in scans)
+            together = [m for m in scans if m.staging.startswith("summary passes")]
+            assert len(together) == (0 if analyze else len(scans))
+            if not analyze:
+                assert len([m for m in scans if m.seconds > 0]) == 1  # the job's time, on its first pass
+            rows = [tuple(r) for r in spark.read.parquet(str(record.result_path)).collect()]
+            assert_same_rows(rows, oracle_rows(duck, query_text(7)), ordered=True)
+        finally:
+            remove_work_dir(context.storage, record.work_dir)
 
 
 def test_analyze_leaves_out_a_scan_stage_that_did_not_run(aipq):

@@ -16,8 +16,9 @@ import pytest
 from conftest import Aipq
 
 from aipq.catalog import Catalog
+from aipq.estimator.cardinality import like_share
 from aipq.stats import sketches
-from aipq.stats.repository import StatsRepository
+from aipq.stats.repository import APPLICATION_ID, SCHEMA, StatsRepository
 
 # Every join and filter column of TPC-H Q5, by table
 Q5_COLUMNS = {
@@ -90,6 +91,33 @@ def test_q5_collects_its_join_and_filter_columns_once_and_data_changes_invalidat
     after = by_table(show(fresh))
     assert after["default.region"]["current"] and after["default.region"]["collected_at"] > first["default.region"]
     assert after["default.orders"]["collected_at"] == first["default.orders"]
+
+
+def test_text_columns_keep_a_sample_that_estimates_like(fresh):
+    """Q20 filters part on p_name LIKE 'forest%': the scan that collects p_name's statistics keeps a uniform
+    sample of its distinct values (the 256 of least hash), and the estimate of the filter is read from it."""
+    assert fresh("run", "tpch:20", "--quiet").exit_code == 0
+    repository = StatsRepository(fresh.home)
+    [part] = [t for t in repository.tables() if t.name == "default.part"]
+    sample = part.columns["p_name"].sample
+    names = {row[0] for row in duckdb.execute(f"SELECT DISTINCT p_name FROM read_parquet('{part.path}')").fetchall()}
+    assert len(sample) == 256 and len(set(sample)) == 256 and set(sample) <= names
+    assert part.columns["p_partkey"].sample is None  # not text
+    matching = sum(name.startswith("forest") for name in names) / len(names)
+    assert like_share("forest%", sample) == pytest.approx(matching, abs=0.02)
+
+
+def test_a_repository_of_the_previous_schema_gains_the_sample_column(tmp_path):
+    """Statistics stored by the previous schema stay (no sample: collected again when a query needs the column)."""
+    con = sqlite3.connect(tmp_path / "stats.db")
+    con.executescript(f"""{SCHEMA.replace("sample TEXT, ", "")}
+        INSERT INTO table_stats VALUES ('/t', 'default.t', 'f1', 10, 100, 1, 1, 0, 'test');
+        INSERT INTO column_stats VALUES ('/t', 'name', 'f1', 'string', 10, 0, 10, 12, NULL, 5, 'a', 'z', 0, 'test');
+        PRAGMA application_id = {APPLICATION_ID}; PRAGMA user_version = 1;""")
+    con.close()
+    repository = StatsRepository(tmp_path, notice=pytest.fail)
+    name = repository.table("/t").columns["name"]
+    assert (name.ndv, name.sample) == (10, None)
 
 
 def test_stage_outputs_are_known_by_their_subplan(fresh):

@@ -10,7 +10,7 @@ from conftest import LOCAL_FILES
 
 from aipq.config import Settings
 from aipq.engine.context import RunContext
-from aipq.engine.transfer_job import MAX_NESTED_PASSES
+from aipq.engine.pass_job import MAX_NESTED_PASSES
 from aipq.ip.planner import IpPlanner, bloom_bits
 from aipq.pipeline import plan_query
 from aipq.tpch.queries import query_text
@@ -100,7 +100,7 @@ def test_the_passes_run_as_one_spark_job_and_report_each_pass(aipq, tmp_path):
                   "--report", str(report))
     assert result.exit_code == 0, result.output
     stages = json.loads(report.read_text())["result"]["stages"]
-    passes = [s for s in stages.values() if s["staging"].startswith("predicate transfer")]
+    passes = [s for s in stages.values() if s["staging"].startswith("summary passes")]
     # Q2's 17 passes nest too deep for one plan (MAX_NESTED_PASSES): a few jobs, each timed on its first pass
     assert len(passes) > MAX_NESTED_PASSES
     timed = [s for s in passes if s["seconds"] > 0]

@@ -19,6 +19,7 @@ from aipq.config import Settings
 from aipq.engine import jvm
 from aipq.engine.compile import StageCompiler
 from aipq.engine.context import RunContext
+from aipq.engine.pass_job import MAX_NESTED_PASSES, PassJob
 from aipq.engine.records import RunRecord, StageMetrics
 from aipq.engine.session import sql_conf, stage_sql_conf, table_rows, user_runtime_conf
 from aipq.engine.sink import TEXT_FORMATS
@@ -27,7 +28,6 @@ from aipq.engine.stage_job import Fused, StageJob, StageRunner, output_is_read
 from aipq.engine.statistics import StatisticsCollector
 from aipq.engine.storage import join
 from aipq.engine.summaries import SummaryStore
-from aipq.engine.transfer_job import MAX_NESTED_PASSES, TransferJob
 from aipq.engine.work_dirs import new_work_dir, remove_work_dir
 from aipq.estimator.edge_inputs import RunState, SessionFacts, adaptive_estimator
 from aipq.files import FileSource, Sizes
@@ -138,7 +138,7 @@ class DagRun:
     sizes: Sizes  # base tables' bytes, looked up once
     cores: int  # the fewest reduce tasks Hive's rule gives a stage (the session's cores)
     ip: IpPlanner | None = None
-    transfer: TransferJob | None = None  # predicate transfer's passes, run together in one job
+    passes: PassJob | None = None  # summary passes (transfer's, pre-passes), run together in one job
     written: dict[int, int] = field(default_factory=dict)  # stage id → rows it wrote (the estimator reads it)
     bytes_written: dict[int, int] = field(default_factory=dict)  # stage id → bytes (what Hive's rule reads)
     fused_into: dict[int, list[Fused]] = field(default_factory=dict)  # consumer id → stages fused into its job
@@ -164,8 +164,8 @@ class DagRun:
                   cores=spark.sparkContext.defaultParallelism if settings.reducer_bytes > 0
                   else settings.shuffle_partitions)
         run.ip = run.information_passing(dag)
-        if dag.transfer_passes and _passes_in_one_job(run.ip.strategy, options):
-            run.transfer = TransferJob(run.runner, f"aipq-{run_id}-transfer")
+        if _passes_in_one_job(dag, run.ip.strategy, options):
+            run.passes = PassJob(run.runner, f"aipq-{run_id}-passes")
         return run
 
     @property
@@ -234,22 +234,24 @@ def _run_stages(run: DagRun) -> None:
 
 
 # ---- the pipeline: each step returns whether the stage goes on to the next ------------------------------------
-def run_transfer_passes(run: DagRun, step: StageStep) -> bool:
-    """Before the first stage that is not a predicate transfer pass, the passes gathered so far run as one job."""
-    transfer = run.transfer
-    if transfer is None or not transfer.pending or step.stage.id in run.dag.transfer_passes:
-        return True
-    _record_transfer_passes(run, transfer)
+def run_gathered_passes(run: DagRun, step: StageStep) -> bool:
+    """Before the first stage that is not a summary pass, the passes gathered so far run as one job."""
+    if run.passes is not None and run.passes.pending and not _may_be_pass(run, step.stage):
+        _record_passes(run, run.passes)
     return True
 
 
-def _record_transfer_passes(run: DagRun, transfer: TransferJob) -> None:
-    for metrics in transfer.run():
-        run.written[metrics.stage_id] = metrics.rows_written
-        run.bytes_written[metrics.stage_id] = 0
+def _record_passes(run: DagRun, passes: PassJob) -> None:
+    store = run.runner.store
+    for metrics in passes.run():
+        stage = run.dag.stage(metrics.stage_id)
+        run.written[stage.id] = metrics.rows_written
+        run.bytes_written[stage.id] = 0
         if run.statistics is not None:
-            run.statistics.stage_finished(run.dag.stage(metrics.stage_id), metrics.decisions, {},
-                                          metrics.rows_written, 0)
+            # the keys' sketches that writing the output would have observed: the summaries' own, of the same rows
+            sketches = {f"k{i}_hll": store.built[(stage.id, column)].sketch
+                        for i, column in enumerate(stage.consumer_keys) if (stage.id, column) in store.built}
+            run.statistics.stage_finished(stage, metrics.decisions, sketches, metrics.rows_written, 0)
         run.record.stages.append(metrics)
         run.options.listener.stage_finished(metrics)
 
@@ -274,14 +276,20 @@ def decide(run: DagRun, step: StageStep) -> bool:
     return True
 
 
-def gather_transfer_pass(run: DagRun, step: StageStep) -> bool:
-    """A predicate transfer pass waits to run in one job with the others (``run_transfer_passes``)."""
-    if run.transfer is None or step.stage.id not in run.dag.transfer_passes:
+def gather_pass(run: DagRun, step: StageStep) -> bool:
+    """A summary pass waits to run in one job with the others (``run_gathered_passes``); a pre-pass that collects
+    statistics or builds other summaries than Bloom filters runs alone, as any stage."""
+    passes = run.passes
+    if passes is None or not _may_be_pass(run, step.stage):
         return True
     assert step.decisions is not None
-    if run.transfer.nested(step.decisions) > MAX_NESTED_PASSES:
-        _record_transfer_passes(run, run.transfer)
-    run.transfer.add(step.stage, step.decisions, step.decision_seconds)
+    if not _gathers(run, step.stage, step.decisions):
+        if passes.pending:
+            _record_passes(run, passes)
+        return True
+    if passes.nested(step.decisions) > MAX_NESTED_PASSES:
+        _record_passes(run, passes)
+    passes.add(step.stage, step.decisions, step.decision_seconds)
     return False
 
 
@@ -423,16 +431,36 @@ def replan(run: DagRun, step: StageStep) -> bool:
 
 
 STAGE_STEPS: tuple[Callable[[DagRun, StageStep], bool], ...] = (
-    run_transfer_passes, decide, gather_transfer_pass, serve_from_cache, choose_staging, fuse, run_job, keep, record,
+    run_gathered_passes, decide, gather_pass, serve_from_cache, choose_staging, fuse, run_job, keep, record,
     replan,
 )
 
 
 # ---- helpers of the steps ---------------------------------------------------------------------------------------
-def _passes_in_one_job(strategy: Strategy, options: RunOptions) -> bool:
-    """Whether predicate transfer's passes run in one job: Bloom filters only (the oracle's exact key sets are
-    written outputs), and not under --analyze, which measures each pass's false positives from its output."""
-    return isinstance(strategy, PredicateTransfer) and strategy.kind == "bloom" and not options.analyze
+def _passes_in_one_job(dag: StageDag, strategy: Strategy, options: RunOptions) -> bool:
+    """Whether summary passes run in one job: Bloom filters only (the oracle's exact key sets are written
+    outputs), not under --analyze, which measures each pass's false positives from its output, and, for the
+    pre-passes of strategies other than transfer, not when the run is re-planned after each written stage."""
+    if strategy.kind != "bloom" or options.analyze:
+        return False
+    if isinstance(strategy, PredicateTransfer):
+        return bool(dag.transfer_passes)
+    return options.replanner is None and any(stage.operator == "SCAN" for stage in dag.stages)
+
+
+def _may_be_pass(run: DagRun, stage: Stage) -> bool:
+    """Whether ``stage`` is a summary pass that may wait for the pass job: predicate transfer's, or a pre-pass."""
+    return stage.id in run.dag.transfer_passes or (stage.operator == "SCAN" and not run.dag.transfer_passes)
+
+
+def _gathers(run: DagRun, stage: Stage, decisions: StageDecisions) -> bool:
+    """Whether a pass runs in the pass job: transfer's always; a pre-pass when it builds Bloom filters only and
+    its scans collect no statistics (the job observes none)."""
+    if stage.id in run.dag.transfer_passes:
+        return True
+    statistics = run.statistics
+    return all(build.kind == "bloom" for build in decisions.builds) and (
+        statistics is None or not statistics.would_observe(stage))
 
 
 def _reduce_tasks(run: DagRun, stage: Stage) -> int:

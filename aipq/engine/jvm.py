@@ -187,6 +187,7 @@ class SketchedColumn:
     present: int  # of which non-null
     width_sum: int  # sum of the widths passed with the values
     sketch: bytes | None  # as ``hll_sketch_agg`` serializes it; None when every value was null
+    sample: tuple[str, ...] = ()  # text columns: a uniform sample of the distinct values (bottom-k by hash)
 
 
 class ColumnSketcher:
@@ -216,8 +217,20 @@ class ColumnSketcher:
             offset += 28
             sketch = data[offset:offset + length] if length >= 0 else None
             offset += max(length, 0)
-            found.append(SketchedColumn(seen, present, widths, sketch))
+            sample, offset = _sample_values(data, offset)
+            found.append(SketchedColumn(seen, present, widths, sketch, sample))
         return found
+
+
+def _sample_values(data: bytes, offset: int) -> tuple[tuple[str, ...], int]:
+    """A column's sampled values as ``ColumnSketches.results`` lays them out: a count, then length and UTF-8."""
+    (count,), offset = struct.unpack_from(">i", data, offset), offset + 4
+    values = []
+    for _ in range(count):
+        (length,), offset = struct.unpack_from(">i", data, offset), offset + 4
+        values.append(data[offset:offset + length].decode("utf-8"))
+        offset += length
+    return tuple(values), offset
 
 
 def observed_metrics(observation, keep_in_jvm: Collection[str] = ()) -> dict:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
@@ -152,18 +152,7 @@ class StatisticsCollector:
         its scans early; a join broadcast once its input was measured) its observations are checked against the
         table's rows."""
         observers: dict[int, Callable[[DataFrame], DataFrame]] = {}
-        if self.disabled:
-            return observers
-        # a scan that partition pruning left with some partitions only reads part of its table
-        scan_ids = {id(n) for n in stage.plan.walk() if not (isinstance(n, Scan) and n.all_partitions)}
-        for need in self.needs:
-            if need.entry.path in self._claimed or not (need.collect or self.recollect):
-                continue
-            if not need.files.fingerprint:
-                continue  # not local files: no way to tell later whether the statistics still hold
-            mine = [s for s in need.scans if s in scan_ids]
-            if not mine:
-                continue
+        for need, mine in self._observable(stage):
             self._claimed.add(need.entry.path)
             types = dict(need.entry.columns)
             wanted = need.columns if self.recollect else need.missing
@@ -173,6 +162,25 @@ class StatisticsCollector:
                                   self._observe_table(df, need, columns, early))
             self._observing.add(stage.id)
         return observers
+
+    def would_observe(self, stage: Stage) -> bool:
+        """Whether ``scan_observers`` would observe a scan of ``stage`` (a table it reads lacks statistics)."""
+        return any(True for _ in self._observable(stage))
+
+    def _observable(self, stage: Stage) -> Iterator[tuple[TableNeed, list[int]]]:
+        """Each table lacking statistics that ``stage`` reads whole and not yet claimed, with its scans there."""
+        if self.disabled:
+            return
+        # a scan that partition pruning left with some partitions only reads part of its table
+        scan_ids = {id(n) for n in stage.plan.walk() if not (isinstance(n, Scan) and n.all_partitions)}
+        for need in self.needs:
+            if need.entry.path in self._claimed or not (need.collect or self.recollect):
+                continue
+            if not need.files.fingerprint:
+                continue  # not local files: no way to tell later whether the statistics still hold
+            mine = [s for s in need.scans if s in scan_ids]
+            if mine:
+                yield need, mine
 
     def _observe_table(self, df: DataFrame, need: TableNeed, columns: list[tuple[str, str]],
                        early: bool = True) -> DataFrame:
@@ -316,7 +324,8 @@ class StatisticsCollector:
             sketch = figures.sketch
             stats.columns[column] = ColumnStats(
                 column, data_type, rows, rows - figures.present, sketches.estimate(sketch) if sketch else 0.0,
-                self.lg_k, round(width, 2), low, high, sketch, now, self.collected_by)
+                self.lg_k, round(width, 2), low, high, sketch, now, self.collected_by,
+                figures.sample if data_type == "string" else None)
         self.repository.save_table(stats)
         self.collected_tables.append(need.entry.qualified_name)
 

@@ -93,7 +93,7 @@ class BuiltSummary:
     # a predicate Spark pushes into the scan, so parquet skips row groups whose statistics lie outside it
     low: object = None
     high: object = None
-    # a predicate transfer pass not yet run (``engine/transfer_job.py``): its filter as a scalar subquery column,
+    # a summary pass not yet run (``engine/pass_job.py``): its filter as a scalar subquery column,
     # which later passes of the same job probe with
     pending: Column | None = field(default=None, repr=False)
 

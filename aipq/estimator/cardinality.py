@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import datetime
 import math
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -28,6 +29,27 @@ DEFAULT_EQUALITY = 0.1  # col = value without the column's NDV
 DEFAULT_RANGE = 1 / 3  # a comparison without usable min/max
 DEFAULT_LIKE = 0.1  # LIKE with wildcards
 DEFAULT_OTHER = 0.5  # a predicate the estimator does not model
+MIN_LIKE_SAMPLE = 32  # the fewest sampled values of a column from which LIKE's share is read
+
+
+def like_share(pattern: str, sample: tuple[str, ...], ignore_case: bool = False) -> float:
+    """The share of a column's values that a LIKE pattern matches, read from a uniform sample of its distinct
+    values (``ColumnStats.sample``); none matching counts as half a value, since the sample only shows the share
+    is below one in its size."""
+    regex = re.compile(like_regex(pattern), re.DOTALL | (re.IGNORECASE if ignore_case else 0))
+    matching = sum(1 for value in sample if regex.fullmatch(value))
+    return max(matching, 0.5) / len(sample)
+
+
+def like_regex(pattern: str, escape: str = "\\") -> str:
+    """A LIKE pattern as a regular expression: ``%`` any run of characters, ``_`` one, ``\\`` escapes (Hive's)."""
+    parts, chars = [], iter(pattern)
+    for char in chars:
+        if char == escape:
+            parts.append(re.escape(next(chars, escape)))
+        else:
+            parts.append(".*" if char == "%" else "." if char == "_" else re.escape(char))
+    return "".join(parts)
 
 
 @dataclass
@@ -374,10 +396,13 @@ class Cardinality:
             if stats is None or not stats.rows:
                 return DEFAULT_EQUALITY
             return stats.nulls / stats.rows
-        if isinstance(condition, exp.Like):
+        if isinstance(condition, (exp.Like, exp.ILike)):
             pattern = _literal_value(condition.expression)
             if isinstance(pattern, str) and "%" not in pattern and "_" not in pattern:
                 return 1.0 / ndv if ndv else DEFAULT_EQUALITY
+            sample = stats.sample if stats is not None else None
+            if isinstance(pattern, str) and sample and len(sample) >= MIN_LIKE_SAMPLE:
+                return like_share(pattern, sample, isinstance(condition, exp.ILike))
             return DEFAULT_LIKE
         if isinstance(condition, exp.Between):
             return self._range_share(stats, _literal_value(condition.args["low"]),

@@ -18,7 +18,7 @@ from aipq.files import FileSource
 from aipq.planner.logical import Aggregate, Filter, Join, Node, Project, Scan
 from aipq.planner.stages import StageDag
 from aipq.stats.fingerprint import DataFiles, data_files
-from aipq.stats.repository import StatsRepository
+from aipq.stats.repository import ColumnStats, StatsRepository
 
 
 @dataclass
@@ -98,5 +98,11 @@ def plan_statistics(dag: StageDag, repository: StatsRepository | None, files: Fi
         need.columns = tuple(sorted(wanted[path]))
         known = repository.table(path, need.files.fingerprint) if repository and need.files.fingerprint else None
         need.has_table_stats = known is not None
-        need.missing = tuple(c for c in need.columns if known is None or c not in known.columns)
+        need.missing = tuple(c for c in need.columns if known is None or c not in known.columns
+                             or _lacks_sample(known.columns[c]))
     return list(needs.values())
+
+
+def _lacks_sample(stats: ColumnStats) -> bool:
+    """A text column collected before aipq sampled text columns' values (LIKE's estimates read them)."""
+    return stats.data_type == "string" and stats.sample is None

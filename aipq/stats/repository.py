@@ -20,7 +20,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 APPLICATION_ID = 0x61697071  # "aipq": marks the file as ours
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+
+# What each older schema version needs to become the current one.
+MIGRATIONS = {1: "ALTER TABLE column_stats ADD COLUMN sample TEXT;"}
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS table_stats (
@@ -31,7 +34,7 @@ CREATE TABLE IF NOT EXISTS column_stats (
     path TEXT NOT NULL, column_name TEXT NOT NULL, fingerprint TEXT NOT NULL, data_type TEXT NOT NULL,
     rows INTEGER NOT NULL, nulls INTEGER NOT NULL, ndv REAL NOT NULL, lg_k INTEGER NOT NULL, sketch BLOB,
     width REAL NOT NULL, min_value TEXT, max_value TEXT, collected_at REAL NOT NULL, collected_by TEXT NOT NULL,
-    PRIMARY KEY (path, column_name));
+    sample TEXT, PRIMARY KEY (path, column_name));
 CREATE TABLE IF NOT EXISTS stage_stats (
     plan_key TEXT PRIMARY KEY, description TEXT NOT NULL, inputs TEXT NOT NULL, rows INTEGER NOT NULL,
     bytes INTEGER NOT NULL, columns TEXT NOT NULL, collected_at REAL NOT NULL, collected_by TEXT NOT NULL);
@@ -52,10 +55,14 @@ class ColumnStats:
     sketch: bytes | None = field(default=None, repr=False)  # Spark/DataSketches HLL, mergeable
     collected_at: float = 0.0
     collected_by: str = ""
+    # text columns: a uniform sample of the distinct values (LIKE's selectivity is the share that matches)
+    sample: tuple[str, ...] | None = field(default=None, repr=False)
 
     def public(self) -> dict:
         values = asdict(self)
         values.pop("sketch")
+        values.pop("sample")
+        values["sampled_values"] = len(self.sample or ())
         return values
 
 
@@ -124,10 +131,12 @@ class StatsRepository:
             if application_id not in (0, APPLICATION_ID):
                 raise RepositoryProblem(f"foreign SQLite application id {application_id:#x}")
             version = con.execute("PRAGMA user_version").fetchone()[0]
-            if application_id == APPLICATION_ID and version != SCHEMA_VERSION:
+            if application_id == APPLICATION_ID and version != SCHEMA_VERSION and version not in MIGRATIONS:
                 raise RepositoryProblem(f"schema version {version}, this aipq uses {SCHEMA_VERSION}")
             con.execute("PRAGMA journal_mode = WAL")
-            con.executescript(f"BEGIN IMMEDIATE; {SCHEMA} PRAGMA application_id = {APPLICATION_ID};"
+            migrations = "".join(MIGRATIONS[v] for v in range(version, SCHEMA_VERSION)) \
+                if application_id == APPLICATION_ID else ""
+            con.executescript(f"BEGIN IMMEDIATE; {migrations} {SCHEMA} PRAGMA application_id = {APPLICATION_ID};"
                               f" PRAGMA user_version = {SCHEMA_VERSION}; COMMIT;")
             check = con.execute("PRAGMA quick_check").fetchone()[0]
             if check != "ok":
@@ -162,9 +171,10 @@ class StatsRepository:
                         (stats.path, stats.name, stats.fingerprint, stats.rows, stats.bytes, stats.files,
                          stats.splits, stats.collected_at, stats.collected_by))
             for c in stats.columns.values():
-                con.execute("INSERT OR REPLACE INTO column_stats VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                con.execute("INSERT OR REPLACE INTO column_stats VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                             (stats.path, c.column, stats.fingerprint, c.data_type, c.rows, c.nulls, c.ndv, c.lg_k,
-                             c.sketch, c.width, c.min_value, c.max_value, c.collected_at, c.collected_by))
+                             c.sketch, c.width, c.min_value, c.max_value, c.collected_at, c.collected_by,
+                             None if c.sample is None else json.dumps(list(c.sample))))
 
     def table(self, path: str, fingerprint: str | None = None) -> TableStats | None:
         """The table's statistics, if collected on data with this fingerprint (any, if None)."""
@@ -174,9 +184,10 @@ class StatsRepository:
                 return None
             stats = TableStats(*row)
             for c in con.execute("SELECT column_name, data_type, rows, nulls, ndv, lg_k, width, min_value, max_value,"
-                                 " sketch, collected_at, collected_by FROM column_stats"
+                                 " sketch, collected_at, collected_by, sample FROM column_stats"
                                  " WHERE path = ? AND fingerprint = ?", (path, stats.fingerprint)):
-                stats.columns[c[0]] = ColumnStats(*c)
+                sample = None if c[-1] is None else tuple(json.loads(c[-1]))
+                stats.columns[c[0]] = ColumnStats(*c[:-1], sample=sample)
             return stats
 
     def tables(self) -> list[TableStats]:

@@ -12,6 +12,7 @@ import java.util.HashMap;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.TreeMap;
 
 import org.apache.datasketches.hll.HllSketch;
 import org.apache.datasketches.hll.TgtHllType;
@@ -72,12 +73,17 @@ import scala.jdk.javaapi.CollectionConverters;
  *
  * <p>Over a columnar scan the filter never runs: {@link SketchBatches} replaces it with {@link SketchBatchesExec},
  * which hands each batch to {@link #observeBatch}. Both paths give the same figures and sketches.
+ *
+ * <p>Per text column it also keeps a sample of its distinct values: those of the {@link #SAMPLE} least hashes
+ * (a bottom-k sample, uniform over the distinct values and mergeable across tasks), from which the estimator
+ * reads the share of values a LIKE pattern matches.
  */
 public final class ColumnSketches extends AccumulatorV2<Object, Long> {
     private static final long serialVersionUID = 1L;
     private static final int RECENT = 16384;  // direct-mapped cache of values just sketched, per column
     private static final long XXHASH64_SEED = 42L;  // Spark's xxhash64 seed
-    private static final int SMALL_VALUES = 1 << 23;  // integral values below this are deduplicated by a bitmap
+    private static final int SMALL_VALUES = 1 << 23;
+    public static final int SAMPLE = 256;  // distinct values sampled per text column  // integral values below this are deduplicated by a bitmap
     // Batch kinds: how observeBatch reads a column's vector (decimals also carry precision and scale above 8 bits)
     private static final int ROWS_ONLY = 0;
     private static final int BYTE = 1;
@@ -102,6 +108,7 @@ public final class ColumnSketches extends AccumulatorV2<Object, Long> {
     private BitSet counted = new BitSet();  // merged copies: the partitions whose counts are in
     private long[] present;
     private long[] widths;
+    private ArrayList<TreeMap<Integer, String>> samples;  // per column: value hash → value, the SAMPLE least
     // Per column, the values already in its sketch (a repeat changes nothing: unions are idempotent), so that a
     // repeat skips the hash: keyed by the value sketched on the row path, by the column's raw value on the batch
     // path (a date's day, a decimal's unscaled value: hashed only when new). Made on first use.
@@ -319,6 +326,20 @@ public final class ColumnSketches extends AccumulatorV2<Object, Long> {
         }
         recentTexts[column][slot] = value.copy();  // the row's bytes may be reused for the next row
         sketch(column).update(value.getBytes());
+        sample(column, value);
+    }
+
+    /** The value into the column's bottom-k sample if its hash is among the least seen. */
+    private void sample(int column, UTF8String value) {
+        TreeMap<Integer, String> sample = samples.get(column);
+        int hash = value.hashCode();
+        if (sample.size() >= SAMPLE && hash >= sample.lastKey()) {
+            return;
+        }
+        sample.put(hash, value.toString());
+        if (sample.size() > SAMPLE) {
+            sample.pollLastEntry();
+        }
     }
 
     /**
@@ -628,6 +649,10 @@ public final class ColumnSketches extends AccumulatorV2<Object, Long> {
         counted = new BitSet();
         present = new long[columns];
         widths = new long[columns];
+        samples = new ArrayList<>(columns);
+        for (int i = 0; i < columns; i++) {
+            samples.add(new TreeMap<>());
+        }
         clearRecent();
     }
 
@@ -661,6 +686,11 @@ public final class ColumnSketches extends AccumulatorV2<Object, Long> {
                 present[i] += theirs.present[i];
                 widths[i] += theirs.widths[i];
             }
+            TreeMap<Integer, String> sample = samples.get(i);
+            sample.putAll(theirs.samples.get(i));
+            while (sample.size() > SAMPLE) {
+                sample.pollLastEntry();
+            }
             if (theirs.sketches[i] == null) {
                 continue;
             }
@@ -677,15 +707,24 @@ public final class ColumnSketches extends AccumulatorV2<Object, Long> {
     /**
      * Every column's figures in one byte array (one py4j call; py4j passes a 16 KB string in 40 ms, bytes in 1):
      * per column, big-endian, seen, present and widthSum as longs, the sketch's length as an int (-1: the column
-     * had no value) and the sketch as hll_sketch_agg serializes it.
+     * had no value) and the sketch as hll_sketch_agg serializes it, then the sample's values as an int count
+     * and each value's UTF-8 length (int) and bytes.
      */
     public byte[] results() {
         foldUpdates();
         byte[][] serialized = new byte[columns][];
+        List<List<byte[]>> sampled = new ArrayList<>(columns);
         int size = 0;
         for (int i = 0; i < columns; i++) {
             serialized[i] = sketches[i] == null ? null : sketches[i].toCompactByteArray();
-            size += 28 + (serialized[i] == null ? 0 : serialized[i].length);
+            size += 32 + (serialized[i] == null ? 0 : serialized[i].length);
+            List<byte[]> values = new ArrayList<>();
+            for (String value : samples.get(i).values()) {
+                byte[] bytes = value.getBytes(java.nio.charset.StandardCharsets.UTF_8);
+                values.add(bytes);
+                size += 4 + bytes.length;
+            }
+            sampled.add(values);
         }
         ByteBuffer out = ByteBuffer.allocate(size);
         for (int i = 0; i < columns; i++) {
@@ -693,6 +732,10 @@ public final class ColumnSketches extends AccumulatorV2<Object, Long> {
             out.putInt(serialized[i] == null ? -1 : serialized[i].length);
             if (serialized[i] != null) {
                 out.put(serialized[i]);
+            }
+            out.putInt(sampled.get(i).size());
+            for (byte[] value : sampled.get(i)) {
+                out.putInt(value.length).put(value);
             }
         }
         return out.array();

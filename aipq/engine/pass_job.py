@@ -1,4 +1,6 @@
-"""Predicate transfer's passes (``ip/transfer.py``) run as one Spark job instead of one job each.
+"""Summary passes run as one Spark job instead of one job each: predicate transfer's passes (``ip/transfer.py``)
+and the summary pre-passes (SCAN stages) of the other Bloom filter strategies, which otherwise cost a job's fixed
+time each before the stage that reads their filters (TPC-H Q7 and Q20 have three).
 
 Each pass is compiled as a DataFrame whose probes read the Bloom filters of earlier passes as scalar subqueries,
 as Spark's own runtime filters read theirs, and its summaries (Bloom filter, key range, key sketch, rows) as one
@@ -45,9 +47,8 @@ class PendingPass:
 MAX_NESTED_PASSES = 6
 
 
-class TransferJob:
-    """The passes of one run's transfer schedule, gathered until a stage that is not a pass needs their
-    summaries."""
+class PassJob:
+    """The summary passes of one run, gathered until a stage that is not a pass needs their summaries."""
 
     def __init__(self, runner: StageRunner, group: str):
         self.runner = runner
@@ -76,7 +77,8 @@ class TransferJob:
         passes, self.pending = self.pending, []
         spark = self.runner.spark
         sc = spark.sparkContext
-        sc.setJobGroup(self.group, "aipq predicate transfer passes", interruptOnCancel=True)
+        names = ", ".join(p.stage.name for p in passes)
+        sc.setJobGroup(self.group, f"aipq summary passes {names}", interruptOnCancel=True)
         started = time.perf_counter()
         try:
             # one plan of small aggregates: nothing for adaptive execution to coalesce, and each subquery is
@@ -86,8 +88,7 @@ class TransferJob:
         except AipqError:
             raise
         except Exception as error:
-            raise spark_error(error, f"predicate transfer passes ({', '.join(p.stage.name for p in passes)})") \
-                from error
+            raise spark_error(error, f"summary passes ({names})") from error
         finally:
             sc.setLocalProperty("spark.jobGroup.id", None)
         seconds = time.perf_counter() - started
@@ -101,7 +102,7 @@ class TransferJob:
             for probe in done.probes:
                 probe.finish(counts)
             first = i == 0  # the job's time and shuffle are the first pass's; the others say where they ran
-            staging = "predicate transfer: every pass in one Spark job" + (
+            staging = f"summary passes {names} in one Spark job" + (
                 "" if first else f" (timed on {passes[0].stage.name})")
             built = [self.runner.store.built[b.key] for b in done.decisions.builds]
             metrics.append(StageMetrics(
