@@ -4,6 +4,7 @@ remove more; rows it does not probe are kept, so answers never change."""
 from __future__ import annotations
 
 import json
+from datetime import date
 
 import pytest
 from conftest import oracle_rows, run_to_rows
@@ -70,3 +71,25 @@ def lineitem_probes(aipq, *args: str) -> list[dict]:
     assert result.exit_code == 0, result.output
     return [p for s in json.loads(result.output)["stages"] for p in s["measured"]["probes"]
             if p["target_column"] == "l_orderkey"]
+
+
+def test_a_key_range_is_pushed_into_the_probed_scan_only_where_it_narrows_it(spark, tmp_path):
+    """A summary's [low, high] becomes a predicate on the probed column only when it covers at most half of the
+    column's known [min, max] (parquet applies a pushed predicate page by page, a cost where it skips nothing);
+    with the column's bounds unknown it is kept, as before."""
+    from aipq.engine.summaries import BuiltSummary, SummaryStore, narrows
+
+    summary = BuiltSummary(1, "k", "bloom", "integral", low=10, high=20)
+    assert narrows(summary, ("0", "999")) and narrows(summary, ("0", "20")) and narrows(summary, None)
+    assert not narrows(summary, ("6", "25")) and not narrows(summary, ("10", "20"))
+    dated = BuiltSummary(1, "d", "bloom", "date", low=date(1995, 1, 1), high=date(1995, 12, 31))
+    assert narrows(dated, ("1992-01-01", "1998-08-02")) and not narrows(dated, ("1995-01-01", "1996-01-31"))
+
+    store = SummaryStore(spark, None, str(tmp_path), {})
+    frame = spark.range(1000).withColumnRenamed("id", "k")
+
+    def pushed(domain) -> bool:
+        plan = store._apply(frame, "k", summary, domain=domain)._jdf.queryExecution().analyzed().toString()
+        return ">= cast(10 as bigint)" in plan
+
+    assert pushed(("0", "999")) and pushed(None) and not pushed(("0", "25"))

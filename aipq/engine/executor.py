@@ -163,6 +163,8 @@ class DagRun:
                   started=time.perf_counter(), sizes=Sizes(storage),
                   cores=spark.sparkContext.defaultParallelism if settings.reducer_bytes > 0
                   else settings.shuffle_partitions)
+        if options.statistics is not None:
+            run.runner.column_bounds = options.statistics.column_bounds
         run.ip = run.information_passing(dag)
         if _passes_in_one_job(dag, run.ip.strategy, options):
             run.passes = PassJob(run.runner, f"aipq-{run_id}-passes")

@@ -72,6 +72,8 @@ class StageRunner:
         self.storage = storage
         self.compiler = compiler
         self.store = store
+        # a table column's [min, max] where the statistics know it (None: never known)
+        self.column_bounds: Callable[[Scan, str], tuple[object, object] | None] | None = None
 
     # ---- the stage's rows as a DataFrame ----------------------------------------------------------------------
     def frame(self, stage: Stage, decisions: StageDecisions, probes: list[ProbeRecord], group: str,
@@ -110,8 +112,18 @@ class StageRunner:
             node_id: (lambda scan, uses=uses: store.partitions_left(scan, uses, probes))
             for node_id, uses in by_partition.items()})
         self.compiler.input_hooks.update({
-            node_id: (lambda df, uses=uses, n=node_id: store.probe(df, uses, probes, f"{group}-in{n}"))
+            node_id: (lambda df, uses=uses, n=node_id: store.probe(df, uses, probes, f"{group}-in{n}",
+                                                                   self._key_domain(scans.get(n))))
             for node_id, uses in by_input.items()})
+
+    def _key_domain(self, scan: Scan | None) -> Callable[[str], tuple[object, object] | None]:
+        """A probed scan's columns' [min, max] as the statistics know them, so that a summary's key range over
+        most of a column is not pushed into the scan (``narrows``)."""
+        bounds = self.column_bounds
+        if scan is None or bounds is None:
+            return lambda column: None
+        sources = dict(scan.columns + scan.filter_only)
+        return lambda column: bounds(scan, sources[column]) if column in sources else None
 
     def reset_hooks(self) -> None:
         """The compiled stage's hooks are done with: the next stage's plan has its own."""

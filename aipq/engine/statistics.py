@@ -127,6 +127,7 @@ class StatisticsCollector:
     _altered: set[int] = field(default_factory=set)
     _output_sketchers: dict[int, tuple[jvm.ColumnSketcher, list[str]]] = field(default_factory=dict)
     _observing: set[int] = field(default_factory=set)  # stages whose plan carries this run's sketches
+    _known: dict[str, TableStats | None] = field(default_factory=dict)  # table path → statistics read for probes
     disabled: bool = False
 
     def observes(self, stage: Stage) -> bool:
@@ -162,6 +163,18 @@ class StatisticsCollector:
                                   self._observe_table(df, need, columns, early))
             self._observing.add(stage.id)
         return observers
+
+    def column_bounds(self, scan: Scan, column: str) -> tuple[object, object] | None:
+        """A table column's min and max as the repository holds them for the data this run reads (None: not
+        collected yet), read once per table and run."""
+        need = next((n for n in self.needs if n.entry.path == scan.table.path), None)
+        if need is None or not need.files.fingerprint:
+            return None
+        if need.entry.path not in self._known:
+            self._known[need.entry.path] = self.repository.table(need.entry.path, need.files.fingerprint)
+        known = self._known[need.entry.path]
+        stats = (known.columns.get(column) or known.columns.get(column.lower())) if known is not None else None
+        return (stats.min_value, stats.max_value) if stats is not None else None
 
     def would_observe(self, stage: Stage) -> bool:
         """Whether ``scan_observers`` would observe a scan of ``stage`` (a table it reads lacks statistics)."""

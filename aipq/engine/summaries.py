@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 import json
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field, fields, replace
 from datetime import date
 
@@ -40,6 +41,10 @@ OFFERED_SIZE_FACTOR = 2
 # rows over which a task judges a probe (ProbeGate): enough for a share of 10% to be measured to within about
 # 0.3% points, and small against a task's rows (an SF 1 lineitem task reads about 3 M)
 GATE_WINDOW_ROWS = 32768
+# The largest share of a probed column's [min, max] a summary's key range may cover and still be pushed into the
+# probed scan (``narrows``): TPC-H Q8 at SF 10, part's keys span all of lineitem's l_partkey, and the range made
+# lineitem's probed scan take twice as long (docs/decisions.md).
+RANGE_MAX_SHARE = 0.5
 
 
 def quoted(name: str) -> str:
@@ -61,6 +66,23 @@ def _has_range(df: DataFrame, column: str) -> bool:
     """Whether a key's least and greatest values bound it the same way on every side of a join: integral and
     date keys (strings compare by collation, floating point has NaN)."""
     return key_family(df.schema[column].dataType) in ("integral", "date")
+
+
+def narrows(summary: BuiltSummary, domain: tuple[object, object] | None) -> bool:
+    """Whether a summary's key range is worth its predicate on a probed column whose values lie in ``domain``
+    (its [min, max]; None: unknown, assumed so): the range covers at most ``RANGE_MAX_SHARE`` of it. Parquet
+    applies the pushed-down predicate page by page, which costs a scan where it skips nothing."""
+    if domain is None or domain[0] is None or domain[1] is None:
+        return True
+    try:
+        low, high = (_key_value(v, summary.family) for v in domain)
+        if summary.family == "integral":
+            low, high = int(low), int(high)
+        width = (high - low).days if summary.family == "date" else high - low
+        covered = (summary.high - summary.low).days if summary.family == "date" else summary.high - summary.low
+    except (TypeError, ValueError, AttributeError):
+        return True
+    return width <= 0 or covered <= RANGE_MAX_SHARE * width
 
 
 def _key_value(value: object, family: str) -> object:
@@ -292,8 +314,10 @@ class SummaryStore:
         return left
 
     # ---- probing (P_m) ------------------------------------------------------------------------------
-    def probe(self, df: DataFrame, uses: list[SummaryUse], records: list[ProbeRecord], name: str) -> DataFrame:
-        """``df`` without the rows every summary in ``uses`` rules out; rows counted before and after."""
+    def probe(self, df: DataFrame, uses: list[SummaryUse], records: list[ProbeRecord], name: str,
+              domain: Callable[[str], tuple[object, object] | None] = lambda column: None) -> DataFrame:
+        """``df`` without the rows every summary in ``uses`` rules out; rows counted before and after.
+        ``domain``: a probed column's [min, max] where known (a key range covering most of it is left out)."""
         applicable = []
         for use in uses:
             summary = self.built[use.summary]
@@ -318,7 +342,7 @@ class SummaryStore:
                 continue
             self._marks += 1
             record.mark = -(2 ** 40) - self._marks
-            df = self._apply(df, use.target.column, summary, record.mark, record)
+            df = self._apply(df, use.target.column, summary, record.mark, record, domain(use.target.column))
         return df
 
     def partitions_left(self, scan: Scan, uses: list[SummaryUse], records: list[ProbeRecord]) -> TableEntry:
@@ -365,11 +389,12 @@ class SummaryStore:
         record.raw = None
 
     def _apply(self, df: DataFrame, column: str, summary: BuiltSummary, mark: int | None = None,
-               record: ProbeRecord | None = None) -> DataFrame:
+               record: ProbeRecord | None = None, domain: tuple[object, object] | None = None) -> DataFrame:
         """``df`` probed with ``summary``; with a ``mark``, as a filter whose rows Spark's metrics count; with a
         ``record``, behind a probe gate (``jvm.probe_gate``) whose tally the record keeps."""
         if summary.kind in ("bloom", "hash-list"):
-            if summary.low is not None and summary.high is not None and _has_range(df, column):
+            if summary.low is not None and summary.high is not None and _has_range(df, column) \
+                    and narrows(summary, domain):
                 key = F.col(quoted(column))
                 df = df.filter(key.between(F.lit(summary.low), F.lit(summary.high)))
             condition = self._condition(df, column, summary)
