@@ -152,6 +152,7 @@ def test_a_scan_stage_builds_its_summary_without_writing_its_rows(spark, tpch, h
         remove_work_dir(context.storage, record.work_dir)
 
 
+@pytest.mark.slow  # two runs of Q7 with every summary built
 def test_pre_passes_run_together_in_one_spark_job(spark, tpch, home, duck):
     """Q7's pre-passes (its two nations, and the tables they reach) run as one Spark job, not one job each; each
     still reports its rows and summaries, and the rows are DuckDB's. --analyze runs each alone, to measure it."""

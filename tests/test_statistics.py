@@ -93,6 +93,7 @@ def test_q5_collects_its_join_and_filter_columns_once_and_data_changes_invalidat
     assert after["default.orders"]["collected_at"] == first["default.orders"]
 
 
+@pytest.mark.slow  # generates its own TPC-H and runs Q20
 def test_text_columns_keep_a_sample_that_estimates_like(fresh):
     """Q20 filters part on p_name LIKE 'forest%': the scan that collects p_name's statistics keeps a uniform
     sample of its distinct values (the 256 of least hash), and the estimate of the filter is read from it."""
