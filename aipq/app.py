@@ -138,7 +138,7 @@ def statistics_plan(dag: StageDag, context: RunContext) -> list[dict]:
     needs = plan_statistics(dag, context.repository, context.storage, context.settings.stats_columns)
     if context.settings.statistics == "recollect":
         for need in needs:
-            need.missing, need.has_table_stats = need.columns, False
+            need.missing, need.known = need.columns, None
     return [need.as_dict() for need in needs]
 
 

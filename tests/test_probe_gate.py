@@ -11,6 +11,7 @@ from conftest import oracle_rows, run_to_rows
 from pyspark.sql import functions as F
 
 from aipq.engine import jvm
+from aipq.engine.summaries import BuiltSummary, SummaryStore, narrows
 
 WINDOW = 32768
 SAMPLE = 16
@@ -77,8 +78,6 @@ def test_a_key_range_is_pushed_into_the_probed_scan_only_where_it_narrows_it(spa
     """A summary's [low, high] becomes a predicate on the probed column only when it covers at most half of the
     column's known [min, max] (parquet applies a pushed predicate page by page, a cost where it skips nothing);
     with the column's bounds unknown it is kept, as before."""
-    from aipq.engine.summaries import BuiltSummary, SummaryStore, narrows
-
     summary = BuiltSummary(1, "k", "bloom", "integral", low=10, high=20)
     assert narrows(summary, ("0", "999")) and narrows(summary, ("0", "20")) and narrows(summary, None)
     assert not narrows(summary, ("6", "25")) and not narrows(summary, ("10", "20"))

@@ -127,7 +127,6 @@ class StatisticsCollector:
     _altered: set[int] = field(default_factory=set)
     _output_sketchers: dict[int, tuple[jvm.ColumnSketcher, list[str]]] = field(default_factory=dict)
     _observing: set[int] = field(default_factory=set)  # stages whose plan carries this run's sketches
-    _known: dict[str, TableStats | None] = field(default_factory=dict)  # table path → statistics read for probes
     disabled: bool = False
 
     def observes(self, stage: Stage) -> bool:
@@ -165,14 +164,10 @@ class StatisticsCollector:
         return observers
 
     def column_bounds(self, scan: Scan, column: str) -> tuple[object, object] | None:
-        """A table column's min and max as the repository holds them for the data this run reads (None: not
-        collected yet), read once per table and run."""
+        """A table column's min and max as the repository held them when the run was planned (None: not
+        collected then)."""
         need = next((n for n in self.needs if n.entry.path == scan.table.path), None)
-        if need is None or not need.files.fingerprint:
-            return None
-        if need.entry.path not in self._known:
-            self._known[need.entry.path] = self.repository.table(need.entry.path, need.files.fingerprint)
-        known = self._known[need.entry.path]
+        known = need.known if need is not None else None
         stats = (known.columns.get(column) or known.columns.get(column.lower())) if known is not None else None
         return (stats.min_value, stats.max_value) if stats is not None else None
 
@@ -363,7 +358,7 @@ def collect_table(context: RunContext, entry, columns: list[str] | None, collect
     """``aipq stats collect``: one explicit pass over a table (like ANALYZE), for the given or all columns."""
     names = columns or [name for name, _ in entry.columns]
     spark, repository = context.spark, StatsRepository(context.home)
-    need = TableNeed(entry, data_files(context.storage, entry.path), tuple(names), tuple(names), False)
+    need = TableNeed(entry, data_files(context.storage, entry.path), tuple(names), tuple(names), None)
     collector = StatisticsCollector(spark, None, [need], repository, context.storage,  # type: ignore[arg-type]
                                     context.settings.stats_lg_k, collected_by)
     types = dict(entry.columns)

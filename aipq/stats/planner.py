@@ -18,7 +18,7 @@ from aipq.files import FileSource
 from aipq.planner.logical import Aggregate, Filter, Join, Node, Project, Scan
 from aipq.planner.stages import StageDag
 from aipq.stats.fingerprint import DataFiles, data_files
-from aipq.stats.repository import ColumnStats, StatsRepository
+from aipq.stats.repository import ColumnStats, StatsRepository, TableStats
 
 
 @dataclass
@@ -29,8 +29,12 @@ class TableNeed:
     files: DataFiles
     columns: tuple[str, ...]
     missing: tuple[str, ...]
-    has_table_stats: bool
+    known: TableStats | None  # what the repository holds for its data now
     scans: list[int] = field(default_factory=list)  # ids of the Scan nodes reading it
+
+    @property
+    def has_table_stats(self) -> bool:
+        return self.known is not None
 
     @property
     def collect(self) -> bool:
@@ -92,12 +96,12 @@ def plan_statistics(dag: StageDag, repository: StatsRepository | None, files: Fi
             if internal in names or qualified & extra:
                 columns.add(source)
         if entry.path not in needs:
-            needs[entry.path] = TableNeed(entry, data_files(files, entry.path), (), (), False)
+            needs[entry.path] = TableNeed(entry, data_files(files, entry.path), (), (), None)
         needs[entry.path].scans.append(id(node))
     for path, need in needs.items():
         need.columns = tuple(sorted(wanted[path]))
-        known = repository.table(path, need.files.fingerprint) if repository and need.files.fingerprint else None
-        need.has_table_stats = known is not None
+        need.known = known = repository.table(path, need.files.fingerprint) \
+            if repository and need.files.fingerprint else None
         need.missing = tuple(c for c in need.columns if known is None or c not in known.columns
                              or _lacks_sample(known.columns[c]))
     return list(needs.values())

@@ -82,8 +82,8 @@ public final class ColumnSketches extends AccumulatorV2<Object, Long> {
     private static final long serialVersionUID = 1L;
     private static final int RECENT = 16384;  // direct-mapped cache of values just sketched, per column
     private static final long XXHASH64_SEED = 42L;  // Spark's xxhash64 seed
-    private static final int SMALL_VALUES = 1 << 23;
-    public static final int SAMPLE = 256;  // distinct values sampled per text column  // integral values below this are deduplicated by a bitmap
+    private static final int SMALL_VALUES = 1 << 23;  // integral values below this are deduplicated by a bitmap
+    public static final int SAMPLE = 256;  // distinct values sampled per text column
     // Batch kinds: how observeBatch reads a column's vector (decimals also carry precision and scale above 8 bits)
     private static final int ROWS_ONLY = 0;
     private static final int BYTE = 1;
