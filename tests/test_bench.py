@@ -70,6 +70,7 @@ def test_bench_tpch_smoke_writes_every_field(aipq, tmp_path):
     assert probes and all(p["rows_out"] <= p["rows_in"] for p in probes if p["rows_in"] is not None)
 
 
+@pytest.mark.slow
 def test_bench_off_again_runs_offs_plan_as_a_control_series(aipq, tmp_path):
     """``off-again`` runs off's own plan as a series of its own: the same stages and rows shuffled, no summary,
     and the report states how far it fell from off, the spread of identical runs in that benchmark."""

@@ -294,6 +294,27 @@ def test_a_having_condition_on_an_aggregate_is_priced_from_the_group_size():
     assert cardinality.distinct(per_order, "n") == 9  # a count's values: about twice the mean group size
 
 
+def test_a_having_against_a_scalar_subquery_compares_groups_with_its_expected_value():
+    """TPC-H Q11's shape: groups whose sum passes a fraction of the sum over all rows (a scalar subquery,
+    cross-joined, and written on the left of the comparison). The whole sum is its rows times the column's
+    mean; each group's sum is compared with it as with a literal. The columns under the aggregates are what the
+    statistics planner collects for it."""
+    from aipq.planner.logical import Filter, Project
+    from aipq.stats.planner import interesting_names
+
+    cardinality = Cardinality(lookup())
+    per_order = Aggregate(scan("lineitem"), (("k", col("l_orderkey")),), (("q", sqlglot.parse_one("sum(l_quantity)")),))
+    total = Aggregate(scan("lineitem"), (), (("t", sqlglot.parse_one("sum(l_quantity)")),))
+    threshold = Project(total, (("v", sqlglot.parse_one("t * 0.000001")),))
+    crossed = Join(per_order, threshold, "inner", (), (), physical="broadcast", broadcast_side="right")
+    having = Filter(crossed, sqlglot.parse_one("v < q"))
+    # 6 M lines × 25.5 × 1e-6 = 153 against a group mean of 102 (four lines of 1 … 50)
+    above = 0.5 * math.erfc((153 - 102) / math.sqrt(2 * 4 * (49 ** 2 / 12 + 25.5 ** 2)))
+    assert cardinality.rows(having) == pytest.approx(1_500_000 * above)
+    assert cardinality.selectivity(crossed, sqlglot.parse_one("q < v")) == pytest.approx(1 - above)
+    assert "l_quantity" in interesting_names(having)
+
+
 def test_not_like_keeps_what_like_drops():
     cardinality = Cardinality(lookup())
     assert cardinality.selectivity(scan("part"), sqlglot.parse_one("p_name NOT LIKE '%green%'")) == pytest.approx(

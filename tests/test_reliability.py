@@ -239,6 +239,7 @@ def test_order_by_an_expression_over_an_output_column(aipq, duck):
 
 
 # ---- 12. a runtime failure is one message ------------------------------------------------------------------------
+@pytest.mark.slow
 def test_a_runtime_failure_while_writing_prints_no_java_stack(tpch, home, tmp_path):
     workflow = tmp_path / "ansi.sql"
     workflow.write_text("SET spark.sql.ansi.enabled=true;\n"

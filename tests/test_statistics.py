@@ -226,6 +226,7 @@ def test_two_concurrent_runs_share_one_repository(fresh, tmp_path):
         assert table.rows == duckdb.execute(f"SELECT count(*) FROM read_parquet('{table.path}')").fetchone()[0]
 
 
+@pytest.mark.slow
 def test_bench_stats_reports_overhead_and_ndv_error(aipq, tmp_path):
     out = tmp_path / "stats"
     result = aipq("bench", "stats", "--sf", "0.01", "--queries", "3", "--lg-k", "10", "--repeat", "1",

@@ -14,13 +14,13 @@ rows that carry it. Without statistics a predicate keeps its documented default 
 from __future__ import annotations
 
 import datetime
-import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from sqlglot import exp
 
+from aipq.estimator.moments import group_aggregate, share_above, uniform_moments, whole_aggregate
 from aipq.planner.logical import Aggregate, Filter, Join, Limit, Node, Project, Scan, conjuncts, path_to
 from aipq.planner.stages import StageRead
 from aipq.stats.repository import ColumnStats
@@ -381,8 +381,9 @@ class Cardinality:
         column, other = self._column_and_operand(condition)
         if column is None:
             return DEFAULT_OTHER
-        if isinstance(node, Aggregate) and column in dict(node.aggregates):
-            return self._aggregate_selectivity(node, condition, column, other)
+        having = self._having_comparison(node, condition)
+        if having is not None:
+            return self._aggregate_selectivity(node, condition, *having)
         stats = self._column_stats(node, column)
         ndv = stats.ndv if stats is not None and stats.ndv >= 1 else None
         if isinstance(condition, exp.EQ):
@@ -427,43 +428,83 @@ class Cardinality:
             return min(rows, 2.0 * size + 1.0) if rows is not None else 2.0 * size + 1.0
         return rows
 
-    def _aggregate_selectivity(self, node: Aggregate, condition: exp.Expression, column: str,
-                               other: exp.Expression | None) -> float:
-        """HAVING ``agg op value``: the share of groups whose aggregate passes, taking a group's rows as
-        independent draws spread evenly over the column's [min, max], and its number of rows as the mean group
-        size ``n`` give or take its square root (a Poisson count), so a COUNT is about normal with mean and
-        variance n, a SUM with n times the mean and n times the mean square (the variance of a sum of a random
-        number of draws), an AVG with the mean and 1/n of the variance."""
-        value = _literal_value(other) if other is not None else None
-        size = self._group_size(node)
-        moments = self._aggregate_moments(node, dict(node.aggregates)[column], size)
-        if not isinstance(value, float) or moments is None or not isinstance(condition, (exp.GT, exp.GTE, exp.LT,
-                                                                                         exp.LTE)):
+    def _having_comparison(self, node: Node, condition: exp.Expression) -> tuple[Aggregate, str, str] | None:
+        """A comparison of a grouped aggregate with something else (HAVING): the aggregate node, the aggregate's
+        name there and its name in ``condition``; None for any other condition."""
+        if not isinstance(condition, (exp.GT, exp.GTE, exp.LT, exp.LTE)):
+            return None
+        for side in (condition.this, condition.expression):
+            found = self._defining(node, side.name) if isinstance(side, exp.Column) else None
+            if found is not None and isinstance(found[0], Aggregate) and found[0].groups \
+                    and found[1] in dict(found[0].aggregates):
+                return found[0], found[1], side.name
+        return None
+
+    def _aggregate_selectivity(self, node: Node, condition: exp.Expression, grouped: Aggregate, aggregate: str,
+                               column: str) -> float:
+        """HAVING ``agg op value``, the value a literal or a scalar subquery's: the share of groups whose
+        aggregate passes, taking a group's rows as independent draws spread evenly over their columns' [min, max]
+        and its number of rows as the mean group size give or take its square root
+        (``moments.group_aggregate``)."""
+        aggregate_first = isinstance(condition.this, exp.Column) and condition.this.name == column
+        value = self._scalar_value(node, condition.expression if aggregate_first else condition.this)
+        size = self._group_size(grouped)
+        spread = None if size is None else group_aggregate(dict(grouped.aggregates)[aggregate], size,
+                                                           self._moments_over(grouped.child))
+        if not isinstance(value, float) or spread is None:
             return DEFAULT_OTHER
-        mean, variance = moments
-        above = 0.5 * math.erfc((value - mean) / math.sqrt(2.0 * variance)) if variance > 0 else float(mean > value)
-        below = isinstance(condition, (exp.LT, exp.LTE)) == (condition.this.name == column
-                                                             and isinstance(condition.this, exp.Column))
+        above = share_above(value, *spread)
+        below = isinstance(condition, (exp.LT, exp.LTE)) == aggregate_first
         return max(min(1.0 - above if below else above, 1.0), 0.0)
 
-    def _aggregate_moments(self, node: Aggregate, aggregate: exp.Expression,
-                           size: float | None) -> tuple[float, float] | None:
-        """Mean and variance of an aggregate over a group of ``size`` rows (None when not modelled)."""
-        if size is None:
+    def _moments_over(self, node: Node):
+        """A column's mean and mean square over ``node``'s rows, from its [min, max] (None: not numeric)."""
+        def column(name: str):
+            stats = self._column_stats(node, name)
+            low, high = (_ordered(stats.min_value), _ordered(stats.max_value)) if stats is not None else (None,
+                                                                                                          None)
+            return uniform_moments(low, high) if isinstance(low, float) and isinstance(high, float) else None
+        return column
+
+    def _defining(self, node: Node, name: str) -> tuple[Node, str] | None:
+        """The node that computes an output column, and its name there: through earlier stages, renames, joins
+        and filters down to an aggregate, a computed projection or a scan."""
+        if isinstance(node, StageRead):
+            plan = self.lookup.stage_plan(node)
+            return self._defining(plan, name) if plan is not None and name in plan.output else None
+        if isinstance(node, Project):
+            item = dict(node.items).get(name)
+            if isinstance(item, exp.Column):
+                return self._defining(node.child, item.name)
+            return (node, name) if item is not None else None
+        if isinstance(node, Aggregate | Scan):
+            return (node, name) if name in node.output else None
+        child = next((c for c in node.children if name in c.output), None)
+        return self._defining(child, name) if child is not None else None
+
+    def _scalar_value(self, node: Node, expression: exp.Expression) -> float | str | None:
+        """The expected value of a literal or of a one-row column (an uncorrelated scalar subquery's value,
+        an aggregate over all its rows, possibly scaled): None when not modelled."""
+        literal = _literal_value(expression)
+        if literal is not None or not isinstance(expression, exp.Column | exp.Mul | exp.Add | exp.Sub):
+            return literal
+        if not isinstance(expression, exp.Column):
+            left, right = self._scalar_value(node, expression.this), self._scalar_value(node, expression.expression)
+            if not isinstance(left, float) or not isinstance(right, float):
+                return None
+            return left * right if isinstance(expression, exp.Mul) else left + right if isinstance(
+                expression, exp.Add) else left - right
+        found = self._defining(node, expression.name)
+        if found is None:
             return None
-        if isinstance(aggregate, exp.Count):
-            return size, size
-        argument = aggregate.this
-        if not isinstance(aggregate, (exp.Sum, exp.Avg)) or not isinstance(argument, exp.Column):
+        source, name = found
+        if isinstance(source, Project):
+            return self._scalar_value(source.child, dict(source.items)[name])
+        if not isinstance(source, Aggregate) or source.groups or name not in dict(source.aggregates):
             return None
-        stats = self._column_stats(node.child, argument.name)
-        low, high = (_ordered(stats.min_value), _ordered(stats.max_value)) if stats is not None else (None, None)
-        if not isinstance(low, float) or not isinstance(high, float):
-            return None
-        mean, variance = (low + high) / 2.0, (high - low) ** 2 / 12.0
-        if isinstance(aggregate, exp.Sum):
-            return size * mean, size * (variance + mean ** 2)
-        return mean, variance / size
+        rows = self.rows(source.child)
+        aggregate = dict(source.aggregates)[name]
+        return None if rows is None else whole_aggregate(aggregate, rows, self._moments_over(source.child))
 
     def conjunction(self, node: Node, parts: list[exp.Expression]) -> float:
         """The share of rows that pass every predicate: the range conditions on one column as one interval (two

@@ -3,7 +3,7 @@ which of those the repository lacks, so that the run collects only those, in pas
 
 The estimator needs every input table's size, rows and splits, and per column the distinct-value count,
 width and nulls of the columns that decide how many rows survive or how many groups there are: join keys, filter
-columns and group-by keys. Comment and
+columns, group-by keys and the columns under an aggregate that a HAVING compares. Comment and
 address columns are never collected unless a user names them (``stats_columns``).
 """
 
@@ -69,6 +69,8 @@ def interesting_names(root: Node) -> set[str]:
             for alias, expression in node.groups:
                 names |= {alias} | _names(expression)
                 renames.append((alias, _names(expression)))
+            # an aggregate a HAVING compares: its arguments' ranges decide how many groups pass
+            renames += [(alias, _names(expression)) for alias, expression in node.aggregates]
     changed = True
     while changed:
         before = len(names)
