@@ -7,11 +7,16 @@ import json
 from datetime import date
 
 import pytest
-from conftest import oracle_rows, run_to_rows
+from conftest import LOCAL_FILES, oracle_rows, run_to_rows
 from pyspark.sql import functions as F
 
 from aipq.engine import jvm
+from aipq.engine.statistics import StatisticsCollector
 from aipq.engine.summaries import BuiltSummary, SummaryStore, narrows
+from aipq.planner.logical import Scan
+from aipq.stats.fingerprint import data_files
+from aipq.stats.planner import TableNeed
+from aipq.stats.repository import StatsRepository
 
 WINDOW = 32768
 SAMPLE = 16
@@ -92,3 +97,15 @@ def test_a_key_range_is_pushed_into_the_probed_scan_only_where_it_narrows_it(spa
         return ">= cast(10 as bigint)" in plan
 
     assert pushed(("0", "999")) and pushed(None) and not pushed(("6", "25"))
+
+
+def test_a_columns_bounds_come_from_parquet_footers_before_its_statistics_exist(spark, tpch, duck, tmp_path):
+    """On a first run over new data the repository knows no [min, max]; the probed column's bounds then come
+    from its files' footers, so a key range over the whole column is left out from the first run on."""
+    entry = next(e for e in tpch.entries() if e.database == "default" and e.name == "lineitem")
+    need = TableNeed(entry, data_files(LOCAL_FILES, entry.path), ("l_orderkey",), ("l_orderkey",), None)
+    collector = StatisticsCollector(spark, None, [need], StatsRepository(tmp_path), LOCAL_FILES)  # type: ignore
+    scan = Scan(entry, "lineitem", (("l_orderkey", "l_orderkey"),))
+    low, high = duck.execute("SELECT min(l_orderkey), max(l_orderkey) FROM lineitem").fetchone()
+    assert collector.column_bounds(scan, "l_orderkey") == (str(low), str(high))
+    assert not narrows(BuiltSummary(1, "k", "bloom", "integral", low=low, high=high), (str(low), str(high)))

@@ -25,8 +25,10 @@ from dataclasses import dataclass, field
 from pyspark.sql import Column, DataFrame, Observation
 from pyspark.sql import functions as F
 
+from aipq.catalog import TableEntry
 from aipq.engine import jvm
 from aipq.engine.context import RunContext
+from aipq.engine.footers import FooterStatistics, footer_statistics
 from aipq.engine.session import read_table, table_rows
 from aipq.errors import AipqError, warn
 from aipq.files import FileSource
@@ -127,6 +129,7 @@ class StatisticsCollector:
     _altered: set[int] = field(default_factory=set)
     _output_sketchers: dict[int, tuple[jvm.ColumnSketcher, list[str]]] = field(default_factory=dict)
     _observing: set[int] = field(default_factory=set)  # stages whose plan carries this run's sketches
+    _footers: dict[str, FooterStatistics | None] = field(default_factory=dict)  # by table path
     disabled: bool = False
 
     def observes(self, stage: Stage) -> bool:
@@ -164,12 +167,21 @@ class StatisticsCollector:
         return observers
 
     def column_bounds(self, scan: Scan, column: str) -> tuple[object, object] | None:
-        """A table column's min and max as the repository held them when the run was planned (None: not
-        collected then)."""
+        """A table column's min and max as the repository held them when the run was planned, else as its
+        parquet footers tell (None: neither knows)."""
         need = next((n for n in self.needs if n.entry.path == scan.table.path), None)
         known = need.known if need is not None else None
         stats = (known.columns.get(column) or known.columns.get(column.lower())) if known is not None else None
+        if stats is None:
+            footers = self._table_footers(scan.table)
+            stats = footers.columns.get(column.lower()) if footers is not None else None
         return (stats.min_value, stats.max_value) if stats is not None else None
+
+    def _table_footers(self, entry: TableEntry) -> FooterStatistics | None:
+        """A table's footer statistics, read once per run."""
+        if entry.path not in self._footers:
+            self._footers[entry.path] = footer_statistics(self.spark, self.files, entry)
+        return self._footers[entry.path]
 
     def would_observe(self, stage: Stage) -> bool:
         """Whether ``scan_observers`` would observe a scan of ``stage`` (a table it reads lacks statistics)."""
