@@ -20,7 +20,14 @@ from dataclasses import dataclass
 
 from sqlglot import exp
 
-from aipq.estimator.moments import group_aggregate, share_above, uniform_moments, whole_aggregate
+from aipq.estimator.moments import (
+    ColumnMoments,
+    Moments,
+    group_aggregate,
+    share_above,
+    uniform_moments,
+    whole_aggregate,
+)
 from aipq.planner.logical import Aggregate, Filter, Join, Limit, Node, Project, Scan, conjuncts, path_to
 from aipq.planner.stages import StageRead
 from aipq.stats.repository import ColumnStats
@@ -457,9 +464,9 @@ class Cardinality:
         below = isinstance(condition, (exp.LT, exp.LTE)) == aggregate_first
         return max(min(1.0 - above if below else above, 1.0), 0.0)
 
-    def _moments_over(self, node: Node):
+    def _moments_over(self, node: Node) -> ColumnMoments:
         """A column's mean and mean square over ``node``'s rows, from its [min, max] (None: not numeric)."""
-        def column(name: str):
+        def column(name: str) -> Moments | None:
             stats = self._column_stats(node, name)
             low, high = (_ordered(stats.min_value), _ordered(stats.max_value)) if stats is not None else (None,
                                                                                                           None)
