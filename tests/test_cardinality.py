@@ -30,6 +30,8 @@ TABLES = {
     "customer": (150_000, {"c_custkey": (150_000, "1", "150000"), "c_nationkey": (25, "0", "24"),
                            "c_phone": (150_000, None, None)}),
     "buyers": (1_500_000, {"b_custkey": (100_000, "1", "149999")}),  # orders' customers: two in three have some
+    "partsupp": (800_000, {"ps_partkey": (200_000, "1", "200000"), "ps_suppkey": (10_000, "1", "10000")}),
+    "shipments": (6_000_000, {"sh_partkey": (200_000, "1", "200000"), "sh_suppkey": (10_000, "1", "10000")}),
 }
 
 
@@ -76,6 +78,16 @@ def test_a_join_keeps_the_rows_whose_key_the_other_side_has():
     assert cardinality.rows(join) == pytest.approx(6_000_000 * (200_000 / 150) / 200_000)
     assert cardinality.distinct(join, "l_partkey") == pytest.approx(200_000 / 150)
     assert cardinality.match_share(join, "left") == pytest.approx(1 / 150)
+
+
+def test_a_join_on_two_keys_lies_between_its_best_single_key_and_the_key_combination():
+    """TPC-H Q9's lineitem ⋈ partsupp on part and supplier: the part key alone gives 6 M × 800 k / 200 k = 24 M
+    (each line meets its part's four suppliers), the combination, every pair taken as distinct, 800 k; the
+    estimate is their geometric mean (the truth, 6 M, lies between)."""
+    cardinality = Cardinality(lookup())
+    join = Join(scan("shipments"), scan("partsupp"), "inner", ("sh_partkey", "sh_suppkey"),
+                ("ps_partkey", "ps_suppkey"))
+    assert cardinality.rows(join) == pytest.approx(math.sqrt(24_000_000 * 800_000))
 
 
 def test_a_limit_keeps_at_most_its_count():
