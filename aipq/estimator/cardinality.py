@@ -144,20 +144,30 @@ class Cardinality:
 
     def _scan_read(self, node: Node, name: str) -> tuple[Scan, str, str] | None:
         """The scan, table column and the scan's own name for it that an internal name reads."""
+        found = self._defining(node, name)
+        if found is None or not isinstance(found[0], Scan):
+            return None
+        scan, scanned = found
+        return scan, dict(scan.columns + scan.filter_only)[scanned], scanned
+
+    def _defining(self, node: Node, name: str) -> tuple[Node, str] | None:
+        """The node that computes a column, and its name there: through earlier stages, renames, joins, filters
+        and group keys down to an aggregate, a computed projection or the scan that reads it."""
         if isinstance(node, Scan):
-            source = dict(node.columns + node.filter_only).get(name)
-            return (node, source, name) if source else None
+            return (node, name) if name in dict(node.columns + node.filter_only) else None
         if isinstance(node, StageRead):
             plan = self.lookup.stage_plan(node)
-            return self._scan_read(plan, name) if plan is not None and name in plan.output else None
+            return self._defining(plan, name) if plan is not None and name in plan.output else None
         if isinstance(node, Project):
             item = dict(node.items).get(name)
             if isinstance(item, exp.Column):
-                return self._scan_read(node.child, item.name)
-            return None
+                return self._defining(node.child, item.name)
+            return (node, name) if item is not None else None
+        if isinstance(node, Aggregate) and name in dict(node.aggregates):
+            return node, name
         for child in node.children:
             if name in child.output or isinstance(child, Scan) and name in dict(child.filter_only):
-                return self._scan_read(child, name)
+                return self._defining(child, name)
         return None
 
     def _column_stats(self, node: Node, name: str) -> ColumnStats | None:
@@ -493,22 +503,6 @@ class Cardinality:
                                                                                                           None)
             return uniform_moments(low, high) if isinstance(low, float) and isinstance(high, float) else None
         return column
-
-    def _defining(self, node: Node, name: str) -> tuple[Node, str] | None:
-        """The node that computes an output column, and its name there: through earlier stages, renames, joins
-        and filters down to an aggregate, a computed projection or a scan."""
-        if isinstance(node, StageRead):
-            plan = self.lookup.stage_plan(node)
-            return self._defining(plan, name) if plan is not None and name in plan.output else None
-        if isinstance(node, Project):
-            item = dict(node.items).get(name)
-            if isinstance(item, exp.Column):
-                return self._defining(node.child, item.name)
-            return (node, name) if item is not None else None
-        if isinstance(node, Aggregate | Scan):
-            return (node, name) if name in node.output else None
-        child = next((c for c in node.children if name in c.output), None)
-        return self._defining(child, name) if child is not None else None
 
     def _scalar_value(self, node: Node, expression: exp.Expression) -> float | str | None:
         """The expected value of a literal or of a one-row column (an uncorrelated scalar subquery's value,
