@@ -349,3 +349,22 @@ def test_a_bloom_filter_sized_at_alpha_still_loads_with_its_header(tpch):
     planner = IpPlanner(dag, settings)
     builds = [b for s in dag.stages for b in planner.creations(s)]
     assert builds and all(b.bits // 8 + BLOOM_HEADER_BYTES <= alpha for b in builds), builds
+
+
+def test_a_summary_holds_the_probed_keys_in_the_share_it_holds_of_their_span():
+    """TPC-DS Q72's dates: inventory's 261 weekly dates lie within 1,830 of date_dim's 73,049 keys; a summary
+    of 371 dates keeps about a fifth of them (containment took it to keep all). A fact whose keys cover their
+    dimension, or bounds unknown, give containment."""
+    from aipq.estimator.overlap import KeyRange, common_keys, span_keys
+
+    date_dim = KeyRange(73_049, 2_415_022, 2_488_070)
+    inventory = KeyRange(261, 2_450_815, 2_452_635)
+    span = span_keys(date_dim, inventory)
+    assert span == pytest.approx(1_821, rel=1e-3)
+    assert common_keys(371, 261, span) == pytest.approx(261 * 371 / span)
+    assert common_keys(5_000, 261, span) == 261  # a summary holding the whole span holds every probed key
+    customer = KeyRange(150_000, 1, 150_000)
+    orders_customers = KeyRange(100_000, 1, 149_999)
+    assert common_keys(30_000, 100_000, span_keys(customer, orders_customers)) == pytest.approx(20_000, rel=1e-3)
+    assert common_keys(30_000, 100_000, None) == 30_000
+    assert span_keys(customer, KeyRange(10, 200_000, 300_000)) == 10  # disjoint ranges: the probed keys alone

@@ -36,6 +36,10 @@ QUERIES = [
     "select a.k, a.v, b.g from nulls_a a left join nulls_b b on a.k = b.k",
     "select a.k, a.v, b.g from nulls_a a left join nulls_b b on a.k = b.k and b.g = 10",
     "select a.k, a.v, b.g from nulls_a a left join nulls_b b on a.k = b.k where b.g is null",
+    # a WHERE on the preserved side filters it first; one on the NULL-supplying side stays above the join
+    "select a.k, a.v, b.g from nulls_a a left join nulls_b b on a.k = b.k where a.v is not null and b.g is null",
+    "select a.k, b.g from nulls_b b right join nulls_a a on a.k = b.k where a.k > 1 or a.k is null",
+    "select a.k, b.g from nulls_a a full join nulls_b b on a.k = b.k where a.k is not null and b.g is null",
     "select a.k, b.k from nulls_a a full outer join nulls_b b on a.k = b.k",
     "select a.k, b.k from nulls_b b right join nulls_a a on a.k = b.k",
     "select a.v from nulls_a a left semi join nulls_b b on a.k = b.k",

@@ -180,3 +180,26 @@ def test_a_disjunction_implies_nothing_for_a_table_one_branch_leaves_free():
     assert implied is not None and implied.sql() == "b = 2 OR b = 3"
     assert implied_filter(parse_one("a = 1 AND b = 2"), {"a"}) is None  # conjuncts are pushed as they are
     assert implied_filter(parse_one("(a = 1 AND b = 2) OR (a = 2)"), {"a"}).sql() == "a = 1 OR a = 2"
+
+
+def _scan_filters(dag) -> dict[str, list[str]]:
+    from aipq.planner.logical import Scan, render
+
+    return {n.table.name: [render(f) for f in n.filters]
+            for s in dag.stages for n in s.plan.walk() if isinstance(n, Scan)}
+
+
+def test_a_where_on_the_preserved_side_of_an_outer_join_filters_that_side_first(tpch):
+    """WHERE conditions reading only the preserved input of a LEFT or RIGHT join filter it before the join (as
+    Spark pushes them); those reading the NULL-supplying side, and any below a FULL join, stay above it."""
+    where = ("WHERE c_mktsegment = 'BUILDING' AND o_orderstatus IS NULL AND o_orderkey IS NULL "
+             "AND (c_acctbal > 0 OR o_totalprice > 5)")
+    for joined in ("customer LEFT JOIN orders ON c_custkey = o_custkey",
+                   "orders RIGHT JOIN customer ON c_custkey = o_custkey"):
+        sql = f"SELECT c_name, o_orderkey FROM {joined} {where}"
+        filters = _scan_filters(plan_query(sql, tpch, Settings(ip="off"), LOCAL_FILES).dag)
+        assert filters["customer"] == ["`c_mktsegment` = 'BUILDING'"], joined
+        assert filters["orders"] == [], joined
+    full = f"SELECT c_name, o_orderkey FROM customer FULL JOIN orders ON c_custkey = o_custkey {where}"
+    filters = _scan_filters(plan_query(full, tpch, Settings(ip="off"), LOCAL_FILES).dag)
+    assert filters == {"customer": [], "orders": []}

@@ -92,10 +92,10 @@ def _literal_value(node: exp.Expression) -> float | str | None:
             return float(node.this)
         except ValueError:
             return None
-    return _ordered(node.this)
+    return ordered_value(node.this)
 
 
-def _ordered(text: str | None) -> float | str | None:
+def ordered_value(text: str | None) -> float | str | None:
     """A min/max or literal text as a number where it is one (dates by their ordinal), else the text."""
     if text is None:
         return None
@@ -107,6 +107,13 @@ def _ordered(text: str | None) -> float | str | None:
         return float(datetime.date.fromisoformat(text[:10]).toordinal())
     except ValueError:
         return text
+
+
+def value_bounds(stats: ColumnStats | None) -> tuple[float | str | None, float | str | None]:
+    """A column's minimum and maximum as ``ordered_value``s (None where unknown)."""
+    if stats is None:
+        return None, None
+    return ordered_value(stats.min_value), ordered_value(stats.max_value)
 
 
 class Cardinality:
@@ -377,7 +384,7 @@ class Cardinality:
         if part == "month":
             return min(12.0, distinct) if distinct is not None else 12.0
         stats = self._column_stats(node, column)
-        low, high = (_ordered(stats.min_value), _ordered(stats.max_value)) if stats is not None else (None, None)
+        low, high = value_bounds(stats)
         if not isinstance(low, float) or not isinstance(high, float):
             return distinct
         low, high = self._filtered_range(node, column, low, high)
@@ -499,8 +506,7 @@ class Cardinality:
         """A column's mean and mean square over ``node``'s rows, from its [min, max] (None: not numeric)."""
         def column(name: str) -> Moments | None:
             stats = self._column_stats(node, name)
-            low, high = (_ordered(stats.min_value), _ordered(stats.max_value)) if stats is not None else (None,
-                                                                                                          None)
+            low, high = value_bounds(stats)
             return uniform_moments(low, high) if isinstance(low, float) and isinstance(high, float) else None
         return column
 
@@ -561,7 +567,7 @@ class Cardinality:
         """The share of [min, max] that [low, high] covers (either end open), evenly spread values assumed."""
         if stats is None:
             return DEFAULT_RANGE
-        smallest, largest = _ordered(stats.min_value), _ordered(stats.max_value)
+        smallest, largest = value_bounds(stats)
         numbers = [v for v in (smallest, largest, low, high) if v is not None]
         if not isinstance(smallest, float) or not isinstance(largest, float) or not all(
                 isinstance(v, float) for v in numbers) or (low is None and high is None):

@@ -28,11 +28,12 @@ from sqlglot import exp
 from aipq.catalog import TableEntry
 from aipq.config import Settings
 from aipq.estimator.benefit import EdgeEstimate, EdgeInputs, best_estimate, materialization_cost
-from aipq.estimator.cardinality import Cardinality, StatsLookup, kept_distinct
+from aipq.estimator.cardinality import Cardinality, StatsLookup, kept_distinct, value_bounds
 from aipq.estimator.join_estimates import KnownTables
+from aipq.estimator.overlap import KeyRange, common_keys, span_keys
 from aipq.estimator.parameters import PAGE_BYTES, Calibration, parse_memory, sort_buffer_pages
 from aipq.files import FileSource, NoFiles
-from aipq.ip.candidates import Candidate, Target, distinct_bound
+from aipq.ip.candidates import Candidate, Target, distinct_bound, leaf_columns
 from aipq.ip.planner import NO_PRUNING, BuiltInfo, Pruning
 from aipq.planner.logical import Join, Scan, path_to
 from aipq.planner.reducers import reduce_tasks, stage_input_bytes
@@ -150,17 +151,7 @@ class EdgeEstimator:
         if probed is None or probed.rows <= 0:
             return None
         summary = self.summary_keys(candidate, built)
-        if built is None and summary.bound:
-            common, overlap = 0.0, "best case before it is built (its keys only bounded): no key in common"
-        elif built is None:
-            common = min(summary.distinct, probed.keys.distinct)
-            overlap = "containment assumption before it is built (its key count known from an earlier run)"
-        elif summary.sketch is not None and probed.keys.sketch is not None:
-            common = sketches.intersection_estimate(summary.sketch, probed.keys.sketch)
-            overlap = "HLL intersection of both sketches"
-        else:
-            common = min(summary.distinct, probed.keys.distinct)
-            overlap = "containment assumption"
+        common, overlap = self._overlap(candidate, summary, probed.keys, built)
         inputs = EdgeInputs(
             probed_bytes=probed.bytes, probed_rows=probed.rows, probed_splits=probed.splits,
             probed_distinct=max(probed.keys.distinct, 1.0), summary_distinct=max(summary.distinct, 1.0),
@@ -179,6 +170,42 @@ class EdgeEstimator:
                      "unit costs": self.calibration.source})
         fixed = built.size_bytes if built is not None and built.size_bytes else self.settings.bloom_size
         return best_estimate(inputs, self.calibration, self.settings.alpha, fixed)
+
+    def _overlap(self, candidate: Candidate, summary: KeySet, probed: KeySet,
+                 built: BuiltInfo | None) -> tuple[float, str]:
+        """The probed keys the summary holds, and how that is known."""
+        if built is None and summary.bound:
+            return 0.0, "best case before it is built (its keys only bounded): no key in common"
+        if built is not None and summary.sketch is not None and probed.sketch is not None:
+            return sketches.intersection_estimate(summary.sketch, probed.sketch), "HLL intersection of both sketches"
+        when = " before it is built" if built is None else ""
+        span = self._key_span(candidate)
+        if span is None:
+            return min(summary.distinct, probed.distinct), "containment assumption" + when
+        return (common_keys(summary.distinct, probed.distinct, span),
+                f"containment within the {span:,.0f} keys of its table in the probed column's range{when}")
+
+    def _key_span(self, candidate: Candidate) -> float | None:
+        """The keys of the summary's table within the probed column's range (``overlap.span_keys``), where the
+        probed input is a scan and the summary's keys come from one, both columns with bounds."""
+        target = candidate.target
+        leaf = next((n for n in self.dag.stage(target.stage).plan.walk() if id(n) == target.node_id), None)
+        probed = self._key_range(leaf, target.column) if target.place == "input" else None
+        domain = next((self._key_range(leaf, column) for leaf, column
+                       in leaf_columns(self.dag, candidate.producer, candidate.column) if isinstance(leaf, Scan)), None)
+        return span_keys(domain, probed) if probed is not None and domain is not None else None
+
+    def _key_range(self, leaf: object, column: str) -> KeyRange | None:
+        """A scanned column's distinct values and numeric bounds in the repository, else None."""
+        if not isinstance(leaf, Scan):
+            return None
+        stats = self._column_stats(leaf, dict(leaf.columns + leaf.filter_only).get(column, column))
+        if stats is None:
+            return None
+        low, high = value_bounds(stats)
+        if not isinstance(low, float) or not isinstance(high, float) or stats.ndv <= 0:
+            return None
+        return KeyRange(stats.ndv, low, high)
 
     # ---- the summary's side ---------------------------------------------------------------------------
     def summary_keys(self, candidate: Candidate, built: BuiltInfo | None) -> KeySet:

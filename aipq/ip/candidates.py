@@ -253,12 +253,17 @@ def find_candidates(dag: StageDag) -> list[Candidate]:
 def leaf_sources(dag: StageDag, stage_id: int, column: str) -> list[Node]:
     """The Scan/StageRead leaves of one stage that an output column's values come from (each one bounds the
     number of distinct values: they must exist in all of them)."""
+    return [leaf for leaf, _ in leaf_columns(dag, stage_id, column)]
+
+
+def leaf_columns(dag: StageDag, stage_id: int, column: str) -> list[tuple[Node, str]]:
+    """``leaf_sources`` with the column's name in each leaf's output."""
     finder = CandidateFinder(dag, descend=False)
     stage = dag.stage(stage_id)
     out = _Trace()
     finder.trace(stage_id, stage.plan, column, out, set())
     leaves = {id(n): n for n in all_nodes(stage.plan) if not n.children}
-    return [leaves[t.node_id] for t in out.targets if t.node_id in leaves]
+    return [(leaves[t.node_id], t.column) for t in out.targets if t.node_id in leaves]
 
 
 def distinct_bound(dag: StageDag, stage_id: int, column: str, stage_rows: Callable[[int], float | None],

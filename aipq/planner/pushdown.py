@@ -15,17 +15,64 @@ from sqlglot import exp
 
 from aipq.planner.logical import Filter, Join, JoinBlock, Node, Scan, and_all, conjuncts, refs, transform_up
 
+# The join kinds whose every output row carries one row of that input unchanged, so that a condition on that
+# input's columns alone may filter the input instead of the output.
+_PRESERVES_LEFT = ("inner", "cross", "left", "semi", "anti")
+_PRESERVES_RIGHT = ("inner", "cross", "right")
+
 
 def with_filter(node: Node, condition: exp.Expression) -> Node:
-    """``node`` filtered by ``condition``; a scan takes it as a scan filter, and it passes below a semi or
-    anti join (which only removes rows of its left input) to that input."""
+    """``node`` filtered by ``condition``; a scan takes it as a scan filter, a join block as conditions of
+    its own, and a binary join passes each part to the input it reads alone where the join keeps that
+    input's rows as they are (a WHERE on the preserved side of an outer join filters that side first)."""
     if isinstance(node, Scan):
         return replace(node, filters=node.filters + tuple(conjuncts(condition)))
-    if isinstance(node, Join) and node.kind in ("semi", "anti") and refs(condition) <= set(node.left.output):
-        return replace(node, left=with_filter(node.left, condition))
+    if isinstance(node, JoinBlock):
+        return distribute(node.relations, node.conditions, conjuncts(condition))
+    if isinstance(node, Join):
+        return filtered_join(node, conjuncts(condition))
     if isinstance(node, Filter):
         return with_filter(node.child, exp.and_(node.condition, condition, copy=False))
     return Filter(node, condition)
+
+
+def filtered_join(join: Join, parts: list[exp.Expression]) -> Node:
+    """``join`` with ``parts`` applied: each below it where it reads one preserved input alone, the rest
+    above it."""
+    left, right, above = [], [], []
+    for part in parts:
+        reads = refs(part)
+        if reads and reads <= set(join.left.output) and join.kind in _PRESERVES_LEFT:
+            left.append(part)
+        elif reads and reads <= set(join.right.output) and join.kind in _PRESERVES_RIGHT:
+            right.append(part)
+        else:
+            above.append(part)
+    if left or right:
+        join = replace(join, left=with_filter(join.left, and_all(left)) if left else join.left,
+                       right=with_filter(join.right, and_all(right)) if right else join.right)
+    condition = and_all(above)
+    return Filter(join, condition) if condition is not None else join
+
+
+def distribute(relations: tuple[Node, ...], kept: tuple[exp.Expression, ...],
+               new: list[exp.Expression]) -> JoinBlock:
+    """A join block of ``relations`` whose ``new`` conditions go to the one relation each reads alone; the
+    others are kept as the block's, each relation also taking what an OR among them implies about it.
+    ``kept`` are conditions already distributed so."""
+    relations, remaining = list(relations), list(kept)
+    for condition in new:
+        reads = refs(condition)
+        owner = next((i for i, rel in enumerate(relations) if reads and reads <= set(rel.output)), None)
+        if owner is None:
+            remaining.append(condition)
+            for i, relation in enumerate(relations):
+                implied = implied_filter(condition, set(relation.output))
+                if implied is not None:
+                    relations[i] = with_filter(relation, implied)
+        else:
+            relations[owner] = with_filter(relations[owner], condition)
+    return JoinBlock(tuple(relations), tuple(remaining))
 
 
 def implied_filter(condition: exp.Expression, columns: set[str]) -> exp.Expression | None:
@@ -48,21 +95,8 @@ def implied_filter(condition: exp.Expression, columns: set[str]) -> exp.Expressi
 def push_down_filters(root: Node) -> Node:
     def push(node: Node) -> Node:
         if isinstance(node, JoinBlock):
-            relations = list(node.relations)
-            remaining = []
-            for condition in node.conditions:
-                reads = refs(condition)
-                owner = next((i for i, rel in enumerate(relations) if reads and reads <= set(rel.output)), None)
-                if owner is None:
-                    remaining.append(condition)
-                    for i, relation in enumerate(relations):
-                        implied = implied_filter(condition, set(relation.output))
-                        if implied is not None:
-                            relations[i] = with_filter(relation, implied)
-                else:
-                    relations[owner] = with_filter(relations[owner], condition)
-            return JoinBlock(tuple(relations), tuple(remaining))
-        if isinstance(node, Filter) and isinstance(node.child, (Scan, Join, Filter)):
+            return distribute(node.relations, (), list(node.conditions))
+        if isinstance(node, Filter) and isinstance(node.child, (Scan, Join, JoinBlock, Filter)):
             return with_filter(node.child, node.condition)
         return node
 
