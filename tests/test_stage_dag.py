@@ -191,7 +191,7 @@ def _scan_filters(dag) -> dict[str, list[str]]:
 
 def test_a_where_on_the_preserved_side_of_an_outer_join_filters_that_side_first(tpch):
     """WHERE conditions reading only the preserved input of a LEFT or RIGHT join filter it before the join (as
-    Spark pushes them); those reading the NULL-supplying side, and any below a FULL join, stay above it."""
+    Spark pushes them); those reading the NULL-supplying side, and any over a FULL join, stay above the join."""
     where = ("WHERE c_mktsegment = 'BUILDING' AND o_orderstatus IS NULL AND o_orderkey IS NULL "
              "AND (c_acctbal > 0 OR o_totalprice > 5)")
     for joined in ("customer LEFT JOIN orders ON c_custkey = o_custkey",

@@ -189,11 +189,14 @@ class EdgeEstimator:
         """The keys of the summary's table within the probed column's range (``overlap.span_keys``), where the
         probed input is a scan and the summary's keys come from one, both columns with bounds."""
         target = candidate.target
-        leaf = next((n for n in self.dag.stage(target.stage).plan.walk() if id(n) == target.node_id), None)
-        probed = self._key_range(leaf, target.column) if target.place == "input" else None
+        probed = self._key_range(self._target_leaf(target), target.column) if target.place == "input" else None
         domain = next((self._key_range(leaf, column) for leaf, column
                        in leaf_columns(self.dag, candidate.producer, candidate.column) if isinstance(leaf, Scan)), None)
         return span_keys(domain, probed) if probed is not None and domain is not None else None
+
+    def _target_leaf(self, target: Target) -> object | None:
+        """The Scan or StageRead leaf an input place probes (None for an output place)."""
+        return next((n for n in self.dag.stage(target.stage).plan.walk() if id(n) == target.node_id), None)
 
     def _key_range(self, leaf: object, column: str) -> KeyRange | None:
         """A scanned column's distinct values and numeric bounds in the repository, else None."""
@@ -282,7 +285,7 @@ class EdgeEstimator:
         stage = self.dag.stage(target.stage)
         if target.place == "output":
             return self._after_earlier_summaries(self._stage_output(stage, target.column, shuffled=True), target)
-        leaf = next((n for n in stage.plan.walk() if id(n) == target.node_id), None)
+        leaf = self._target_leaf(target)
         shuffled = feeds_shuffle(stage, target.node_id)
         if isinstance(leaf, Scan):
             probed = self._scan(leaf, target.column, shuffled)
