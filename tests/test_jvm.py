@@ -301,7 +301,7 @@ def test_hll_updates_after_the_coupon_modes_give_datasketches_own_sketch_byte_fo
                 lg_k, count)
 
 
-def test_frames_parse_sql_steps_in_one_call_like_pyspark(spark):
+def test_frames_and_lazy_plans_parse_sql_steps_in_one_call_like_pyspark(spark):
     orders = spark.createDataFrame([(1, 10, 5.0), (2, 10, 7.5), (3, 20, None), (4, 30, 1.0)],
                                    "o_orderkey bigint, o_custkey bigint, o_price double")
     customers = spark.createDataFrame([(10, "a"), (20, "b"), (40, "c")], "c_custkey bigint, c_name string")
@@ -310,20 +310,38 @@ def test_frames_parse_sql_steps_in_one_call_like_pyspark(spark):
     assert selected.columns == ["key", "double price"]
     assert sorted(selected.collect()) == sorted(orders.selectExpr("o_orderkey", "o_price * 2").collect())
 
-    grouped = jvm.aggregate_sql(orders, ["o_custkey AS c"], ["sum(o_price) AS total", "count(*) AS n"])
+    plan = jvm.LazyPlan.of(orders)
+    lazy = plan.select(["o_orderkey AS `key`", "o_price * 2 AS `double price`", "o_price + 1"]).frame()
+    assert lazy.columns == ["key", "double price", "(o_price + 1)"]  # unnamed: named as selectExpr names it
+    assert sorted(lazy.collect()) == sorted(orders.selectExpr("o_orderkey", "o_price * 2", "o_price + 1").collect())
+
+    grouped = plan.aggregate(["o_custkey AS c"], ["sum(o_price) AS total", "count(*) AS n"]).frame()
+    assert grouped.columns == ["c", "total", "n"]
     assert sorted(map(tuple, grouped.collect())) == [(10, 12.5, 2), (20, None, 1), (30, 1.0, 1)]
-    assert [tuple(r) for r in jvm.aggregate_sql(orders, [], ["max(o_orderkey) AS m"]).collect()] == [(4,)]
-    assert sorted(r[0] for r in jvm.aggregate_sql(orders, ["o_custkey AS c"], []).collect()) == [10, 20, 30]
+    assert [tuple(r) for r in plan.aggregate([], ["max(o_orderkey) AS m"]).frame().collect()] == [(4,)]
+    assert sorted(r[0] for r in plan.aggregate(["o_custkey AS c"], []).frame().collect()) == [10, 20, 30]
 
     for how, expected in [("inner", [(1, "a"), (2, "a"), (3, "b")]), ("left_anti", [(4, None)])]:
-        joined = jvm.join_sql(orders, customers, "o_custkey = c_custkey", how)
-        names = ["o_orderkey", "c_name"] if how == "inner" else ["o_orderkey"]
-        rows = sorted(tuple(r) for r in joined.select(*names).collect())
-        assert rows == [e[:len(names)] for e in expected]
+        for side in (None, "left", "right"):
+            joined = plan.join(jvm.LazyPlan.of(customers), "o_custkey = c_custkey", how, side).frame()
+            names = ["o_orderkey", "c_name"] if how == "inner" else ["o_orderkey"]
+            rows = sorted(tuple(r) for r in joined.select(*names).collect())
+            assert rows == [e[:len(names)] for e in expected]
+    hinted = plan.join(jvm.LazyPlan.of(customers), "o_custkey = c_custkey", "inner", "right").frame()
+    assert "BroadcastHashJoin" in hinted._jdf.queryExecution().executedPlan().toString()
+    assert plan.join(jvm.LazyPlan.of(customers), None, "cross", None).frame().count() == 12
+    # the same table on both sides: analysed once, as SQL's self-join is
+    again = jvm.LazyPlan.of(orders).select(["o_orderkey AS k2"])
+    assert plan.join(again, "o_orderkey = k2", "inner", None).frame().count() == 4
+
+    ordered = plan.filter("o_orderkey > 1").sort([("`o_price`", True, True)]).limit(2).frame()
+    assert [(r.o_orderkey, r.o_price) for r in ordered.collect()] == [(3, None), (2, 7.5)]
 
     # the expressions cross NUL-separated: one holding a NUL is refused (the front end refuses such SQL first)
     with pytest.raises(ValueError, match="NUL"):
         jvm.select_sql(orders, ["'a\u0000b' AS s"])
+    with pytest.raises(ValueError, match="NUL"):
+        plan.select(["'a\u0000b' AS s"])
 
 
 def test_compiled_stage_code_stays_cached_past_spark_default_of_100_classes(spark):

@@ -151,7 +151,7 @@ class DagRun:
         spark, storage, settings = context.spark, context.storage, context.settings
         run_id, work_dir = new_work_dir(storage, context.runs_dir)
         paths = {s.id: join(work_dir, f"stage-{s.id}") for s in dag.stages}
-        compiler = StageCompiler(spark, paths)
+        compiler = StageCompiler(spark, paths, storage)
         compiler.shared_scans = options.shared_scans or {}
         store = SummaryStore(spark, storage, work_dir, paths, settings.probe_min_rejection)
         result_format = options.result_format if options.result_format in TEXT_FORMATS else "parquet"
@@ -342,7 +342,7 @@ def fuse(run: DagRun, step: StageStep) -> bool:
     stage, decisions = step.stage, step.decisions
     assert decisions is not None
     fused = Fused(stage, decisions, [])
-    run.runner.compiler.fused[stage.id] = lambda: run.runner.frame(
+    run.runner.compiler.fused[stage.id] = lambda: run.runner.plan(
         stage, decisions, fused.probes, step.group, run.statistics, True, step.broadcasts)
     consumer = next(iter(run.dag.dataflow.get(stage.id, [])))
     run.fused_into.setdefault(consumer, []).extend([fused, *step.inputs])

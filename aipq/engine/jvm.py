@@ -59,14 +59,6 @@ def select_sql(df: DataFrame, expressions: Sequence[str]) -> DataFrame:
     return _frame(spark, _aipq_class(spark, "Frames").select(df._jdf, _sql_list(expressions)))
 
 
-def aggregate_sql(df: DataFrame, groups: Sequence[str], aggregates: Sequence[str]) -> DataFrame:
-    """``df`` grouped by the SQL expressions ``groups`` with ``aggregates`` (``expr AS name`` each) in one py4j
-    call: the distinct groups when there is no aggregate, one row when there is no group."""
-    spark = df.sparkSession
-    return _frame(spark, _aipq_class(spark, "Frames").aggregate(df._jdf, _sql_list(groups),
-                                                                 _sql_list(aggregates)))
-
-
 def aggregate_sets_sql(df: DataFrame, groups: Sequence[str], sets: Sequence[Sequence[int]],
                        aggregates: Sequence[str]) -> DataFrame:
     """``df`` grouped by each grouping set (indexes into the group columns ``groups``) with ``aggregates``."""
@@ -76,10 +68,62 @@ def aggregate_sets_sql(df: DataFrame, groups: Sequence[str], sets: Sequence[Sequ
                                                                      _sql_list(aggregates)))
 
 
-def join_sql(left: DataFrame, right: DataFrame, condition: str, how: str) -> DataFrame:
-    """``left.join(right, F.expr(condition), how)`` in one py4j call."""
-    spark = left.sparkSession
-    return _frame(spark, _aipq_class(spark, "Frames").join(left._jdf, right._jdf, condition, how))
+class LazyPlan:
+    """A logical plan built step by step from SQL text and analysed once, when its DataFrame is asked for
+    (``aipq.spark.Plans``): each DataFrame step analyses the whole plan it makes, so compiling a stage of many
+    reads and joins step by step paid for as many analyses as it had steps."""
+
+    __slots__ = ("spark", "plan")
+
+    def __init__(self, spark: SparkSession, plan):
+        self.spark = spark
+        self.plan = plan
+
+    @classmethod
+    def of(cls, df: DataFrame) -> LazyPlan:
+        return cls(df.sparkSession, _aipq_class(df.sparkSession, "Plans").of(df._jdf))
+
+    def _plans(self):
+        return _aipq_class(self.spark, "Plans")
+
+    @property
+    def _session(self):
+        return self.spark._jsparkSession
+
+    def _step(self, plan) -> LazyPlan:
+        return LazyPlan(self.spark, plan)
+
+    def frame(self) -> DataFrame:
+        """The plan as a DataFrame, analysed now."""
+        return _frame(self.spark, self._plans().frame(self._session, self.plan))
+
+    def select(self, expressions: Sequence[str]) -> LazyPlan:
+        return self._step(self._plans().select(self._session, self.plan, _sql_list(expressions)))
+
+    def filter(self, condition: str) -> LazyPlan:
+        return self._step(self._plans().filter(self._session, self.plan, condition))
+
+    def join(self, right: LazyPlan, condition: str | None, how: str, broadcast: str | None) -> LazyPlan:
+        """Joined with ``right`` on a SQL condition (None: a cross join), ``broadcast`` the side hinted to be
+        broadcast ('left', 'right' or None)."""
+        plan = self._plans().join(self._session, self.plan, right.plan, condition or "", how, broadcast or "")
+        return self._step(plan)
+
+    def aggregate(self, groups: Sequence[str], aggregates: Sequence[str]) -> LazyPlan:
+        """Grouped by the SQL expressions ``groups`` with ``aggregates`` (``expr AS name`` each): the distinct
+        groups when there is no aggregate, one row when there is no group."""
+        return self._step(self._plans().aggregate(self._session, self.plan, _sql_list(groups), _sql_list(aggregates)))
+
+    def sort(self, keys: Sequence[tuple[str, bool, bool]]) -> LazyPlan:
+        """Ordered by (SQL expression, descending, nulls first) keys."""
+        if any(_FIELD in key for key, _, _ in keys):
+            raise ValueError("a sort key holds a \\u0001 character")
+        text = _sql_list([_FIELD.join((key, "desc" if descending else "asc", "first" if nulls_first else "last"))
+                          for key, descending, nulls_first in keys])
+        return self._step(self._plans().sort(self._session, self.plan, text))
+
+    def limit(self, count: int) -> LazyPlan:
+        return self._step(self._plans().limit(self.plan, count))
 
 
 def _to_expression(spark: SparkSession, column: Column):

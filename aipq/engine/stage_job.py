@@ -15,7 +15,7 @@ from pyspark.sql import functions as F
 from aipq import faults
 from aipq.engine import jvm, stage_cache
 from aipq.engine.compile import StageCompiler
-from aipq.engine.jvm import job_group_figures
+from aipq.engine.jvm import LazyPlan, job_group_figures
 from aipq.engine.records import StageMetrics
 from aipq.engine.session import java_message, sql_conf
 from aipq.engine.sink import TEXT_FORMATS, write_text_frame
@@ -77,22 +77,28 @@ class StageRunner:
 
     # ---- the stage's rows as a DataFrame ----------------------------------------------------------------------
     def frame(self, stage: Stage, decisions: StageDecisions, probes: list[ProbeRecord], group: str,
-              statistics: StatisticsCollector | None, fused: bool = False, broadcasts: dict[int, str] | None = None):
-        """The stage's rows as a DataFrame: its plan compiled with its probes (P_m) on its inputs and, for a
-        sibling's summary, on its output, the statistics' observers on its first scans, and ``broadcasts`` (its
-        joins turned map-side by measured input sizes). A fused stage is compiled inside its consumer's plan; the
-        hooks of both are kept, as their node ids differ."""
+              statistics: StatisticsCollector | None, broadcasts: dict[int, str] | None = None):
+        """The stage's rows as a DataFrame (``plan``, analysed)."""
+        return self.plan(stage, decisions, probes, group, statistics, False, broadcasts).frame()
+
+    def plan(self, stage: Stage, decisions: StageDecisions, probes: list[ProbeRecord], group: str,
+             statistics: StatisticsCollector | None, fused: bool = False,
+             broadcasts: dict[int, str] | None = None) -> LazyPlan:
+        """The stage's rows: its plan compiled with its probes (P_m) on its inputs and, for a sibling's summary,
+        on its output, the statistics' observers on its first scans, and ``broadcasts`` (its joins turned
+        map-side by measured input sizes). A fused stage is compiled inside its consumer's plan; the hooks of both
+        are kept, as their node ids differ."""
         self._install_probes(stage, decisions, probes, group)
         compiler = self.compiler
         # a broadcast join may skip its other input when the broadcast side is empty: its scans may stop early
         compiler.scan_observers.update(statistics.scan_observers(stage, fused or bool(broadcasts))
                                        if statistics else {})
         compiler.measured_broadcasts.update(broadcasts or {})
-        df = compiler.compile(stage.plan)
+        plan = compiler.plan(stage.plan)
         output_uses = [u for u in decisions.uses if u.target.place == "output"]
         if output_uses:  # sibling-to-sibling: prune before writing
-            df = self.store.probe(df, output_uses, probes, f"{group}-out")
-        return df
+            return LazyPlan.of(self.store.probe(plan.frame(), output_uses, probes, f"{group}-out"))
+        return plan
 
     def _install_probes(self, stage: Stage, decisions: StageDecisions, probes: list[ProbeRecord],
                         group: str) -> None:

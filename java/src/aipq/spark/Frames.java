@@ -40,21 +40,6 @@ public final class Frames {
     }
 
     /**
-     * {@code df} grouped by {@code groups} with {@code aggregates} (both NUL-separated; either may be empty): the
-     * distinct groups without aggregates, one row of aggregates without groups.
-     */
-    public static Dataset<Row> aggregate(Dataset<Row> df, String groups, String aggregates) {
-        Column[] keys = columns(groups);
-        Column[] values = columns(aggregates);
-        if (values.length == 0) {
-            return df.select(keys).distinct();
-        }
-        Column first = values[0];
-        Column[] rest = java.util.Arrays.copyOfRange(values, 1, values.length);
-        return keys.length == 0 ? df.agg(first, rest) : df.groupBy(keys).agg(first, rest);
-    }
-
-    /**
      * {@code df} grouped by each of several grouping sets (GROUPING SETS, ROLLUP, CUBE) with {@code aggregates}
      * (NUL-separated): {@code groups} are the NUL-separated group columns, {@code sets} the sets as indexes into
      * them (sets separated by ';', indexes by ','; an empty set is the grand total). A group column outside a
@@ -76,10 +61,5 @@ public final class Frames {
             return grouped.count().select(keys);
         }
         return grouped.agg(values[0], java.util.Arrays.copyOfRange(values, 1, values.length));
-    }
-
-    /** {@code left} joined with {@code right} on a SQL condition, {@code how} as {@code Dataset.join} takes it. */
-    public static Dataset<Row> join(Dataset<Row> left, Dataset<Row> right, String condition, String how) {
-        return left.join(right, functions.expr(condition), how);
     }
 }

@@ -1,0 +1,54 @@
+"""Tables' DataFrames kept across the runs of one Spark session.
+
+Reading a table makes Spark list its files and resolve the relation, each time a query reads it; a temporary view,
+as ``spark.sql`` users have, does that once. A DataFrame holds the listing it was made with, so one is reused only
+while the files at every path it reads are the same files (paths, sizes and modification times, as the statistics
+repository and the stage-output cache fingerprint them); any change reads the table afresh. Tables found in Spark's
+own catalog are read by name every time (their files are Spark's to track).
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections import OrderedDict
+
+from aipq.catalog import TableEntry
+from aipq.engine.session import read_table
+from aipq.files import FileSource
+from aipq.stats.fingerprint import data_files
+
+KEPT_TABLES = 64  # DataFrames kept per session; the least recently read goes first
+
+
+class TableReads:
+    def __init__(self, limit: int = KEPT_TABLES):
+        self.limit = limit
+        self._frames: OrderedDict[tuple, object] = OrderedDict()
+
+    def read(self, spark, files: FileSource, entry: TableEntry):
+        """The table's rows as a DataFrame: the one made before while its files are unchanged, else a new one."""
+        if entry.source == "spark":
+            return read_table(spark, entry)
+        fingerprints = tuple(data_files(files, path).fingerprint for path in entry.data_paths())
+        if not all(fingerprints) and not entry.partitioned:  # nothing there (yet): read it as it is each time
+            return read_table(spark, entry)
+        key = (entry, fingerprints)
+        frame = self._frames.get(key)
+        if frame is None:
+            frame = read_table(spark, entry)
+            self._frames[key] = frame
+            while len(self._frames) > self.limit:
+                self._frames.popitem(last=False)
+        self._frames.move_to_end(key)
+        return frame
+
+
+_SESSIONS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def session_table_reads(spark) -> TableReads:
+    """The session's kept tables (a new session keeps its own)."""
+    reads = _SESSIONS.get(spark)
+    if reads is None:
+        reads = _SESSIONS[spark] = TableReads()
+    return reads

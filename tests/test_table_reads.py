@@ -1,0 +1,42 @@
+"""A session's reads of a table are reused only while its files are the same files."""
+
+from aipq.catalog import TableEntry
+from aipq.engine.storage import Storage
+from aipq.engine.table_reads import TableReads
+
+
+def test_a_tables_read_is_reused_while_its_files_are_unchanged_and_made_afresh_when_they_change(spark, tmp_path):
+    folder = tmp_path / "t"
+    spark.range(0, 10).selectExpr("id AS k").write.parquet(str(folder))
+    entry = TableEntry("default", "t", str(folder), "parquet", (("k", "bigint"),))
+    reads, files = TableReads(), Storage()
+
+    first = reads.read(spark, files, entry)
+    assert reads.read(spark, files, entry) is first
+    assert first.count() == 10
+
+    spark.range(10, 15).selectExpr("id AS k").write.mode("append").parquet(str(folder))  # a file more
+    appended = reads.read(spark, files, entry)
+    assert appended is not first and appended.count() == 15
+
+    spark.range(0, 3).selectExpr("id AS k").write.mode("overwrite").parquet(str(folder))  # other files
+    assert reads.read(spark, files, entry).count() == 3
+    # another view of the same files (other columns declared) is a read of its own
+    renamed = TableEntry("default", "t", str(folder), "parquet", (("k", "string"),))
+    assert reads.read(spark, files, renamed).schema.fieldNames() == ["k"]
+    assert reads.read(spark, files, renamed) is not reads.read(spark, files, entry)
+
+
+def test_the_least_recently_read_table_goes_first(spark, tmp_path):
+    entries = []
+    for n in range(3):
+        folder = tmp_path / f"t{n}"
+        spark.range(0, n + 1).selectExpr("id AS k").write.parquet(str(folder))
+        entries.append(TableEntry("default", f"t{n}", str(folder), "parquet", (("k", "bigint"),)))
+    reads, files = TableReads(limit=2), Storage()
+    first = reads.read(spark, files, entries[0])
+    reads.read(spark, files, entries[1])
+    assert reads.read(spark, files, entries[0]) is first  # read again: now the most recent
+    reads.read(spark, files, entries[2])
+    assert reads.read(spark, files, entries[0]) is first
+    assert reads.read(spark, files, entries[1]).count() == 2  # gone, and read afresh
