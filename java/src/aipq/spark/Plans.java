@@ -36,8 +36,8 @@ import scala.jdk.javaapi.CollectionConverters;
 
 /**
  * A stage's logical plan built step by step from SQL text and analysed once, when its DataFrame is asked for.
- * Each step of the Dataset API analyses the whole plan it makes, so a stage of many reads and joins was analysed
- * once per step; {@code spark.sql} analyses a query once. The steps make the plans the Dataset API makes
+ * Each step of the Dataset API analyses the whole plan it makes, so a stage of many reads and joins built with it
+ * is analysed once per step; {@code spark.sql} analyses a query once. The steps make the plans the Dataset API makes
  * ({@code selectExpr}, {@code filter}, {@code join} with a broadcast hint, {@code groupBy().agg},
  * {@code orderBy}, {@code limit}); expressions are NUL-separated, each parsed as {@code selectExpr} parses it.
  */
