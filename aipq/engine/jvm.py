@@ -70,8 +70,8 @@ def aggregate_sets_sql(df: DataFrame, groups: Sequence[str], sets: Sequence[Sequ
 
 class LazyPlan:
     """A logical plan built step by step from SQL text and analysed once, when its DataFrame is asked for
-    (``aipq.spark.Plans``): each DataFrame step analyses the whole plan it makes, so compiling a stage of many
-    reads and joins step by step paid for as many analyses as it had steps."""
+    (``aipq.spark.Plans``). Each DataFrame step analyses the whole plan it makes; a stage built here is analysed
+    once however many reads and joins it has."""
 
     __slots__ = ("spark", "plan")
 
