@@ -4,6 +4,7 @@ summary is built, and that their pruning never changes a row."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -36,6 +37,44 @@ def test_q9s_green_parts_summarize_their_keys_for_the_first_join(tpch):
     first_join = dag.stages[1]
     assert [(c.target.stage, c.target.label, c.target.column, c.relation) for c in edges] == [
         (first_join.id, "lineitem", "l_partkey", "filtered-scan")]
+
+
+def test_a_scan_summary_reaches_past_a_stage_that_may_be_fused(tpch):
+    """Q9: S1 (part ⋈ lineitem) holds a subset of the green parts' keys, so under hive staging partsupp is left to
+    S1's summary. Adaptive staging may fuse S1 into its reader, and then S1 builds none: the part scan's summary
+    prunes partsupp instead."""
+    from aipq.ip.staging import surely_written
+
+    settings = Settings(ip="adaptive", staging="adaptive", scan_reach=0, **REPARTITION)
+    dag = plan_query(query_text(9), tpch, settings, LOCAL_FILES).dag
+    [scan] = scan_stages(dag)
+    first_join = dag.stages[1]
+    edges = {(c.target.label, c.target.column): c for c in find_candidates(dag, surely_written(dag, settings))
+             if c.producer == scan.id}
+    assert set(edges) == {("lineitem", "l_partkey"), ("partsupp", "ps_partkey")}
+    assert first_join.id in edges[("partsupp", "ps_partkey")].nearer  # (and the join stages after it)
+    assert edges[("lineitem", "l_partkey")].nearer == ()
+    hive = replace(settings, staging="hive")
+    assert [c.target.label for c in find_candidates(dag, surely_written(dag, hive)) if c.producer == scan.id] == [
+        "lineitem"]
+
+
+def test_a_nearer_stages_summary_makes_the_scans_redundant_where_both_are_built(tpch):
+    """Q9 under ``adaptive`` with hive staging, where the estimator leaves S1 written: where a nearer stage's
+    summary of the same keys (a subset) prunes partsupp, the part scan's is not probed there too."""
+    from aipq.ip.planner import BuiltInfo, IpPlanner
+
+    settings = Settings(ip="adaptive", staging="adaptive", scan_reach=0, **REPARTITION)
+    dag = plan_query(query_text(9), tpch, settings, LOCAL_FILES).dag
+    [scan] = scan_stages(dag)
+    planner = IpPlanner(dag, settings, estimator=lambda candidate, built, pruning: _Figure(1.0, savings=1.0))
+    edges = [c for c in planner.candidates if c.target.label == "partsupp" and c.column == "p_partkey"]
+    reader = dag.stage(edges[0].target.stage)
+    built = {(c.producer, c.column): BuiltInfo("bloom", 1024, 10) for c in edges}
+    uses, rejected = planner.usages(reader, built)
+    nearest = min(edges, key=lambda c: len(c.nearer))
+    assert [(u.producer, u.target.label) for u in uses if u.column == "p_partkey"] == [(nearest.producer, "partsupp")]
+    assert {r.candidate.producer for r in rejected if "nearer" in r.reason} >= {scan.id}
 
 
 def test_q21s_nation_filter_reaches_lineitem_through_supplier(tpch):

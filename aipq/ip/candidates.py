@@ -69,6 +69,8 @@ class Candidate:
     join_keys: tuple[str, str]
     # deeper targets on the same path: if the summary is used on any of them, this target is already pruned
     covered_by: tuple[tuple, ...] = ()
+    # stages above the producer on the path that may be fused: each holds a subset of its keys when written
+    nearer: tuple[int, ...] = ()
 
     def describe(self) -> str:
         where = "before the shuffle" if self.target.place == "input" else "before its write"
@@ -85,12 +87,15 @@ class _Trace:
 
 
 class CandidateFinder:
-    # a producer whose keys a stage above it on the path also holds (a subset) is left to that stage
+    # a producer whose keys a written stage above it on the path also holds (a subset) is left to that stage
     prefer_nearest = True
 
-    def __init__(self, dag: StageDag, descend: bool = True):
+    def __init__(self, dag: StageDag, descend: bool = True, written: Callable[[int], bool] = lambda stage: True):
         self.dag = dag
         self.descend = descend  # follow values into the stages that produced a stage's inputs
+        # whether a stage's output is surely written (and so may build a summary): a stage that may be fused into
+        # its consumer leaves the producers below it their edges, for when it builds none
+        self.written = written
         self.order = {s.id: i for i, s in enumerate(dag.stages)}
         self.scans = set(dag.scan_sources.values())
         self.leaf_uses = {s.id: _leaf_uses(s.plan) for s in dag.stages}
@@ -179,12 +184,13 @@ class CandidateFinder:
                             usable = [t for t in targets if self.order[t.stage] > self.order[producer]
                                       and not self.joined_already(producer, t, stage, join)]
                             for target in usable:
-                                if self.prefer_nearest and _dominated(producer, path, producers, target, self.order):
+                                nearer = _nearer(producer, path, producers, target, self.order)
+                                if self.prefer_nearest and any(self.written(other) for other in nearer):
                                     continue
                                 relation = self.relation(producer, target, stage.id)
                                 covered_by = tuple(t.key for t in _deeper(target, usable))
                                 candidate = Candidate(producer, column, target, relation, stage.id, (a, b),
-                                                      covered_by)
+                                                      covered_by, nearer if self.prefer_nearest else ())
                                 found.setdefault((producer, column, target.key), candidate)
         return list(found.values())
 
@@ -207,11 +213,12 @@ class CandidateFinder:
         return "transitive"
 
 
-def _dominated(producer: int, path: tuple[int, ...], producers, target: Target, order: dict[int, int]) -> bool:
-    """Another stage on the same path, above this producer and finished before the target, holds a subset
-    of its keys (its rows come from this producer's through inner joins and filters): use that one only."""
-    return any(other in path and order[other] < order[target.stage] for other, _, _ in producers
-               if other != producer)
+def _nearer(producer: int, path: tuple[int, ...], producers, target: Target,
+            order: dict[int, int]) -> tuple[int, ...]:
+    """The other stages on the same path, above this producer and finished before the target: each holds a
+    subset of its keys (its rows come from this producer's through inner joins and filters)."""
+    return tuple(sorted({other for other, _, _ in producers
+                         if other != producer and other in path and order[other] < order[target.stage]}))
 
 
 def _deeper(target: Target, targets: list[Target]) -> list[Target]:
@@ -246,8 +253,9 @@ def _leaf_uses(root: Node) -> dict[int, int]:
     return uses
 
 
-def find_candidates(dag: StageDag) -> list[Candidate]:
-    return CandidateFinder(dag).candidates()
+def find_candidates(dag: StageDag, written: Callable[[int], bool] = lambda stage: True) -> list[Candidate]:
+    """The admissible edges; ``written`` tells which stages surely write their output (by default all do)."""
+    return CandidateFinder(dag, written=written).candidates()
 
 
 def leaf_sources(dag: StageDag, stage_id: int, column: str) -> list[Node]:

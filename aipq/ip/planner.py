@@ -29,7 +29,7 @@ from typing import Literal, Protocol
 
 from aipq.config import Settings
 from aipq.ip.candidates import Candidate, Target, find_candidates
-from aipq.ip.staging import builds_summaries, may_fuse
+from aipq.ip.staging import builds_summaries, may_fuse, surely_written
 from aipq.ip.transfer import transfer_candidates
 from aipq.planner.stages import Stage, StageDag
 
@@ -380,7 +380,8 @@ class IpPlanner:
         self.settings = settings
         self.strategy = strategy or _STRATEGIES[settings.ip]()
         self.candidates = (transfer_candidates(dag) if isinstance(self.strategy, PredicateTransfer)
-                           else find_candidates(dag) if self.strategy.name != "off" else [])
+                           else find_candidates(dag, surely_written(dag, settings)) if self.strategy.name != "off"
+                           else [])
         self.used: set[tuple[int, str, tuple]] = set()  # (producer, column, target key) of summaries in use
         self.expected_items = expected_items or (lambda stage, column: None)
         self.estimator = estimator
@@ -456,7 +457,7 @@ class IpPlanner:
         keys = {c.target.key for c in edges}
         value, one_time, known = 0.0, 0.0, False
         for candidate in edges:
-            if any(key in keys for key in candidate.covered_by):
+            if any(key in keys for key in candidate.covered_by) or self._left_to_nearer(candidate):
                 continue
             estimate = self._creation_estimate(candidate)
             if estimate is None:
@@ -465,6 +466,17 @@ class IpPlanner:
             one_time = max(one_time, estimate.one_time)
             value += max(estimate.total + estimate.one_time, 0.0)
         return value - one_time if known else None
+
+    def _left_to_nearer(self, candidate: Candidate) -> bool:
+        """Whether a stage nearer on the edge's path is to build a summary for the same place (a subset of the
+        same keys, probed there first: ``usages``), so that this edge would not be probed. Q3's orders pre-pass
+        builds nothing for lineitem where S1, orders joined with customer, writes its own ``o_orderkey`` summary."""
+        for other in self.candidates:
+            if other.producer in candidate.nearer and other.target.key == candidate.target.key:
+                stage = self.dag.stage(other.producer)
+                if other.column in {column for column, _ in self.strategy.creation(self, stage)}:
+                    return True
+        return False
 
     def best_edge(self, producer: int, column: str) -> Estimate | None:
         """The most beneficial edge a summary of ``producer.column`` would serve, before it is built."""
@@ -544,11 +556,17 @@ class IpPlanner:
         mine = [c for c in self.candidates if c.target.stage == stage.id]
         # inputs first: pruning them makes pruning the same stage's output redundant; at one place the edge
         # estimated best first, as the others are then estimated on what it lets through
-        for candidate in sorted(mine, key=lambda c: (c.target.place == "output", -self._standalone(c, built))):
+        # (a nearer producer's summary, a subset of the same keys, before its producers')
+        for candidate in sorted(mine, key=lambda c: (c.target.place == "output", len(c.nearer),
+                                                     -self._standalone(c, built))):
             deeper = [key for key in candidate.covered_by if (candidate.producer, candidate.column, key) in self.used]
             if deeper:
                 rejected.append(Rejected(candidate, "redundant: the same summary already pruned this data "
                                                     "earlier on its path"))
+                continue
+            if any(producer in candidate.nearer and key == candidate.target.key for producer, _, key in self.used):
+                rejected.append(Rejected(candidate, "redundant: a summary of a stage nearer on its path, a subset "
+                                                    "of the same keys, already prunes it"))
                 continue
             info = built.get((candidate.producer, candidate.column))
             reason = self.strategy.usage(self, candidate, info) if info is not None else None

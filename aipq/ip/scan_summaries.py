@@ -24,6 +24,7 @@ from aipq.files import Sizes, table_bytes
 from aipq.ip.candidates import find_candidates
 from aipq.ip.reached_scans import reached_scans
 from aipq.ip.scan_stages import with_scan_stages
+from aipq.ip.staging import surely_written
 from aipq.planner.logical import Join, Node, Scan
 from aipq.planner.stages import StageDag
 
@@ -75,7 +76,7 @@ def add_scan_summaries(dag: StageDag, settings: Settings, sizes: Sizes) -> Stage
     trial = _with_scans(dag, {id(scan): (first + i, scan, scan.output) for i, scan in enumerate(scans)}, inputs)
     keys: dict[int, list[str]] = {}
     producers = set(trial.scan_sources.values())
-    for candidate in find_candidates(trial):
+    for candidate in find_candidates(trial, surely_written(trial, settings)):
         columns = keys.setdefault(candidate.producer, []) if candidate.producer in producers else None
         if columns is not None and candidate.column not in columns:
             columns.append(candidate.column)

@@ -14,6 +14,8 @@ exchange in one plan. Only a summary needs its producer's output complete before
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from aipq.config import Settings
 from aipq.planner.stages import Stage, StageDag
 
@@ -35,6 +37,15 @@ def fixed_reason(dag: StageDag, stage: Stage, settings: Settings) -> str | None:
 
 def may_fuse(dag: StageDag, stage: Stage, settings: Settings) -> bool:
     return fixed_reason(dag, stage, settings) is None
+
+
+def surely_written(dag: StageDag, settings: Settings) -> Callable[[int], bool]:
+    """Whether a stage's output will be written, so that it can build a summary: the stages a nearer producer's
+    edge may be left to (``ip/candidates.py``). Only the benefit estimator (``--ip adaptive``) fuses a stage that
+    has summaries to build; the other strategies build every one they may, and write the stage for it."""
+    if settings.ip != "adaptive":
+        return lambda stage_id: True
+    return lambda stage_id: not may_fuse(dag, dag.stage(stage_id), settings)
 
 
 def builds_summaries(stage: Stage, settings: Settings) -> bool:
