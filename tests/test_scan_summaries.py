@@ -77,6 +77,26 @@ def test_a_nearer_stages_summary_makes_the_scans_redundant_where_both_are_built(
     assert {r.candidate.producer for r in rejected if "nearer" in r.reason} >= {scan.id}
 
 
+def test_a_pre_pass_is_bounded_by_the_columns_it_reads_but_never_reads_the_largest_table(tpch):
+    """TPC-H SF 10's sizes: Q2's part (66 MB of files, more than an eighth of partsupp's 453 MB) is read for
+    p_partkey, p_mfgr, p_size and p_type, about 27 MB, within the 64 MB bound; partsupp, the largest, never is."""
+    from aipq.ip.scan_summaries import filtered_scans
+
+    sf10 = {"part": 68_987_773, "partsupp": 474_820_750, "supplier": 8_600_000, "nation": 3_394, "region": 1_797}
+    dag = plan_query(query_text(2), tpch, Settings(ip="adaptive", **REPARTITION), LOCAL_FILES).dag
+
+    def sizes(path: str) -> int | None:
+        return next((size for name, size in sf10.items() if Path(path).name.startswith(name + ".")), None)
+
+    def admitted(read_bound: int) -> set[str]:
+        return {scan.table.name for scan in filtered_scans(dag, 64 << 20, sizes, read_bound)}
+
+    assert admitted(0) == {"region"}
+    assert admitted(64 << 20) == {"region", "part"}
+    sf10["part"] = sf10["partsupp"]  # as large as the largest: not read twice, whatever its columns
+    assert admitted(1 << 40) == {"region"}
+
+
 def test_q21s_nation_filter_reaches_lineitem_through_supplier(tpch):
     """Q21 keeps one nation's suppliers; lineitem l1 joins supplier, not nation. supplier semi-joined with the
     filtered nation summarizes s_suppkey, which may prune l1 before the semi and anti joins shuffle it."""

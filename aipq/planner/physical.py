@@ -82,12 +82,14 @@ def default_width(data_type: str) -> int:
     return _DEFAULT_WIDTHS.get(text, 100)
 
 
-def read_share(scan: Scan) -> float:
+def read_share(scan: Scan, with_filter_columns: bool = False) -> float:
     """The share of a table's file bytes a scan's output makes up, as Spark's planner sizes a scan whose columns
-    were pruned: the row width of the columns it outputs over the table's."""
+    were pruned: the row width of the columns it outputs (and, ``with_filter_columns``, those its filters alone
+    read: what parquet reads for it) over the table's."""
     types = {name.lower(): kind for name, kind in scan.table.columns}
     whole = ROW_OVERHEAD + sum(default_width(kind) for kind in types.values())
-    read = ROW_OVERHEAD + sum(default_width(types.get(source.lower(), "string")) for _, source in scan.columns)
+    columns = scan.columns + (scan.filter_only if with_filter_columns else ())
+    read = ROW_OVERHEAD + sum(default_width(types.get(source.lower(), "string")) for _, source in columns)
     return min(1.0, read / whole)
 
 
