@@ -208,6 +208,34 @@ def test_a_stage_output_no_run_has_stored_is_priced_at_its_plans_cardinality(tpc
     assert estimator.cardinality.rows(read) == pytest.approx(probed.rows)
 
 
+def test_a_summary_of_a_stage_no_run_has_stored_holds_its_plans_keys(tpch):
+    """Q10's customer ⋈ orders is fused into its reader, so never measured. Its ``o_orderkey`` summary used to
+    be sized for all of orders' keys (the bound), which at SF 10 made it look too coarse to pay for the stage's
+    write; its keys are now the plan's estimate of the quarter's orders. A filtered table's pre-pass keeps its
+    bound (the best case before it runs)."""
+    from aipq.config import Settings
+    from aipq.estimator.edge_inputs import EdgeEstimator, SessionFacts
+    from aipq.estimator.parameters import DEFAULT_UNIT_COSTS, Calibration
+    from aipq.ip.candidates import find_candidates
+    from aipq.pipeline import plan_query
+    from aipq.tpch.queries import query_text
+
+    settings = Settings(ip="adaptive", broadcast_threshold=0)
+    dag = plan_query(query_text(10), tpch, settings, LOCAL_FILES).dag
+    estimator = EdgeEstimator(dag, settings, None, Calibration(DEFAULT_UNIT_COSTS, 7e-8, "defaults"),
+                              session=SessionFacts(files=LOCAL_FILES))
+    candidates = find_candidates(dag)
+    edge = next(c for c in candidates if c.column == "o_orderkey" and c.target.label == "lineitem"
+                and dag.stage(c.producer).operator == "JOIN")
+    keys = estimator.summary_keys(edge, None)
+    bound, _ = estimator._distinct_bound(edge.producer, "o_orderkey")
+    assert keys.source == "estimated: the cardinality of its subplan" and not keys.bound
+    assert keys.distinct < bound / 4  # the quarter's orders (default selectivities: no statistics here)
+    prepass = next(c for c in candidates if dag.stage(c.producer).operator == "SCAN"
+                   and dag.stage(c.producer).tables == ("default.orders",))
+    assert estimator.summary_keys(prepass, None).bound
+
+
 def test_a_deep_plan_is_priced_once_per_node(monkeypatch):
     """Rows and NDV estimates nest (a join needs its inputs' rows and key NDVs); priced afresh at every level,
     a deep plan (TPC-DS Q14) took minutes to plan. Within one estimate each node is computed once."""
