@@ -227,10 +227,10 @@ class EdgeEstimator:
 
     def _estimated_keys(self, stage_id: int, column: str) -> float | None:
         """The keys of a stage with no history, from the cardinality of its subplan, where its inputs' filters
-        or joins leave fewer than the bound (an input's rows). A stage fused into its reader is never measured:
-        Q10's customer ⋈ orders at SF 10 holds about 570 k order keys, and sized for the 15 M of orders its
-        summary looked too coarse to pay for its write. A filtered table's pre-pass keeps the bound, and with it
-        the best case before it runs (Algorithm 1), unless its keys come through a join (a reached table's semi
+        or joins leave fewer than the bound (an input's rows). A stage fused into its reader is never measured,
+        and priced at the bound its summary would look too coarse to pay for its write (Q10's customer ⋈ orders,
+        a quarter's orders, at all of orders' keys). A filtered table's pre-pass keeps the bound, and with it the
+        best case before it runs (Algorithm 1), unless its keys come through a join (a reached table's semi
         joins, ``ip/reached_scans.py``): the table's rows would make every such pre-pass look worth its read."""
         stage = self.dag.stage(stage_id)
         if stage.operator == "SCAN" and not any(isinstance(n, Join) for n in stage.plan.walk()):
