@@ -93,6 +93,27 @@ def test_a_tpcds_query_prints_in_hives_dialect_and_plans(aipq, tpcds):
     assert aipq("explain", "tpcds:100").exit_code == 2
 
 
+def test_planning_asks_each_stage_its_summaries_once_per_decision(aipq, tpcds, monkeypatch):
+    """Whether a nearer stage builds a summary for a place nests along the path (that stage's own edges ask about
+    stages nearer still); asked afresh at each level it grew exponentially, and Q64's bushy plan did not finish
+    planning. Each decision now asks each stage at most once."""
+    from aipq.ip.planner import Adaptive
+
+    calls = []
+    creation = Adaptive.creation
+
+    def counted(self, planner, stage):
+        calls.append(stage.id)
+        assert len(calls) <= len(planner.dag.stages) ** 2, "a stage's summaries asked again within one decision"
+        return creation(self, planner, stage)
+
+    monkeypatch.setattr(Adaptive, "creation", counted)
+    shown = aipq("explain", "tpcds:64", "--ip", "adaptive", "--plan", "bushy", "--broadcast-threshold", "0",
+                 "--format", "json")
+    assert shown.exit_code == 0, shown.output
+    assert calls and len(json.loads(shown.output)["stages"]) > 20
+
+
 @pytest.mark.parametrize("case", sorted(QUERIES))
 def test_tpcds_shaped_queries_give_the_oracles_rows(aipq, tpcds, tmp_path, case):
     sql = QUERIES[case]

@@ -383,6 +383,7 @@ class IpPlanner:
                            else find_candidates(dag, surely_written(dag, settings)) if self.strategy.name != "off"
                            else [])
         self.used: set[tuple[int, str, tuple]] = set()  # (producer, column, target key) of summaries in use
+        self._planned: dict[int, frozenset[str]] = {}
         self.expected_items = expected_items or (lambda stage, column: None)
         self.estimator = estimator
         self._estimates: dict[tuple, Estimate | None] = {}
@@ -471,12 +472,17 @@ class IpPlanner:
         """Whether a stage nearer on the edge's path is to build a summary for the same place (a subset of the
         same keys, probed there first: ``usages``), so that this edge would not be probed. Q3's orders pre-pass
         builds nothing for lineitem where S1, orders joined with customer, writes its own ``o_orderkey`` summary."""
-        for other in self.candidates:
-            if other.producer in candidate.nearer and other.target.key == candidate.target.key:
-                stage = self.dag.stage(other.producer)
-                if other.column in {column for column, _ in self.strategy.creation(self, stage)}:
-                    return True
-        return False
+        return any(other.producer in candidate.nearer and other.target.key == candidate.target.key
+                   and other.column in self._planned_columns(other.producer) for other in self.candidates)
+
+    def _planned_columns(self, stage_id: int) -> frozenset[str]:
+        """The columns a stage is to build summaries of, asked once per ``creations``: the question nests along a
+        path (a nearer stage's own edges ask about stages nearer still), and asked afresh at each level it grows
+        exponentially with the path's length (TPC-DS Q64's bushy plan)."""
+        if stage_id not in self._planned:
+            stage = self.dag.stage(stage_id)
+            self._planned[stage_id] = frozenset(column for column, _ in self.strategy.creation(self, stage))
+        return self._planned[stage_id]
 
     def best_edge(self, producer: int, column: str) -> Estimate | None:
         """The most beneficial edge a summary of ``producer.column`` would serve, before it is built."""
@@ -526,6 +532,7 @@ class IpPlanner:
         """Algorithm 1: the summaries ``stage`` builds while it writes its output."""
         if not builds_summaries(stage, self.settings):
             return []
+        self._planned = {}  # the estimates behind them change as stages run
         builds = []
         for column, reason in self.strategy.creation(self, stage):
             if self.strategy.kind == "bloom":
