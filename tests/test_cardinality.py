@@ -236,6 +236,26 @@ def test_a_summary_of_a_stage_no_run_has_stored_holds_its_plans_keys(tpch):
     assert estimator.summary_keys(prepass, None).bound
 
 
+def test_a_summary_of_a_stage_no_run_has_stored_is_built_from_its_plans_rows(tpch):
+    """Q8's part ⋈ lineitem is fused into its reader, so never measured. Building its ``l_orderkey`` summary was
+    priced at all of lineitem's rows passing through it (the bound on its keys), which made the summary look too
+    dear for orders at SF 10; it is built from the rows part's filter leaves."""
+    from aipq.config import Settings
+    from aipq.estimator.edge_inputs import EdgeEstimator, SessionFacts
+    from aipq.estimator.parameters import DEFAULT_UNIT_COSTS, Calibration
+    from aipq.pipeline import plan_query
+    from aipq.tpch.queries import query_text
+
+    settings = Settings(ip="adaptive", broadcast_threshold=0)
+    dag = plan_query(query_text(8), tpch, settings, LOCAL_FILES).dag
+    estimator = EdgeEstimator(dag, settings, None, Calibration(DEFAULT_UNIT_COSTS, 7e-8, "defaults"),
+                              session=SessionFacts(files=LOCAL_FILES))
+    [producer] = [s for s in dag.stages if s.operator == "JOIN" and "default.part" in s.tables
+                  and "default.lineitem" in s.tables and "default.orders" not in s.tables]
+    bound, _ = estimator._distinct_bound(producer.id, "l_orderkey")
+    assert estimator.producer_rows(producer.id, "l_orderkey") < bound / 10
+
+
 def test_a_deep_plan_is_priced_once_per_node(monkeypatch):
     """Rows and NDV estimates nest (a join needs its inputs' rows and key NDVs); priced afresh at every level,
     a deep plan (TPC-DS Q14) took minutes to plan. Within one estimate each node is computed once."""

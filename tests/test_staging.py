@@ -98,12 +98,18 @@ def _decisions(tpch, staging: str, c_write: float):
     return dag, IpPlanner(dag, settings, estimator=estimator).plan_all()
 
 
+def _pruned(decisions) -> set[tuple]:
+    return {(u.target.stage, u.target.place, u.target.label, u.target.column) for d in decisions for u in d.uses}
+
+
 def test_adaptive_staging_builds_a_summary_only_where_it_pays_for_the_stage_write(tpch):
     dag, hive = _decisions(tpch, "hive", c_write=1000.0)
     built_hive = {b.stage for d in hive for b in d.builds}
     assert built_hive, "with dear shuffles some summary pays under hive staging"
     _, cheap = _decisions(tpch, "adaptive", c_write=0.0)
-    assert {b.stage for d in cheap for b in d.builds} == built_hive  # writing costs only a job: still paid
+    # writing costs only a job: every place is still pruned, by a stage that is written anyway where one nearer
+    # would have to be written for it (Q9's s_nationkey from the orders join, not from the group-by after it)
+    assert _pruned(cheap) == _pruned(hive)
     assert any("with its stage's write" in b.reason for d in cheap for b in d.builds)
     _, dear = _decisions(tpch, "adaptive", c_write=1000.0)
     # the same summaries are not worth writing their stage for, unless it is written anyway

@@ -232,10 +232,15 @@ class EdgeEstimator:
         a quarter's orders, at all of orders' keys). A filtered table's pre-pass keeps the bound, and with it the
         best case before it runs (Algorithm 1), unless its keys come through a join (a reached table's semi
         joins, ``ip/reached_scans.py``): the table's rows would make every such pre-pass look worth its read."""
-        stage = self.dag.stage(stage_id)
-        if stage.operator == "SCAN" and not any(isinstance(n, Join) for n in stage.plan.walk()):
+        if not self._priced_from_plan(stage_id):
             return None
-        return self.cardinality.distinct(stage.plan, column)
+        return self.cardinality.distinct(self.dag.stage(stage_id).plan, column)
+
+    def _priced_from_plan(self, stage_id: int) -> bool:
+        """Whether a stage with no stored run is priced from its plan's estimates: all but a filtered table's
+        pre-pass, which keeps its bounds (``_estimated_keys``)."""
+        stage = self.dag.stage(stage_id)
+        return stage.operator != "SCAN" or any(isinstance(n, Join) for n in stage.plan.walk())
 
     def prepass_pages(self, stage_id: int) -> float | None:
         """A SCAN stage's pages (it runs for its summary alone): its table's rows × the widths of the columns it
@@ -262,11 +267,14 @@ class EdgeEstimator:
 
     def producer_rows(self, stage_id: int, column: str) -> float:
         """Rows the producer will write (each passes through the summary's aggregates): as its subplan wrote
-        before, else the bound on its keys."""
+        before, else its plan's estimate where that is known (as for its keys, ``_estimated_keys``), else the bound
+        on its keys. A fused stage is never stored: at the bound, Q8's part ⋈ lineitem was priced at building its
+        summary from all of lineitem's rows, not the ones part's filter leaves."""
         known = self._stage_stats(stage_id)
         if known is not None:
             return float(known.rows) * self.pruning.after(stage_id)
-        return self._distinct_bound(stage_id, column)[0]
+        planned = self._planned_rows(stage_id) if self._priced_from_plan(stage_id) else None
+        return planned if planned is not None else self._distinct_bound(stage_id, column)[0]
 
     def _distinct_bound(self, stage_id: int, column: str) -> tuple[float, str]:
         """At most as many distinct keys as any input the column's values come from has rows."""
