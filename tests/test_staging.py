@@ -108,7 +108,8 @@ def test_adaptive_staging_builds_a_summary_only_where_it_pays_for_the_stage_writ
     assert built_hive, "with dear shuffles some summary pays under hive staging"
     _, cheap = _decisions(tpch, "adaptive", c_write=0.0)
     # writing costs only a job: every place is still pruned, by a stage that is written anyway where one nearer
-    # would have to be written for it (Q9's s_nationkey from the orders join, not from the group-by after it)
+    # would have to be written for it (Q9's s_nationkey from the partsupp join, written for its l_orderkey
+    # summary, not from the orders join after it)
     assert _pruned(cheap) == _pruned(hive)
     assert any("with its stage's write" in b.reason for d in cheap for b in d.builds)
     _, dear = _decisions(tpch, "adaptive", c_write=1000.0)
