@@ -104,6 +104,24 @@ def test_output_files_get_the_umasks_mode(aipq, tmp_path, fmt):
     assert out.stat().st_mode & 0o777 == 0o644
 
 
+def test_a_parquet_tables_rows_are_read_from_its_footers_without_a_spark_job(spark, tmp_path):
+    """Sizing a Bloom filter asks a table's rows on every run: a Spark job over lineitem at SF 10 took 1.4 s."""
+    folder = tmp_path / "t"
+    spark.range(0, 12345, numPartitions=3).write.parquet(str(folder))
+    entry = TableEntry("default", "counted", str(folder), "parquet", (("id", "bigint"),))
+    tracker = spark.sparkContext.statusTracker()
+    spark.sparkContext.setJobGroup("aipq-test-rows", "table rows")
+    try:
+        assert table_rows(spark, local_storage(), entry) == 12345
+    finally:
+        spark.sparkContext.setLocalProperty("spark.jobGroup.id", None)
+    assert list(tracker.getJobIdsForGroup("aipq-test-rows")) == []
+    csv_folder = tmp_path / "c"
+    spark.range(0, 7).write.option("header", "true").csv(str(csv_folder))
+    csv_entry = TableEntry("default", "c", str(csv_folder), "csv", (("id", "string"),))
+    assert table_rows(spark, local_storage(), csv_entry) == 7  # not parquet: counted by Spark
+
+
 def test_a_table_whose_files_vanish_while_counted_is_a_clear_runtime_error(spark, tmp_path):
     """The planning-time row count of a table another command just overwrote (its folder renamed away)."""
     folder = tmp_path / "t"
