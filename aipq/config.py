@@ -233,6 +233,13 @@ KNOBS: tuple[Knob, ...] = (
          "--scan-reach", "int", low=0, high=4,
          help="Small tables a filtered table's keys reach through at most N joins summarize their keys in a "
               "pre-pass too; 0 = filtered tables only."),
+    Knob("cut_scans", "on", "A filtered scan too large for a pre-pass that feeds a repartition join with another "
+         "scan is cut into a MAP stage of its own, so that its written rows summarize their keys for the other "
+         "input (TPC-H Q21's l1 for l2); adaptive staging fuses it back unless its summary pays for the write. "
+         "'off': such scans stay in their join's stage. Strategies 'always', 'oracle' and 'adaptive' under "
+         "adaptive staging.",
+         "--cut-scans", "choice", ("on", "off"),
+         help="Cut large filtered scans into stages of their own when their keys' summary pays (adaptive)."),
     Knob("stats_lg_k", 12, "HyperLogLog precision: log2 of the sketch's buckets (4–21); the relative standard "
          "error is 1.04/sqrt(2^lg_k), 1.6 % at 12 (Spark's default).",
          "--stats-lg-k", "int", low=4, high=21,
@@ -309,6 +316,7 @@ class Settings:
     statistics: str = default_of("statistics")
     scan_summaries: int = default_of("scan_summaries")
     scan_reach: int = default_of("scan_reach")
+    cut_scans: str = default_of("cut_scans")
     stats_lg_k: int = default_of("stats_lg_k")
     stats_columns: tuple[str, ...] = default_of("stats_columns")
     cartesian: str = default_of("cartesian")

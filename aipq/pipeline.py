@@ -18,6 +18,7 @@ from aipq.errors import UnsupportedSqlError
 from aipq.files import FileSource, Sizes
 from aipq.ip.scan_summaries import add_scan_summaries, scan_summary_bound
 from aipq.ip.transfer import TRANSFER_STRATEGIES, add_transfers
+from aipq.ip.written_scans import scans_to_cut
 from aipq.planner.build import build_plan
 from aipq.planner.cartesian import check_cartesian
 from aipq.planner.collapse import collapse_finished, references_resolve
@@ -104,7 +105,7 @@ def _stage_dag(plan: QueryPlan, table: TableShape | None, sql: str, source_name:
                sizes: Sizes, costing: JoinCosting | None, finished: Sequence[Stage] = ()) -> StageDag:
     if table is not None:
         plan = shape_for_table(plan, table, sql, source_name)
-    dag = cut_stages(plan, finished)
+    dag = cut_stages(plan, finished, scans_to_cut(plan.root, settings, sizes))
     if settings.ip in TRANSFER_STRATEGIES:
         bound = scan_summary_bound(dag, settings.scan_summaries, sizes)
         estimates = costing.estimates if costing is not None else None

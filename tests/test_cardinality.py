@@ -256,6 +256,28 @@ def test_a_summary_of_a_stage_no_run_has_stored_is_built_from_its_plans_rows(tpc
     assert estimator.producer_rows(producer.id, "l_orderkey") < bound / 10
 
 
+def test_a_stage_no_run_has_stored_keeps_the_share_its_own_probes_leave(tpch):
+    """Q21's l1, cut into a stage of its own, is probed there by the Saudi suppliers' summary: its rows, and the
+    keys of its ``l_orderkey`` summary, are what that probe leaves, not the filtered table's (which priced the
+    summary at all of orders' keys: no edge paid, and l2 was shuffled whole)."""
+    from aipq.config import Settings
+    from aipq.estimator.edge_inputs import EdgeEstimator, SessionFacts
+    from aipq.estimator.parameters import DEFAULT_UNIT_COSTS, Calibration
+    from aipq.ip.planner import Pruning
+    from aipq.pipeline import plan_query
+    from aipq.tpch.queries import query_text
+
+    settings = Settings(ip="adaptive", staging="adaptive", scan_summaries=1, broadcast_threshold=0)
+    dag = plan_query(query_text(21), tpch, settings, LOCAL_FILES).dag
+    estimator = EdgeEstimator(dag, settings, None, Calibration(DEFAULT_UNIT_COSTS, 7e-8, "defaults"),
+                              session=SessionFacts(files=LOCAL_FILES))
+    [cut] = [s for s in dag.stages if s.operator == "MAP" and s is not dag.final]
+    rows, keys = estimator.producer_rows(cut.id, "l_orderkey"), estimator._estimated_keys(cut.id, "l_orderkey")
+    estimator.pruning = Pruning(after=lambda s: 1.0, at=lambda t: 1.0, within=lambda s: 0.04 if s == cut.id else 1.0)
+    assert estimator.producer_rows(cut.id, "l_orderkey") == pytest.approx(rows * 0.04)
+    assert estimator._estimated_keys(cut.id, "l_orderkey") < keys * 0.2
+
+
 def test_a_deep_plan_is_priced_once_per_node(monkeypatch):
     """Rows and NDV estimates nest (a join needs its inputs' rows and key NDVs); priced afresh at every level,
     a deep plan (TPC-DS Q14) took minutes to plan. Within one estimate each node is computed once."""

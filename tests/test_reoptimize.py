@@ -5,6 +5,7 @@ rows for every re-planned query, queries written in a bad order and planned with
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import duckdb
 import pytest
@@ -40,8 +41,9 @@ def analyzed(aipq, query: str, *args: str) -> dict:
 
 def test_a_finished_join_stands_in_its_block_and_the_rest_is_planned_again(home, tpch):
     """Pure: Q5 written in a bad order, its first join done; the re-plan reads that join's output and keeps its
-    finished stage first, with new stages after it that read only columns their inputs have."""
-    settings = Settings(plan="linear", broadcast_threshold=0, scan_summaries=0)
+    finished stage first, with new stages after it that read only columns their inputs have. (No scan is cut
+    into a stage of its own: the join alone is marked finished here, as if it had read its tables itself.)"""
+    settings = Settings(plan="linear", broadcast_threshold=0, scan_summaries=0, cut_scans="off")
     planned = plan_query(Q5_BAD, Catalog(home), settings, LOCAL_FILES)
     dag = planned.dag
     first = next(s for s in dag.stages if s.operator == "JOIN")
@@ -49,8 +51,7 @@ def test_a_finished_join_stands_in_its_block_and_the_rest_is_planned_again(home,
     estimates = JoinEstimates(KnownTables(None, LOCAL_FILES), dag, {first.id: 9_284.0},
                               footers=lambda scan: FooterStatistics(footers[scan.table.name], {}))
     costing = join_costing(settings, KnownTables(None, LOCAL_FILES), load_calibration(home), 2, estimates)
-    replanned = replan_dag(planned, dag, {first.id}, Settings(plan="cost", broadcast_threshold=0, scan_summaries=0),
-                           LOCAL_FILES, costing)
+    replanned = replan_dag(planned, dag, {first.id}, replace(settings, plan="cost"), LOCAL_FILES, costing)
     assert replanned is not None
     new, used = replanned
     assert used == [first.id]
@@ -62,6 +63,28 @@ def test_a_finished_join_stands_in_its_block_and_the_rest_is_planned_again(home,
     assert references_resolve(new.plan.root)
     assert new.plan.root.output == dag.plan.root.output
     assert new.plan.join_order[0].startswith("cost-based (dynamic programming over 5 relations)")
+
+
+def test_a_finished_join_that_read_a_cut_scan_stands_in_its_block_with_it(home, tpch):
+    """Q5 written in a bad order with its large filtered scan (orders) cut into a stage of its own
+    (``ip/written_scans.py``): the first join and the stages it read are finished, as the executor marks them
+    (run or fused); the re-plan keeps them all first and reads the join's output."""
+    settings = Settings(plan="linear", broadcast_threshold=0, scan_summaries=0)
+    planned = plan_query(Q5_BAD, Catalog(home), settings, LOCAL_FILES)
+    dag = planned.dag
+    first = next(s for s in dag.stages if s.operator == "JOIN" and s.input_stages)
+    assert any(dag.stage(i).operator == "MAP" for i in first.input_stages)
+    finished = {first.id, *first.input_stages}
+    footers = {"lineitem": 60_175, "orders": 15_000, "customer": 1_500, "supplier": 100, "nation": 25, "region": 5}
+    estimates = JoinEstimates(KnownTables(None, LOCAL_FILES), dag, {first.id: 9_284.0},
+                              footers=lambda scan: FooterStatistics(footers[scan.table.name], {}))
+    costing = join_costing(settings, KnownTables(None, LOCAL_FILES), load_calibration(home), 2, estimates)
+    replanned = replan_dag(planned, dag, finished, replace(settings, plan="cost"), LOCAL_FILES, costing)
+    assert replanned is not None
+    new, used = replanned
+    assert used == [first.id]
+    assert {s.id for s in new.stages[:len(finished)]} == finished
+    assert references_resolve(new.plan.root) and new.plan.root.output == dag.plan.root.output
 
 
 def test_a_finished_stage_above_the_joins_is_never_planned_again(home, tpch):

@@ -234,7 +234,11 @@ class EdgeEstimator:
         joins, ``ip/reached_scans.py``): the table's rows would make every such pre-pass look worth its read."""
         if not self._priced_from_plan(stage_id):
             return None
-        return self.cardinality.distinct(self.dag.stage(stage_id).plan, column)
+        plan = self.dag.stage(stage_id).plan
+        distinct, rows = self.cardinality.distinct(plan, column), self.cardinality.rows(plan)
+        if distinct is None or rows is None:
+            return distinct
+        return kept_distinct(distinct, rows, self.pruning.within(stage_id))
 
     def _priced_from_plan(self, stage_id: int) -> bool:
         """Whether a stage with no stored run is priced from its plan's estimates: all but a filtered table's
@@ -364,7 +368,7 @@ class EdgeEstimator:
         planned = self._planned_rows(stage.id)
         if planned is not None:
             source = "estimated: its plan's cardinality (no run of its subplan stored)"
-            distinct = self.cardinality.distinct(stage.plan, column)
+            distinct = self._estimated_keys(stage.id, column) if self._priced_from_plan(stage.id) else None
             keys = KeySet(min(distinct, planned) if distinct is not None else planned, None, source)
             return ProbedInput(planned, planned * FIXED_WIDTH * max(len(stage.output_columns), 1), 1.0, keys,
                                shuffled, source)
@@ -384,7 +388,8 @@ class EdgeEstimator:
             return None
         self._planning.add(stage_id)
         try:
-            return self.cardinality.rows(self.dag.stage(stage_id).plan)
+            rows = self.cardinality.rows(self.dag.stage(stage_id).plan)
+            return rows * self.pruning.within(stage_id) if rows is not None else None
         finally:
             self._planning.discard(stage_id)
 

@@ -187,10 +187,12 @@ class Estimate(Protocol):
 class Pruning:
     """What the summaries chosen so far do to the plan, handed to the estimator with every edge it prices: of
     what a stage's subplan wrote in an earlier run, the share kept now that summaries chosen in or below it
-    prune (``after``); of a place's rows, the share the summaries already chosen there keep (``at``)."""
+    prune (``after``); of a place's rows, the share the summaries already chosen there keep (``at``); of a
+    stage's rows as its plan estimates them from its inputs, the share its own probes keep (``within``)."""
 
     after: Callable[[int], float]
     at: Callable[[Target], float]
+    within: Callable[[int], float] = lambda stage_id: 1.0
 
 
 NO_PRUNING = Pruning(after=lambda stage_id: 1.0, at=lambda target: 1.0)
@@ -405,6 +407,18 @@ class IpPlanner:
                 share *= survive
         return share
 
+    def share_within(self, stage_id: int) -> float:
+        """Of ``stage_id``'s rows as its plan estimates them (its inputs' rows already pruned as they are), the
+        share expected once the summaries chosen at its own places probe: those whose join lies further on
+        (``share_after_pruning``'s rule, for this stage alone). Q21's l1, cut into a stage of its own
+        (``ip/written_scans.py``), keeps the Saudi suppliers' 4 %."""
+        below = self._stages_up_to(stage_id)
+        share = 1.0
+        for target_stage, join_stage, survive in self._surviving:
+            if target_stage == stage_id and join_stage not in below:
+                share *= survive
+        return share
+
     def share_at_place(self, target: Target, anticipated: tuple[tuple[tuple, float], ...] = ()) -> float:
         """The share of ``target``'s rows that the summaries already chosen at the same place keep (the product
         of their surviving shares: independent keys), times what ``anticipated`` summaries will keep there. A
@@ -414,7 +428,8 @@ class IpPlanner:
         return self._place_shares.get(place, 1.0) * dict(anticipated).get(place, 1.0)
 
     def pruning(self, anticipated: tuple[tuple[tuple, float], ...] = ()) -> Pruning:
-        return Pruning(after=self.share_after_pruning, at=lambda target: self.share_at_place(target, anticipated))
+        return Pruning(after=self.share_after_pruning, at=lambda target: self.share_at_place(target, anticipated),
+                       within=self.share_within)
 
     def _stages_up_to(self, stage_id: int) -> set[int]:
         """The stage and every stage whose output reaches it."""

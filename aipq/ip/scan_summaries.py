@@ -56,14 +56,20 @@ def filtered_scans(dag: StageDag, max_bytes: int, sizes: Callable[[str], int | N
         if not any(isinstance(n, Join) and n.kind in ("inner", "semi") for n in stage.plan.walk()):
             continue
         for node in stage.plan.walk():
-            if isinstance(node, Scan) and node.filters:
-                size = table_bytes(sizes, node.table)
-                if size is None:
-                    continue
-                read = size * read_share(node, with_filter_columns=True)
-                if size <= max_bytes or (size < largest and read <= max_read_bytes):
-                    found.setdefault(id(node), node)
+            if isinstance(node, Scan) and node.filters and may_read_twice(node, sizes, max_bytes, max_read_bytes,
+                                                                          largest):
+                found.setdefault(id(node), node)
     return list(found.values())
+
+
+def may_read_twice(scan: Scan, sizes: Callable[[str], int | None], max_bytes: int, max_read_bytes: int,
+                   largest: int) -> bool:
+    """Whether a pre-pass may read ``scan``'s table: at most ``max_bytes`` of files, or, when not the largest
+    table (``largest`` bytes), at most ``max_read_bytes`` of the columns the pass reads."""
+    size = table_bytes(sizes, scan.table)
+    if size is None:
+        return False
+    return size <= max_bytes or (size < largest and size * read_share(scan, with_filter_columns=True) <= max_read_bytes)
 
 
 def _largest_table_bytes(dag: StageDag, sizes: Callable[[str], int | None]) -> int:
