@@ -42,7 +42,12 @@ SCAN_SUMMARY_SHARE_OF_LARGEST = 1 / 8
 def scan_summary_bound(dag: StageDag, max_bytes: int, sizes: Callable[[str], int | None]) -> int:
     """The largest table a filtered scan's pre-pass may read: ``--scan-summaries``, or a share of the query's
     largest table when that is more."""
-    return max(max_bytes, int(_largest_table_bytes(dag, sizes) * SCAN_SUMMARY_SHARE_OF_LARGEST))
+    return read_twice_bound(max_bytes, _largest_table_bytes(dag, sizes))
+
+
+def read_twice_bound(max_bytes: int, largest: int) -> int:
+    """``scan_summary_bound`` given the query's largest table's bytes."""
+    return max(max_bytes, int(largest * SCAN_SUMMARY_SHARE_OF_LARGEST))
 
 
 def filtered_scans(dag: StageDag, max_bytes: int, sizes: Callable[[str], int | None],
@@ -73,8 +78,12 @@ def may_read_twice(scan: Scan, sizes: Callable[[str], int | None], max_bytes: in
 
 
 def _largest_table_bytes(dag: StageDag, sizes: Callable[[str], int | None]) -> int:
-    return max((table_bytes(sizes, n.table) or 0 for stage in dag.stages for n in stage.plan.walk()
-                if isinstance(n, Scan)), default=0)
+    return max((largest_table_bytes(stage.plan, sizes) for stage in dag.stages), default=0)
+
+
+def largest_table_bytes(root: Node, sizes: Callable[[str], int | None]) -> int:
+    """The bytes of the largest table a plan reads."""
+    return max((table_bytes(sizes, n.table) or 0 for n in root.walk() if isinstance(n, Scan)), default=0)
 
 
 def add_scan_summaries(dag: StageDag, settings: Settings, sizes: Sizes) -> StageDag:

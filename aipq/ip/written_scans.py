@@ -20,7 +20,7 @@ from collections import Counter
 
 from aipq.config import Settings
 from aipq.files import Sizes, table_bytes
-from aipq.ip.scan_summaries import SCAN_STRATEGIES, SCAN_SUMMARY_SHARE_OF_LARGEST, may_read_twice
+from aipq.ip.scan_summaries import SCAN_STRATEGIES, largest_table_bytes, may_read_twice, read_twice_bound
 from aipq.planner.logical import Filter, Join, Node, Project, Scan
 
 
@@ -30,8 +30,8 @@ def scans_to_cut(root: Node, settings: Settings, sizes: Sizes) -> frozenset[int]
     several readers (a CTE read twice) is left alone: its stage would be written for its readers, pay or not."""
     if settings.ip not in SCAN_STRATEGIES or settings.staging != "adaptive" or settings.cut_scans == "off":
         return frozenset()
-    largest = max((table_bytes(sizes, n.table) or 0 for n in root.walk() if isinstance(n, Scan)), default=0)
-    bound = max(settings.scan_summaries, int(largest * SCAN_SUMMARY_SHARE_OF_LARGEST))
+    largest = largest_table_bytes(root, sizes)
+    bound = read_twice_bound(settings.scan_summaries, largest)
     readers = Counter(id(child) for node in root.walk() for child in node.children)
     found: set[int] = set()
     for node in root.walk():
