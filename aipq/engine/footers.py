@@ -23,6 +23,18 @@ class FooterStatistics:
     columns: dict[str, ColumnStats]  # by lower-case name; a partition column (not in the files) is left out
 
 
+def parquet_paths(files: FileSource, entry: TableEntry) -> list[str]:
+    """The data files of a table's folders (a partitioned table's, each partition's)."""
+    return [path for folder in entry.data_paths() for path in data_files(files, folder).paths]
+
+
+def footer_rows(spark, files: FileSource, entry: TableEntry) -> int | None:
+    """A parquet table's rows from its files' footers; None for other formats, no files found, or footers that
+    cannot be read."""
+    paths = parquet_paths(files, entry) if entry.format == "parquet" else []
+    return jvm.parquet_footers(spark, paths, []).rows if paths else None
+
+
 def footer_statistics(spark, files: FileSource, entry: TableEntry) -> FooterStatistics | None:
     """A parquet table's rows, and its columns' nulls, min and max, and for an integral column at most
     max − min + 1 distinct values (a surrogate key's range bounds its distinct count: TPC-H's foreign keys),
@@ -31,8 +43,7 @@ def footer_statistics(spark, files: FileSource, entry: TableEntry) -> FooterStat
     if entry.format != "parquet":
         return None
     types = entry.column_types()
-    paths = [path for folder in entry.data_paths() for path in data_files(files, folder).paths]
-    footers = jvm.parquet_footers(spark, paths, list(types))
+    footers = jvm.parquet_footers(spark, parquet_paths(files, entry), list(types))
     if footers.rows is None:
         return None
     rows, stats = footers.rows, {}

@@ -10,10 +10,10 @@ from pathlib import Path
 
 from aipq.catalog import DEFAULT_DATABASE, SPARK_CATALOG_PREFIX, TableEntry
 from aipq.config import Settings
-from aipq.engine import class_archive, jvm
+from aipq.engine import class_archive
+from aipq.engine.footers import footer_rows
 from aipq.errors import BadInputError, EnvironmentProblem, ExecutionError
 from aipq.files import FileSource, total_bytes
-from aipq.stats.fingerprint import data_files
 
 LOG_CONFIG = Path(__file__).with_name("log4j2.properties")
 # Spark's cache of compiled whole-stage classes: 100 by default, fewer than a benchmark or a long workflow
@@ -318,11 +318,10 @@ _TABLE_ROWS: dict[tuple[tuple[str, ...], int], int] = {}
 
 def table_rows(spark, files: FileSource, entry: TableEntry) -> int:
     """A table's row count, cached per process by path and size: a parquet table's from its files' footers in
-    one JVM call (a Spark job over lineitem at SF 10 took 1.4 s), others' (and parquet whose footers cannot be
-    read) counted by Spark."""
+    one JVM call (no Spark job), others' (and parquet whose footers cannot be read) counted by Spark."""
     key = (entry.data_paths(), sum(total_bytes(files, path) or 0 for path in entry.data_paths()))
     if key not in _TABLE_ROWS:
-        footers = _footer_rows(spark, files, entry)
+        footers = footer_rows(spark, files, entry)
         if footers is not None:
             _TABLE_ROWS[key] = footers
             return footers
@@ -334,15 +333,6 @@ def table_rows(spark, files: FileSource, entry: TableEntry) -> int:
                                  hint="its files changed while this command read them (another command "
                                       "overwrote it?): run it again once that command has finished") from error
     return _TABLE_ROWS[key]
-
-
-def _footer_rows(spark, files: FileSource, entry: TableEntry) -> int | None:
-    """A parquet table's rows from its files' footers; None for other formats, no files found, or footers
-    that cannot be read."""
-    if entry.format != "parquet":
-        return None
-    paths = [path for folder in entry.data_paths() for path in data_files(files, folder).paths]
-    return jvm.parquet_footers(spark, paths, []).rows if paths else None
 
 
 def read_schema(spark, files: FileSource, path: str, fmt: str,

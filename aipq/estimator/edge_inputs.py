@@ -368,7 +368,7 @@ class EdgeEstimator:
         planned = self._planned_rows(stage.id)
         if planned is not None:
             source = "estimated: its plan's cardinality (no run of its subplan stored)"
-            distinct = self._estimated_keys(stage.id, column) if self._priced_from_plan(stage.id) else None
+            distinct = self._estimated_keys(stage.id, column)
             keys = KeySet(min(distinct, planned) if distinct is not None else planned, None, source)
             return ProbedInput(planned, planned * FIXED_WIDTH * max(len(stage.output_columns), 1), 1.0, keys,
                                shuffled, source)

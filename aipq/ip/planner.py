@@ -411,7 +411,7 @@ class IpPlanner:
         """Of ``stage_id``'s rows as its plan estimates them (its inputs' rows already pruned as they are), the
         share expected once the summaries chosen at its own places probe: those whose join lies further on
         (``share_after_pruning``'s rule, for this stage alone). Q21's l1, cut into a stage of its own
-        (``ip/written_scans.py``), keeps the Saudi suppliers' 4 %."""
+        (``ip/written_scans.py``), keeps only the rows the Saudi suppliers' summary lets through."""
         below = self._stages_up_to(stage_id)
         share = 1.0
         for target_stage, join_stage, survive in self._surviving:

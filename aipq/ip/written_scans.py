@@ -3,8 +3,8 @@ other input of their join.
 
 A filtered table's keys prune its join partner through a pre-pass (``ip/scan_summaries.py``) only when the table
 is small enough to read twice. TPC-H Q21's l1 is lineitem after ``l_commitdate < l_receiptdate`` and the Saudi
-suppliers' summary: about 2.5 % of lineitem's rows and of its order keys, joined with l2, all of lineitem,
-which is shuffled whole. Reading lineitem a second time to summarize l1's keys costs as much as the query.
+suppliers' summary, a small share of lineitem's rows and order keys, joined with l2, all of lineitem, which is
+shuffled whole. Reading lineitem a second time to summarize l1's keys costs as much as the query.
 
 Cut l1 into a MAP stage of its own: its output is the filtered, probed rows, and writing them builds their
 keys' summary as any stage output does (the paper's T_r), which then probes l2 before its shuffle (a semi join's
