@@ -344,6 +344,7 @@ def test_frames_and_lazy_plans_parse_sql_steps_in_one_call_like_pyspark(spark):
         plan.select(["'a\u0000b' AS s"])
 
 
+@pytest.mark.slow  # compiles a few hundred plans
 def test_compiled_stage_code_stays_cached_past_spark_default_of_100_classes(spark):
     """aipq runs a query's stages under several strategies in one process (workflows, `aipq bench`); Spark's
     default cache of 100 classes made each run compile again what the previous ones had compiled."""
