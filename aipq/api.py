@@ -24,7 +24,6 @@ from aipq.engine.records import StageMetrics
 from aipq.engine.report import run_dict
 from aipq.engine.session import check_classic_session
 from aipq.errors import BadInputError, EnvironmentProblem
-from aipq.ip.explain import explain_dict
 from aipq.setting_aliases import alias_for, apply_alias
 
 
@@ -80,8 +79,7 @@ def explain(query: str, *, spark=None, home: str | Path | None = None, format: s
     queries = planned.queries
     if not queries:
         raise BadInputError("the text has no query to explain")
-    info = explain_dict(queries[-1].planned.dag, context.settings,
-                        estimator=app.planning_estimator(queries[-1].planned.dag, context))
+    info = app.planned_explain(queries[-1].planned, context)
     if format == "json":
         return info
     from io import StringIO

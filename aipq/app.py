@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import shutil
 import sys
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -21,7 +22,8 @@ from aipq.engine.work_dirs import keep_work_dir, remove_work_dir
 from aipq.errors import BadInputError, ExecutionError
 from aipq.estimator.edge_inputs import EdgeEstimator, SessionFacts, adaptive_estimator
 from aipq.estimator.join_estimates import KnownTables, q_error, stage_row_estimates
-from aipq.ip.planner import Strategy
+from aipq.ip.explain import explain_dict
+from aipq.ip.planner import IpPlanner, StageDecisions, Strategy
 from aipq.pipeline import PlannedQuery, worst_order_text
 from aipq.planner.resolve import find_word
 from aipq.planner.stages import StageDag
@@ -98,6 +100,22 @@ def planning_estimator(dag: StageDag, context: RunContext) -> EdgeEstimator | No
                               lambda: SessionFacts(files=context.storage, parallelism=master_cores(settings.master)))
 
 
+def planned_explain(query: PlannedQuery, context: RunContext) -> dict:
+    """What explain shows of a query without running it: the stage DAG with the decisions strategy ``adaptive``'s
+    estimator makes from what is known now, each stage's estimated rows, the statistics a run would collect and
+    the output sizes earlier runs of the same subplans recorded (the CLI and the Python API alike)."""
+    dag = query.dag
+    decisions = IpPlanner(dag, context.settings, estimator=planning_estimator(dag, context)).plan_all()
+    info = explain_dict(dag, context.settings, decisions)
+    figures = stage_estimates(dag, context, decisions=decisions)
+    known = known_stage_sizes(dag, context)
+    for stage in info["stages"]:
+        stage.update(figures.get(stage["id"], {}))
+        stage["known_output"] = known.get(stage["id"])
+    info["statistics"] = statistics_plan(dag, context)
+    return info
+
+
 def known_stage_sizes(dag: StageDag, context: RunContext) -> dict[int, dict]:
     """Per stage, the output size an earlier query with the same subplan recorded (explain shows it)."""
     repository = context.repository
@@ -113,17 +131,23 @@ def known_stage_sizes(dag: StageDag, context: RunContext) -> dict[int, dict]:
 
 
 def stage_estimates(dag: StageDag, context: RunContext, measured: dict[int, dict] | None = None,
-                    history_before: float | None = math.inf) -> dict[int, dict]:
+                    history_before: float | None = math.inf,
+                    decisions: Iterable[StageDecisions] = ()) -> dict[int, dict]:
     """Per stage, its output rows as estimated before it ran (from the same subplan's rows in a run recorded before
-    ``history_before``, else from the tables' statistics; None: statistics alone) and, for a stage ``measured``
-    as written (a run's figures by stage id), how far off they were: the q-error of its rows (a fused stage's
-    rows are not counted)."""
+    ``history_before``, else from the tables' statistics; None: statistics alone), times the share the
+    summaries its ``decisions`` chose were expected to keep, and, for a stage ``measured`` as written (a run's
+    figures by stage id), how far off they were: the q-error of its rows (a fused stage's rows are not
+    counted)."""
     figures: dict[int, dict] = {}
     tables = KnownTables(context.repository, context.storage, history_before)
-    for stage_id, rows in stage_row_estimates(dag, tables).items():
+    kept = {d.stage: d.rows_kept for d in decisions}
+    for stage_id, subplan_rows in stage_row_estimates(dag, tables).items():
+        rows = None if subplan_rows is None else subplan_rows * kept.get(stage_id, 1.0)
         figure: dict = {"estimated_rows": None if rows is None else round(rows, 1),
                         "estimated_from": "an earlier run of the same subplan"
                         if tables.stage_rows(dag, stage_id) is not None else "the tables' statistics"}
+        if rows is not None and kept.get(stage_id, 1.0) < 1.0:
+            figure["estimated_subplan_rows"] = round(subplan_rows, 1)
         ran = (measured or {}).get(stage_id)
         if rows is not None and ran is not None and ran["materialized"]:
             figure["q_error"] = round(q_error(rows, ran["rows_written"]), 2)

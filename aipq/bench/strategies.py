@@ -193,7 +193,9 @@ class QueryRunner:
         ran = record.dag or dag  # re-planned while it ran: the stages as they ran
         self.last_dag = ran
         # after the timed part; from the tables' statistics alone, so that the q-error is that of a first sight
-        for stage_id, figures in stage_estimates(ran, run, detail["stages"], history_before=None).items():
+        decisions = [m.decisions for m in record.stages if m.decisions is not None]
+        for stage_id, figures in stage_estimates(ran, run, detail["stages"], history_before=None,
+                                                 decisions=decisions).items():
             if stage_id in detail["stages"]:
                 detail["stages"][stage_id].update(figures)
         return Measurement(

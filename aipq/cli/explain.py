@@ -40,21 +40,17 @@ def explain(ctx, source, inline, settings: Settings, fmt, allow_overwrite, analy
     if planned.is_single_query:
         query = planned.steps[0].planned
         assert query is not None
-        needs = app.statistics_plan(query.dag, context)
-        known = app.known_stage_sizes(query.dag, context)
+        info = app.planned_explain(query, context)  # before the run: what it knew, what it would collect
         if analyze:
+            known = {stage["id"]: stage["known_output"] for stage in info["stages"]}
             result = app.execute(query, context, analyze=True)
             try:
-                info = analyzed_info(result, context)
+                info = analyzed_info(result, context) | {"statistics": info["statistics"]}
             finally:
                 result.close()
                 app.finish_stage_cache(context)
-        else:
-            info = explain_dict(query.dag, settings, estimator=app.planning_estimator(query.dag, context))
-            add_estimates(info, app.stage_estimates(query.dag, context))
-        info["statistics"] = needs
-        for stage in info["stages"]:
-            stage["known_output"] = known.get(stage["id"])
+            for stage in info["stages"]:
+                stage["known_output"] = known.get(stage["id"])
         if fmt == "json":
             click.echo(json.dumps(info, indent=2, default=str))
         elif fmt == "dot":
@@ -91,7 +87,7 @@ def analyzed_info(result: app.QueryRun, context: RunContext) -> dict:
         stage["measured"] = measured["stages"][stage["id"]]
     info["run"] = {k: v for k, v in measured.items() if k != "stages"}
     add_estimates(info, app.stage_estimates(result.planned.dag, context, measured["stages"],
-                                            history_before=result.record.started_at))
+                                            history_before=record.started_at, decisions=decisions))
     return info
 
 

@@ -159,7 +159,9 @@ def _add_sizes(node: Tree, stage: dict[str, Any]) -> None:
     if stage.get("estimated_rows") is not None:
         off = f" · actual {stage['measured']['rows_written']:,}, q-error {stage['q_error']:g}" \
             if "q_error" in stage else ""
-        node.add(f"[blue]estimated[/blue] {stage['estimated_rows']:,.0f} rows{off} "
+        pruned = f" once its summaries prune ({stage['estimated_subplan_rows']:,.0f} without)" \
+            if "estimated_subplan_rows" in stage else ""
+        node.add(f"[blue]estimated[/blue] {stage['estimated_rows']:,.0f} rows{pruned}{off} "
                  f"[dim](from {stage.get('estimated_from', 'the tables statistics')})[/dim]")
     if stage.get("known_output"):
         known = stage["known_output"]

@@ -102,6 +102,10 @@ class StageDecisions:
     builds: list[SummaryBuild] = field(default_factory=list)
     uses: list[SummaryUse] = field(default_factory=list)
     rejected: list[Rejected] = field(default_factory=list)
+    # the share of the stage's subplan rows the estimator expects it to output once the summaries chosen probe:
+    # here and below (``IpPlanner.share_after_pruning``), and of that at its own places alone (``share_within``)
+    rows_kept: float = 1.0
+    own_rows_kept: float = 1.0
 
 
 # Summaries that prune a stage's own join inputs by the other side's keys: they drop only rows that join drops.
@@ -116,7 +120,8 @@ def drops_output_rows(decisions: StageDecisions) -> bool:
 
 def keeping_output_exact(decisions: StageDecisions) -> StageDecisions:
     """The decisions without the summaries that would remove rows the stage's subplan outputs."""
-    return replace(decisions, uses=[u for u in decisions.uses if not _beyond_own_join(u, decisions.stage)])
+    return replace(decisions, uses=[u for u in decisions.uses if not _beyond_own_join(u, decisions.stage)],
+                   rows_kept=decisions.rows_kept / max(decisions.own_rows_kept, 1e-12), own_rows_kept=1.0)
 
 
 def _beyond_own_join(use: SummaryUse, stage: int) -> bool:
@@ -620,7 +625,8 @@ class IpPlanner:
     def decide(self, stage: Stage, built: dict[tuple[int, str], BuiltInfo]) -> StageDecisions:
         uses, rejected = self.usages(stage, built)
         self._built = built
-        return StageDecisions(stage.id, self.creations(stage), uses, rejected)
+        return StageDecisions(stage.id, self.creations(stage), uses, rejected,
+                              self.share_after_pruning(stage.id), self.share_within(stage.id))
 
     def plan_all(self) -> list[StageDecisions]:
         """Every stage's decisions, assuming each summary is built at its planned size (for explain)."""
