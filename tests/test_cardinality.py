@@ -477,3 +477,29 @@ def test_a_written_stages_estimate_counts_the_rows_its_summaries_prune(aipq, tpc
     planned = json.loads(aipq("explain", "tpch:7", "--format", "json", "--ip", "adaptive", "--beta", "-1000",
                               "--broadcast-threshold", "0").output)["stages"]
     assert any("estimated_subplan_rows" in s for s in planned)  # explain without running says it too
+
+
+def test_a_summary_anticipated_behind_another_saves_downstream_only_what_the_first_lets_through(tpch):
+    """TPC-H Q20: the forest parts' pre-pass summary prunes lineitem first; a second pre-pass (partsupp's
+    ``ps_partkey``) priced behind it at lineitem was still credited the whole saving of the places further on,
+    which the first summary already removes, so it was built and then never used."""
+    from aipq.config import Settings
+    from aipq.estimator.edge_inputs import EdgeEstimator, SessionFacts
+    from aipq.estimator.parameters import DEFAULT_UNIT_COSTS, Calibration
+    from aipq.ip.planner import IpPlanner, _place
+    from aipq.pipeline import plan_query
+    from aipq.tpch.queries import query_text
+
+    settings = Settings(ip="adaptive", staging="adaptive", broadcast_threshold=0)
+    dag = plan_query(query_text(20), tpch, settings, LOCAL_FILES).dag
+    estimator = EdgeEstimator(dag, settings, None, Calibration(DEFAULT_UNIT_COSTS, 7e-8, "defaults"),
+                              session=SessionFacts(files=LOCAL_FILES))
+    planner = IpPlanner(dag, settings, estimator=estimator)
+    edges = [c for c in planner.candidates if c.column == "ps_partkey" and c.target.label == "lineitem"
+             and dag.stage(c.producer).operator == "SCAN"]
+    assert edges, [(c.producer, c.column, c.target.label) for c in planner.candidates]
+    edge = edges[0]
+    alone = planner.estimate(edge, None)
+    behind = planner.estimate(edge, None, ((_place(edge.target), 0.01),))
+    assert alone is not None and behind is not None and alone.downstream > 0, alone
+    assert behind.downstream == pytest.approx(alone.downstream * 0.01, rel=1e-6)

@@ -456,7 +456,10 @@ class IpPlanner:
             return None
         covered = [c for c in self.candidates if (c.producer, c.column) == (candidate.producer, candidate.column)
                    and candidate.target.key in c.covered_by]
-        further = [e.savings for c in covered for e in [self._own_estimate(c, built, anticipated)] if e is not None]
+        # the places further on hold what this place lets through: what anticipated summaries leave here
+        left_here = dict(anticipated).get(_place(candidate.target), 1.0)
+        further = [e.savings * left_here for c in covered
+                   for e in [self._own_estimate(c, built, anticipated)] if e is not None]
         return own.with_downstream(max(further, default=0.0))
 
     def _own_estimate(self, candidate: Candidate, built: BuiltInfo | None,
