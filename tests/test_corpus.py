@@ -64,11 +64,17 @@ def read_case(path: Path) -> Case:
     return case
 
 
+# inputs that run long by design (a hundred-way UNION, hundreds of statements, one very long line): run after the
+# README's tests, in .ci/run
+SLOW_CASES = {"sql/union-100.sql", "files/many-statements.sql", "files/very-long-line.sql"}
+
+
 def all_cases() -> list:
     found = []
     for path in sorted(CORPUS.rglob("*")):
         if path.is_file() and path.suffix in (".sql", ".args", ".txt", ".bin") and path.parent != CORPUS:
-            found.append(pytest.param(path, id=str(path.relative_to(CORPUS))))
+            case = str(path.relative_to(CORPUS))
+            found.append(pytest.param(path, id=case, marks=[pytest.mark.slow] if case in SLOW_CASES else []))
     return found
 
 
