@@ -142,11 +142,12 @@ def stage_estimates(dag: StageDag, context: RunContext, measured: dict[int, dict
     tables = KnownTables(context.repository, context.storage, history_before)
     kept = {d.stage: d.rows_kept for d in decisions}
     for stage_id, subplan_rows in stage_row_estimates(dag, tables).items():
-        rows = None if subplan_rows is None else subplan_rows * kept.get(stage_id, 1.0)
+        share = kept.get(stage_id, 1.0)
+        rows = None if subplan_rows is None else subplan_rows * share
         figure: dict = {"estimated_rows": None if rows is None else round(rows, 1),
                         "estimated_from": "an earlier run of the same subplan"
                         if tables.stage_rows(dag, stage_id) is not None else "the tables' statistics"}
-        if rows is not None and kept.get(stage_id, 1.0) < 1.0:
+        if subplan_rows is not None and share < 1.0:
             figure["estimated_subplan_rows"] = round(subplan_rows, 1)
         ran = (measured or {}).get(stage_id)
         if rows is not None and ran is not None and ran["materialized"]:

@@ -40,17 +40,18 @@ def explain(ctx, source, inline, settings: Settings, fmt, allow_overwrite, analy
     if planned.is_single_query:
         query = planned.steps[0].planned
         assert query is not None
-        info = app.planned_explain(query, context)  # before the run: what it knew, what it would collect
-        if analyze:
-            known = {stage["id"]: stage["known_output"] for stage in info["stages"]}
+        if analyze:  # what it knew and would collect is taken before the run changes both
+            needs, known = app.statistics_plan(query.dag, context), app.known_stage_sizes(query.dag, context)
             result = app.execute(query, context, analyze=True)
             try:
-                info = analyzed_info(result, context) | {"statistics": info["statistics"]}
+                info = analyzed_info(result, context) | {"statistics": needs}
             finally:
                 result.close()
                 app.finish_stage_cache(context)
             for stage in info["stages"]:
                 stage["known_output"] = known.get(stage["id"])
+        else:
+            info = app.planned_explain(query, context)
         if fmt == "json":
             click.echo(json.dumps(info, indent=2, default=str))
         elif fmt == "dot":
