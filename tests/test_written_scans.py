@@ -8,7 +8,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from conftest import LOCAL_FILES, assert_same_rows, oracle_rows
+from conftest import LOCAL_FILES, assert_same_rows, local_bytes, oracle_rows
 
 from aipq.config import Settings
 from aipq.engine.context import RunContext
@@ -16,7 +16,7 @@ from aipq.engine.executor import run_dag
 from aipq.engine.work_dirs import remove_work_dir
 from aipq.ip.candidates import find_candidates
 from aipq.pipeline import plan_query
-from aipq.planner.logical import Scan
+from aipq.planner.logical import Join, Scan
 from aipq.planner.stages import StageRead
 from aipq.tpch.queries import query_text
 
@@ -58,10 +58,29 @@ def test_a_scan_small_enough_for_a_pre_pass_or_not_filtered_is_not_cut(tpch):
     assert not cut_stages(plan_query(query_text(12), tpch, roomy, LOCAL_FILES).dag)
 
 
-@pytest.mark.parametrize("query", [21, 12, 4])
+def broadcast_customer(tpch) -> Settings:
+    """CUT, with customer's two columns (but not orders' four) within the broadcast threshold by their sizes."""
+    half = local_bytes(tpch.lookup("customer").path) // 2
+    return replace(CUT, broadcast_threshold=half, broadcast_sizes="estimated")
+
+
+def test_a_join_input_that_joins_a_broadcast_table_is_cut_whole(tpch):
+    """Q3's orders, joined map-side with the BUILDING customers, feeds the repartition join with lineitem: the
+    pipeline is one MAP stage, so its written rows summarize the order keys that survive both filters."""
+    dag = plan_query(query_text(3), tpch, broadcast_customer(tpch), LOCAL_FILES).dag
+    pipelines = [s for s in cut_stages(dag) if isinstance(s.plan, Join)]
+    [cut] = pipelines
+    assert cut.plan.physical == "broadcast" and set(cut.tables) == {"default.customer", "default.orders"}
+    assert cut.consumer_keys == ("o_orderkey",)
+    targets = {(c.target.label, c.target.column) for c in find_candidates(dag) if c.producer == cut.id}
+    assert ("lineitem", "l_orderkey") in targets
+
+
+@pytest.mark.parametrize("query", [21, 12, 4, "3-broadcast"])
 def test_rows_are_duckdbs_with_the_cut_written(spark, tpch, home, duck, query):
     """``always`` builds every summary it may, so each cut stage is written and its summary probes."""
-    settings = replace(CUT, ip="always")
+    settings = replace(broadcast_customer(tpch) if query == "3-broadcast" else CUT, ip="always")
+    query = 3 if query == "3-broadcast" else query
     context = RunContext(home, settings)
     dag = plan_query(query_text(query), tpch, settings, LOCAL_FILES).dag
     cut_ids = {s.id for s in cut_stages(dag)}

@@ -25,9 +25,11 @@ from aipq.planner.logical import Filter, Join, Node, Project, Scan
 
 
 def scans_to_cut(root: Node, settings: Settings, sizes: Sizes) -> frozenset[int]:
-    """Node ids of filtered scans that no pre-pass may read (``scan_summaries.may_read_twice``) and that feed a
-    repartition inner or semi join whose other input is a scan: their keys may prune that input. A scan with
-    several readers (a CTE read twice) is left alone: its stage would be written for its readers, pay or not."""
+    """Node ids of join inputs to cut into a MAP stage of their own: filtered map-side pipelines (a scan, or a
+    scan joined map-side with broadcast tables) whose largest table no pre-pass may read
+    (``scan_summaries.may_read_twice``) and that feed a repartition inner or semi join whose other input is such
+    a pipeline too: their keys may prune that input. An input with several readers (a CTE read twice) is left
+    alone: its stage would be written for its readers, pay or not."""
     if settings.ip not in SCAN_STRATEGIES or settings.staging != "adaptive" or settings.cut_scans == "off":
         return frozenset()
     largest = largest_table_bytes(root, sizes)
@@ -37,18 +39,36 @@ def scans_to_cut(root: Node, settings: Settings, sizes: Sizes) -> frozenset[int]
     for node in root.walk():
         if not (isinstance(node, Join) and node.physical == "repartition" and node.kind in ("inner", "semi")):
             continue
-        left, right = _scan_below(node.left, readers), _scan_below(node.right, readers)
+        left, right = _pipeline_below(node.left, readers), _pipeline_below(node.right, readers)
         if left is None or right is None:
             continue
-        for scan in (left, right) if node.kind == "inner" else (left,):
-            known = table_bytes(sizes, scan.table) is not None
-            if scan.filters and known and not may_read_twice(scan, sizes, bound, settings.scan_summaries, largest):
-                found.add(id(scan))
+        for top in (left, right) if node.kind == "inner" else (left,):
+            if _too_large_to_read_twice(top, sizes, settings, bound, largest):
+                found.add(id(top))
     return frozenset(found)
 
 
-def _scan_below(node: Node, readers: Counter) -> Scan | None:
-    """The scan a join input reads through row-wise operators only, none of them read elsewhere, if it is one."""
+def _too_large_to_read_twice(top: Node, sizes: Sizes, settings: Settings, bound: int, largest: int) -> bool:
+    """Whether a pipeline filters its rows and its largest table is beyond what a pre-pass may read."""
+    scans = [n for n in top.walk() if isinstance(n, Scan)]
+    if not any(scan.filters for scan in scans) or any(table_bytes(sizes, s.table) is None for s in scans):
+        return False
+    widest = max(scans, key=lambda s: table_bytes(sizes, s.table) or 0)
+    return not may_read_twice(widest, sizes, bound, settings.scan_summaries, largest)
+
+
+def _pipeline_below(node: Node, readers: Counter) -> Node | None:
+    """The map-side pipeline a join input reads below its row-wise operators (a scan, or a broadcast join of
+    such pipelines), none of its nodes read elsewhere, if it is one."""
     while isinstance(node, (Filter, Project)) and readers[id(node)] == 1:
         node = node.child
-    return node if isinstance(node, Scan) and readers[id(node)] == 1 else None
+    if readers[id(node)] != 1:
+        return None
+    for sub in node.walk():
+        if readers[id(sub)] > 1 and sub is not node:
+            return None
+        if isinstance(sub, Join) and sub.physical != "broadcast":
+            return None
+        if not isinstance(sub, (Scan, Join, Filter, Project)):
+            return None
+    return node

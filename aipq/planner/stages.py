@@ -152,9 +152,9 @@ def _contains(root: Node, target: Node) -> bool:
 
 
 class _Cutter:
-    def __init__(self, root: Node, first_id: int = 1, cut_scans: frozenset[int] = frozenset()) -> None:
+    def __init__(self, root: Node, first_id: int = 1, cut_inputs: frozenset[int] = frozenset()) -> None:
         self.first_id = first_id
-        self.cut_scans = cut_scans  # node ids of scans that are a MAP stage of their own
+        self.cut_inputs = cut_inputs  # node ids of map-side join inputs that are a MAP stage of their own
         self.stages: list[Stage] = []
         self.memo: dict[int, Stage] = {}
         self.parents: dict[int, int] = {}
@@ -206,9 +206,9 @@ class _Cutter:
                 if target is not None and not mergeable(target) and self.unshared_below(node, target):
                     child = self.stage_for(node)
                     return StageRead(child.id, node.output)
+            if id(node) in self.cut_inputs and node is not top:
+                return StageRead(self.stage_for(node).id, node.output)
             if not node.children:
-                if id(node) in self.cut_scans and node is not top:
-                    return StageRead(self.stage_for(node).id, node.output)
                 return node
             return replace_children(node, tuple(visit(c, below_reduce) for c in node.children))
 
@@ -249,11 +249,11 @@ def _direct_input(parent: Node, child: Node) -> bool:
     return False
 
 
-def cut_stages(plan: QueryPlan, finished: Sequence[Stage] = (), cut_scans: frozenset[int] = frozenset()) -> StageDag:
+def cut_stages(plan: QueryPlan, finished: Sequence[Stage] = (), cut_inputs: frozenset[int] = frozenset()) -> StageDag:
     """The plan's stages; with ``finished`` (stages of an earlier plan of the same query that have run, which
     ``plan`` reads through ``StageRead`` leaves: a re-plan) those first, and the new ones numbered after them.
-    Each scan in ``cut_scans`` (node ids) is a MAP stage of its own (``ip/written_scans.py``)."""
-    cutter = _Cutter(plan.root, max((s.id for s in finished), default=0) + 1, cut_scans)
+    Each map-side join input in ``cut_inputs`` (node ids) is a MAP stage of its own (``ip/written_scans.py``)."""
+    cutter = _Cutter(plan.root, max((s.id for s in finished), default=0) + 1, cut_inputs)
     cutter.stage_for(plan.root)
     dag = StageDag(stages=[replace(s, consumer_keys=()) for s in finished] + cutter.stages, plan=plan)
     for stage in dag.stages:
