@@ -25,10 +25,10 @@ from aipq.planner.logical import Filter, Join, Node, Project, Scan
 
 
 def scans_to_cut(root: Node, settings: Settings, sizes: Sizes) -> frozenset[int]:
-    """Node ids of join inputs to cut into a MAP stage of their own: filtered map-side pipelines (a scan, or a
-    scan joined map-side with broadcast tables) whose largest table no pre-pass may read
-    (``scan_summaries.may_read_twice``) and that feed a repartition inner or semi join whose other input is such
-    a pipeline too: their keys may prune that input. An input with several readers (a CTE read twice) is left
+    """Node ids of join inputs to cut into a MAP stage of their own: filtered map-side pipelines that feed a
+    repartition inner or semi join whose other input is such a pipeline too (their keys may prune that input):
+    a scan no pre-pass may read (``scan_summaries.may_read_twice``), or a scan joined map-side with broadcast
+    tables, whose joins a pre-pass would not see. An input with several readers (a CTE read twice) is left
     alone: its stage would be written for its readers, pay or not."""
     if settings.ip not in SCAN_STRATEGIES or settings.staging != "adaptive" or settings.cut_scans == "off":
         return frozenset()
@@ -43,18 +43,20 @@ def scans_to_cut(root: Node, settings: Settings, sizes: Sizes) -> frozenset[int]
         if left is None or right is None:
             continue
         for top in (left, right) if node.kind == "inner" else (left,):
-            if _too_large_to_read_twice(top, sizes, settings, bound, largest):
+            if _worth_cutting(top, sizes, settings, bound, largest):
                 found.add(id(top))
     return frozenset(found)
 
 
-def _too_large_to_read_twice(top: Node, sizes: Sizes, settings: Settings, bound: int, largest: int) -> bool:
-    """Whether a pipeline filters its rows and its largest table is beyond what a pre-pass may read."""
+def _worth_cutting(top: Node, sizes: Sizes, settings: Settings, bound: int, largest: int) -> bool:
+    """Whether a pipeline filters its rows and no pre-pass summarizes its keys as it would: a scan too large
+    for one, or tables joined map-side, whose filters a pre-pass of one table does not see."""
     scans = [n for n in top.walk() if isinstance(n, Scan)]
     if not any(scan.filters for scan in scans) or any(table_bytes(sizes, s.table) is None for s in scans):
         return False
-    widest = max(scans, key=lambda s: table_bytes(sizes, s.table) or 0)
-    return not may_read_twice(widest, sizes, bound, settings.scan_summaries, largest)
+    if len(scans) > 1:
+        return True
+    return not may_read_twice(scans[0], sizes, bound, settings.scan_summaries, largest)
 
 
 def _pipeline_below(node: Node, readers: Counter) -> Node | None:
