@@ -155,7 +155,8 @@ def test_what_reaches_the_shuffle_after_a_map_side_join():
 
 def test_the_estimator_prices_only_what_a_map_side_join_lets_through(tpch):
     """TPC-H Q8 with broadcast joins: lineitem meets the parts of one type map-side, before its shuffle, so a
-    summary probing lineitem there saves shuffling a small share of it; with repartition joins all of it."""
+    summary probing lineitem there saves shuffling a small share of it; with repartition joins all of it. (Not
+    cut: part ⋈ lineitem in a MAP stage of its own writes its rows rather than shuffling them.)"""
     from aipq.config import Settings
     from aipq.estimator.edge_inputs import EdgeEstimator, SessionFacts
     from aipq.estimator.parameters import DEFAULT_UNIT_COSTS, Calibration
@@ -168,7 +169,7 @@ def test_the_estimator_prices_only_what_a_map_side_join_lets_through(tpch):
     assert part < local_bytes(tpch.lookup("orders").path)  # orders and lineitem stay repartitioned
     shares = {}
     for threshold in (0, part):
-        settings = Settings(ip="adaptive", broadcast_threshold=threshold)
+        settings = Settings(ip="adaptive", broadcast_threshold=threshold, cut_scans="off")
         dag = plan_query(query_text(8), tpch, settings, LOCAL_FILES).dag
         estimator = EdgeEstimator(dag, settings, None, calibration, session=SessionFacts(files=LOCAL_FILES))
         probes = [estimator.probed_input(c) for c in find_candidates(dag)
