@@ -233,11 +233,11 @@ KNOBS: tuple[Knob, ...] = (
          "--scan-reach", "int", low=0, high=4,
          help="Small tables a filtered table's keys reach through at most N joins summarize their keys in a "
               "pre-pass too; 0 = filtered tables only."),
-    Knob("cut_scans", "on", "A filtered join input too large for a pre-pass (a scan, or a scan joined map-side "
-         "with broadcast tables) that feeds a repartition join with another such input is cut into a MAP stage of "
-         "its own, so that its written rows summarize their keys for the other input (TPC-H Q21's l1 for l2, Q3's "
-         "orders joined with a broadcast customer for lineitem); adaptive staging fuses it back unless its summary "
-         "pays for the write. "
+    Knob("cut_scans", "on", "A filtered join input whose keys no pre-pass summarizes (a scan too large to read "
+         "twice, or a scan joined map-side with broadcast tables) that feeds a repartition join with another such "
+         "input is cut into a MAP stage of its own, so that its written rows summarize their keys for the other "
+         "input (TPC-H Q21's l1 for l2, Q3's orders joined with a broadcast customer for lineitem); adaptive "
+         "staging fuses it back unless its summary pays for the write. "
          "'off': such scans stay in their join's stage. Strategies 'always', 'oracle' and 'adaptive' under "
          "adaptive staging.",
          "--cut-scans", "choice", ("on", "off"),

@@ -12,6 +12,10 @@ right side: admissible, ``ip/candidates.py``). The consumer reads the written ro
 adaptive staging the stage is written only where it builds a summary, and ``adaptive`` builds one only where it
 pays for the write (``Adaptive.creation``); otherwise the stage is fused back into its consumer, whose plan is
 then the one without the cut. Hive staging writes every boundary, so the paper's plans are left as they are.
+
+A join input that joins broadcast tables map-side is cut the same way, whatever its tables' sizes: a pre-pass
+reads one table and does not see the join. TPC-H Q3 with the BUILDING customers broadcast into orders' scan: the
+pipeline's written rows summarize the order keys that survive both filters, for lineitem.
 """
 
 from __future__ import annotations
