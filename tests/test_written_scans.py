@@ -76,11 +76,11 @@ def test_a_join_input_that_joins_a_broadcast_table_is_cut_whole(tpch):
     assert ("lineitem", "l_orderkey") in targets
 
 
-@pytest.mark.parametrize("query", [21, 12, 4, "3-broadcast"])
-def test_rows_are_duckdbs_with_the_cut_written(spark, tpch, home, duck, query):
+@pytest.mark.parametrize("query, broadcast", [(21, False), (12, False), (4, False), (3, True)],
+                         ids=["21", "12", "4", "3-broadcast"])
+def test_rows_are_duckdbs_with_the_cut_written(spark, tpch, home, duck, query, broadcast):
     """``always`` builds every summary it may, so each cut stage is written and its summary probes."""
-    settings = replace(broadcast_customer(tpch) if query == "3-broadcast" else CUT, ip="always")
-    query = 3 if query == "3-broadcast" else query
+    settings = replace(broadcast_customer(tpch) if broadcast else CUT, ip="always")
     context = RunContext(home, settings)
     dag = plan_query(query_text(query), tpch, settings, LOCAL_FILES).dag
     cut_ids = {s.id for s in cut_stages(dag)}

@@ -68,13 +68,9 @@ def _pipeline_below(node: Node, readers: Counter) -> Node | None:
     such pipelines), none of its nodes read elsewhere, if it is one."""
     while isinstance(node, (Filter, Project)) and readers[id(node)] == 1:
         node = node.child
-    if readers[id(node)] != 1:
-        return None
     for sub in node.walk():
-        if readers[id(sub)] > 1 and sub is not node:
+        if readers[id(sub)] != 1 or not isinstance(sub, (Scan, Join, Filter, Project)):
             return None
         if isinstance(sub, Join) and sub.physical != "broadcast":
-            return None
-        if not isinstance(sub, (Scan, Join, Filter, Project)):
             return None
     return node
