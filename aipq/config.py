@@ -148,6 +148,13 @@ KNOBS: tuple[Knob, ...] = (
          "are few enough to pay (explain says where), 'always' wherever the aggregates allow, 'off' never (the "
          "default: measured no faster on TPC-H).",
          "--preaggregate", "choice", ("auto", "always", "off"), help="Pre-aggregate below joins where it pays."),
+    Knob("share_subplans", "auto", "Subtrees of one query that read the same tables with the same filters, "
+         "joins and groups (TPC-H Q11's join under its GROUP BY and under its subquery's total) are computed once "
+         "as a stage that each reads (Hive's shared work): 'auto' where the statistics say the tables read once "
+         "less outweigh a job of its own and its rows written and read back, 'always' wherever they match, 'off' "
+         "never.",
+         "--share-subplans", "choice", ("auto", "always", "off"),
+         help="Compute matching subtrees of a query once, for all their readers, where it pays."),
     Knob("broadcast_threshold", 10 * MB, "A base table (with its map-side filters) sized at most this many "
          "bytes (broadcast_sizes) is joined map-side (broadcast) inside a stage; 0 or less: repartition joins "
          "only (the paper's Hive setting). Same default as Spark's spark.sql.autoBroadcastJoinThreshold.",
@@ -302,6 +309,7 @@ class Settings:
     plan: str = default_of("plan")
     reoptimize_factor: float = default_of("reoptimize_factor")
     preaggregate: str = default_of("preaggregate")
+    share_subplans: str = default_of("share_subplans")
     broadcast_threshold: int = default_of("broadcast_threshold")
     broadcast_sizes: str = default_of("broadcast_sizes")
     runtime_broadcast: str = default_of("runtime_broadcast")

@@ -1,8 +1,8 @@
 """The planner pipeline, in order. Each pass is a pure function of its input.
 
 SQL text ─parse→ statements ─resolve→ qualified AST ─build→ logical plan ─push_down_filters→
-─order_joins→ ─prune_columns→ ─choose_physical_joins→ ─preaggregate→ ─cut_stages→ ─add_scan_summaries or add_transfers→
-StageDag
+─order_joins→ ─prune_columns→ ─choose_physical_joins→ ─preaggregate→ ─share_subplans→ ─cut_stages→
+─add_scan_summaries or add_transfers→ StageDag
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ from aipq.planner.predicate_order import order_scan_filters
 from aipq.planner.prune import prune_columns
 from aipq.planner.pushdown import push_down_filters
 from aipq.planner.resolve import lookup_tables, qualify_statement
+from aipq.planner.shared import SharingCosting, share_subplans
 from aipq.planner.stages import Stage, StageDag, cut_stages
 from aipq.planner.table_output import TableShape, shape_for_table
 
@@ -82,7 +83,13 @@ def optimize_plan(plan: QueryPlan, settings: Settings, sizes: Sizes,
         root = preaggregate(root, PreaggregationCosting(costing, settings.staging == "hive",
                                                         always=settings.preaggregate == "always"), preaggregated)
     root = order_scan_filters(root)
-    return replace(plan, root=root, join_order=tuple(notes), preaggregations=tuple(preaggregated))
+    shared_notes: list[str] = []
+    shared: frozenset[int] = frozenset()
+    if settings.share_subplans != "off":
+        root, shared = share_subplans(root, SharingCosting(costing, always=settings.share_subplans == "always"),
+                                      shared_notes)
+    return replace(plan, root=root, join_order=tuple(notes), preaggregations=tuple(preaggregated),
+                   shared=shared, shared_notes=tuple(shared_notes))
 
 
 def plan_statement(statement: exp.Expression, sql: str, catalog, settings: Settings, files: FileSource,
@@ -105,7 +112,7 @@ def _stage_dag(plan: QueryPlan, table: TableShape | None, sql: str, source_name:
                sizes: Sizes, costing: JoinCosting | None, finished: Sequence[Stage] = ()) -> StageDag:
     if table is not None:
         plan = shape_for_table(plan, table, sql, source_name)
-    dag = cut_stages(plan, finished, scans_to_cut(plan.root, settings, sizes))
+    dag = cut_stages(plan, finished, scans_to_cut(plan.root, settings, sizes) | plan.shared)
     if settings.ip in TRANSFER_STRATEGIES:
         bound = scan_summary_bound(dag, settings.scan_summaries, sizes)
         estimates = costing.estimates if costing is not None else None

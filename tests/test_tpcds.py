@@ -83,6 +83,21 @@ def test_tpcds_queries_give_the_oracles_rows_under_predicate_transfer(aipq, tpcd
     assert_same_rows(actual, expected, ordered=False)
 
 
+# The TPC-DS queries with subtrees that match (planner/shared.py: the same tables, filters, joins and groups)
+SHARED_CHECKED = (1, 4, 5, 6, 9, 10, 11, 14, 16, 17, 23, 24, 25, 27, 30, 31, 32, 33, 35, 36, 38, 39, 44, 46, 49, 51,
+                  54, 56, 58, 59, 60, 61, 64, 65, 66, 68, 69, 70, 71, 72, 74, 75, 76, 77, 78, 80, 81, 83, 87, 88, 90,
+                  92, 94, 95, 97)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("number", SHARED_CHECKED)
+def test_tpcds_queries_give_the_oracles_rows_with_every_match_shared(aipq, tpcds, tmp_path, number):
+    expected = tpcds.execute(duckdb_texts()[number]).fetchall()
+    extra = ("--cartesian", "allow") if number in CARTESIAN_ON_PURPOSE else ()
+    actual = run_to_rows(aipq, tmp_path, f"tpcds:{number}", "--share-subplans", "always", *extra)
+    assert_same_rows(actual, expected, ordered=False)
+
+
 def test_a_tpcds_query_prints_in_hives_dialect_and_plans(aipq, tpcds):
     text = aipq("tpcds", "query", "13")
     assert text.exit_code == 0 and "FROM tpcds.store_sales" in text.output

@@ -101,6 +101,8 @@ def _plan_header(info: dict[str, Any]) -> Tree:
                 line.add(f"[dim]join order: {note}[/dim]")
     for note in info.get("preaggregation", []):
         root.add(f"[dim]{note}[/dim]")
+    for note in info.get("shared_subplans", []):
+        root.add(f"[dim]shared: {note}[/dim]")
     _add_transfer_schedule(root, info.get("transfer_schedule"))
     return root
 

@@ -176,4 +176,5 @@ def join_costing(settings: Settings, tables: KnownTables, calibration: Calibrati
         broadcast_threshold=settings.broadcast_threshold, passing=settings.ip != "off",
         shuffled_row_seconds=(costs.c_write + costs.c_transfer + costs.c_read) * page_share,
         written_row_seconds=(costs.c_write + costs.c_read) * page_share,
-        stage_seconds=materialization_cost(0.0, cores, calibration))
+        stage_seconds=materialization_cost(0.0, cores, calibration),
+        read_row_seconds=costs.c_read * page_share)

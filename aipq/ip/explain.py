@@ -125,6 +125,7 @@ def explain_dict(dag: StageDag, settings: Settings, decisions: list[StageDecisio
         "output_columns": list(dag.plan.output_names),
         "join_order": list(dag.plan.join_order),
         "preaggregation": list(dag.plan.preaggregations),
+        "shared_subplans": list(dag.plan.shared_notes),
         "final_stage": dag.final.id,
         "stages": stages,
         "dataflow_graph": {str(k): v for k, v in dag.dataflow.items()},

@@ -53,6 +53,7 @@ class JoinCosting:
     shuffled_row_seconds: float
     written_row_seconds: float
     stage_seconds: float
+    read_row_seconds: float = 0.0  # a row read back from a written stage or a table's files
 
 
 @dataclass(frozen=True)

@@ -327,6 +327,8 @@ class QueryPlan:
     column_sources: dict[str, str] = field(default_factory=dict)  # internal name → "alias.column", for display
     join_order: tuple[str, ...] = ()  # how each join block was ordered (``--plan cost``), for explain
     preaggregations: tuple[str, ...] = ()  # where GROUP BYs were pre-aggregated below a join, for explain
+    shared: frozenset[int] = frozenset()  # ids of subplans computed once for several readers (``planner/shared``)
+    shared_notes: tuple[str, ...] = ()  # what was shared, for explain
 
     def __post_init__(self) -> None:
         assert len(self.output_names) == len(self.root.output), "one visible name per output column"

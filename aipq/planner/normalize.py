@@ -80,7 +80,7 @@ def factor_common_conjuncts(expression: exp.Expression) -> exp.Expression:
         if not isinstance(node, exp.Or):
             return node
         branches = [conjuncts(branch) for branch in node.flatten()]
-        shared = {_text(part) for part in branches[0] if not _nondeterministic(part)}
+        shared = {_text(part) for part in branches[0] if not nondeterministic(part)}
         for parts in branches[1:]:
             shared &= {_text(part) for part in parts}
         if not shared:
@@ -102,6 +102,6 @@ def _text(condition: exp.Expression) -> str:
     return condition.sql()
 
 
-def _nondeterministic(expression: exp.Expression) -> bool:
+def nondeterministic(expression: exp.Expression) -> bool:
     return any(isinstance(node, exp.Rand) or (isinstance(node, exp.Anonymous) and node.name.lower() in (
         "rand", "random", "uuid", "shuffle")) for node in expression.walk())

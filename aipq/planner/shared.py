@@ -1,0 +1,279 @@
+"""Common subplans computed once (Hive's SharedWorkOptimizer): two subtrees of one query that read the same
+tables with the same filters, joins and groups become one subplan, read by both through a renaming projection
+as a CTE read twice is. TPC-H Q11 joins partsupp, supplier and the German nation under its GROUP BY and again
+under the scalar subquery's total; shared, partsupp is read once and its German rows are written for both.
+
+Two subtrees match when their signatures are equal: the operator, its parameters and its children's
+signatures, with every column named by where it comes from (a table column by its side in the subtree's joins
+and its name in the table, a computed column by its expression) instead of by its internal name. Which columns
+a scan reads, which items a projection computes and which aggregates a GROUP BY computes are left out of it:
+the shared subplan computes the union, and each reader picks its own.
+
+The stage cutter makes a shared subplan one stage (``planner/stages.cut_stages``: a GROUP BY or repartition
+join with several parents is one already; a map-side pipeline is cut for it), and adaptive staging writes a
+stage that several stages read (``ip/staging.py``). So it is shared only where that pays (``SharingCosting``):
+the tables' rows read once less, against a job of its own and its rows written once and read by each reader.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from sqlglot import exp
+
+from aipq.planner.join_order import JoinCosting
+from aipq.planner.logical import (
+    Aggregate,
+    Filter,
+    Join,
+    Node,
+    Project,
+    Scan,
+    col,
+    replace_children,
+)
+from aipq.planner.normalize import nondeterministic
+
+Tokens = dict[str, str]  # internal column name → where it comes from, relative to a node
+
+
+@dataclass(frozen=True)
+class SharingCosting:
+    join: JoinCosting | None  # None: no statistics to price with (nothing is shared)
+    always: bool = False  # share every match, paying or not (``--share-subplans always``)
+
+
+@dataclass(frozen=True)
+class Signed:
+    signature: tuple
+    tokens: Tokens
+    size: int  # nodes in the subtree
+
+
+def share_subplans(root: Node, costing: SharingCosting, notes: list[str]) -> tuple[Node, frozenset[int]]:
+    """``root`` with each paying set of matching subtrees replaced by reads of one shared subplan, and the node
+    ids of the shared subplans; what was shared is appended to ``notes``."""
+    signed = _sign_all(root)
+    replacements: dict[int, Node] = {}
+    shared: set[int] = set()
+    covered: set[int] = set()
+    for group in _matches(root, signed):
+        group = [node for node in group if id(node) not in covered]
+        if len(group) < 2 or not _pays(group, costing):
+            continue
+        merged, maps = _merge(group, signed)
+        for node, names in zip(group, maps):
+            replacements[id(node)] = Project(merged, tuple((name, col(names[name])) for name in node.output))
+            covered.update(id(sub) for sub in node.walk())
+        shared.add(id(merged))
+        notes.append(f"{_describe(merged)} computed once for {len(group)} readers")
+    if not replacements:
+        return root, frozenset()
+    return _replaced(root, replacements), frozenset(shared)
+
+
+# ---- signatures ----------------------------------------------------------------------------------------------
+def _sign_all(root: Node) -> dict[int, Signed | None]:
+    signed: dict[int, Signed | None] = {}
+
+    def visit(node: Node) -> Signed | None:
+        if id(node) not in signed:
+            children = [visit(child) for child in node.children]
+            signed[id(node)] = None if any(c is None for c in children) else _sign(node, children)
+        return signed[id(node)]
+
+    visit(root)
+    return signed
+
+
+def _sign(node: Node, children: list[Signed]) -> Signed | None:
+    size = 1 + sum(c.size for c in children)
+    if isinstance(node, Scan):
+        tokens = {name: source for name, source in node.columns + node.filter_only}
+        filters = _canonical_all(node.filters, tokens)
+        return None if filters is None else Signed(("scan", node.table, tuple(sorted(filters)), node.all_partitions),
+                                                   tokens, size)
+    if isinstance(node, Filter):
+        condition = _canonical(node.condition, children[0].tokens)
+        return None if condition is None else Signed(("filter", condition, children[0].signature),
+                                                     children[0].tokens, size)
+    if isinstance(node, Join):
+        return _sign_join(node, children[0], children[1], size)
+    if isinstance(node, Project):
+        items = _canonical_all([e for _, e in node.items], children[0].tokens)
+        if items is None:
+            return None
+        tokens = {name: f"({text})" for (name, _), text in zip(node.items, items)}
+        return Signed(("project", children[0].signature), tokens, size)
+    if isinstance(node, Aggregate):
+        return _sign_aggregate(node, children[0], size)
+    return None  # windows, unions, sorts, limits, values, stage reads: not shared
+
+
+def _sign_join(join: Join, left: Signed, right: Signed, size: int) -> Signed | None:
+    tokens = {name: f"L.{token}" for name, token in left.tokens.items()}
+    tokens.update({name: f"R.{token}" for name, token in right.tokens.items()})
+    keys = tuple((tokens[lk], tokens[rk]) for lk, rk in zip(join.left_keys, join.right_keys))
+    residual = _canonical(join.residual, tokens) if join.residual is not None else ""
+    if residual is None:
+        return None
+    signature = ("join", join.kind, join.physical, join.broadcast_side, join.null_safe, keys, residual,
+                 left.signature, right.signature)
+    return Signed(signature, tokens, size)
+
+
+def _sign_aggregate(aggregate: Aggregate, child: Signed, size: int) -> Signed | None:
+    groups = _canonical_all([e for _, e in aggregate.groups], child.tokens)
+    aggregates = _canonical_all([e for _, e in aggregate.aggregates], child.tokens)
+    if groups is None or aggregates is None:
+        return None
+    tokens = {name: f"g({text})" for (name, _), text in zip(aggregate.groups, groups)}
+    tokens.update({name: f"a({text})" for (name, _), text in zip(aggregate.aggregates, aggregates)})
+    sets = None if aggregate.grouping_sets is None else tuple(
+        tuple(tokens[name] for name in grouping_set) for grouping_set in aggregate.grouping_sets)
+    return Signed(("aggregate", tuple(groups), sets, child.signature), tokens, size)
+
+
+def _canonical(expression: exp.Expression, tokens: Tokens) -> str | None:
+    """The expression's text with each column named by its token; None if it reads a column from outside or is
+    not deterministic (two evaluations of ``rand()`` differ)."""
+    if nondeterministic(expression):
+        return None
+    columns = list(expression.find_all(exp.Column))
+    if any(c.name not in tokens for c in columns):
+        return None
+
+    def rename(node: exp.Expression) -> exp.Expression:
+        return col(tokens[node.name]) if isinstance(node, exp.Column) else node
+
+    return expression.copy().transform(rename, copy=False).sql(dialect="spark")
+
+
+def _canonical_all(expressions, tokens: Tokens) -> list[str] | None:
+    texts = [_canonical(e, tokens) for e in expressions]
+    return None if any(t is None for t in texts) else texts  # type: ignore[return-value]
+
+
+# ---- matches and their price -------------------------------------------------------------------------------
+def _matches(root: Node, signed: dict[int, Signed | None]) -> list[list[Node]]:
+    """Sets of distinct subtrees with equal signatures that read a table, largest subtrees first."""
+    by_signature: dict[tuple, list[Node]] = {}
+    for node in root.walk():
+        sign = signed.get(id(node))
+        if sign is not None and any(isinstance(n, Scan) for n in node.walk()):
+            by_signature.setdefault(sign.signature, []).append(node)
+    groups = [nodes for nodes in by_signature.values() if len(nodes) > 1]
+    return sorted(groups, key=lambda nodes: -signed[id(nodes[0])].size)  # type: ignore[union-attr]
+
+
+def _pays(group: list[Node], costing: SharingCosting) -> bool:
+    """The tables' rows read once per extra reader saved, against a job of its own and the subplan's rows
+    written once and read by each reader (``JoinCosting``'s unit costs)."""
+    if costing.always:
+        return True
+    join = costing.join
+    if join is None:
+        return False
+    first = group[0]
+    output = join.estimates.rows(first)
+    scanned = [join.estimates.rows(replace(scan, filters=())) for scan in first.walk() if isinstance(scan, Scan)]
+    if output is None or any(rows is None for rows in scanned):
+        return False
+    readers = len(group)
+    saved = (readers - 1) * sum(scanned) * join.read_row_seconds  # type: ignore[arg-type]
+    paid = join.stage_seconds + output * (join.written_row_seconds + (readers - 1) * join.read_row_seconds)
+    return saved > paid
+
+
+# ---- the shared subplan ------------------------------------------------------------------------------------
+def _merge(nodes: list[Node], signed: dict[int, Signed | None]) -> tuple[Node, list[dict[str, str]]]:
+    """One subplan computing what each of ``nodes`` (equal signatures) computes, and per node a map from its
+    output names to the subplan's. The first node's names are kept; the others' extra columns keep theirs."""
+    first = nodes[0]
+    if isinstance(first, Scan):
+        return _merge_scans(nodes)  # type: ignore[arg-type]
+    merged_children = [_merge([node.children[i] for node in nodes], signed) for i in range(len(first.children))]
+    children = tuple(child for child, _ in merged_children)
+    below = [{k: v for _, maps in merged_children for k, v in maps[j].items()} for j in range(len(nodes))]
+    if isinstance(first, Project):
+        items, maps = _union_items(nodes, [n.items for n in nodes], below, signed)  # type: ignore[attr-defined]
+        return Project(children[0], items), maps
+    if isinstance(first, Aggregate):
+        aggregates, maps = _union_items(nodes, [n.aggregates for n in nodes], below, signed)  # type: ignore
+        for j, node in enumerate(nodes):
+            maps[j].update(_by_token(node, first, signed, [n for n, _ in node.groups]))  # type: ignore
+        return replace(first, child=children[0], aggregates=aggregates), maps
+    return replace_children(first, children), below
+
+
+def _merge_scans(scans: list[Scan]) -> tuple[Scan, list[dict[str, str]]]:
+    first = scans[0]
+    by_source = {source: name for name, source in first.columns}
+    columns, filter_only = list(first.columns), dict(first.filter_only)
+    only_names = {source: name for name, source in first.filter_only}
+    maps = []
+    for scan in scans:
+        names = {}
+        for name, source in scan.columns:
+            if source not in by_source:
+                kept = only_names.pop(source, name)  # read for a filter only: now output too
+                filter_only.pop(kept, None)
+                by_source[source] = kept
+                columns.append((kept, source))
+            names[name] = by_source[source]
+        maps.append(names)
+    return replace(first, columns=tuple(columns), filter_only=tuple(filter_only.items())), maps
+
+
+def _union_items(nodes: list[Node], item_lists: list[tuple[tuple[str, exp.Expression], ...]],
+                 below: list[dict[str, str]], signed: dict[int, Signed | None]):
+    """The first node's items and every other node's items it lacks (rewritten over the merged child's names),
+    and per node its item names' map onto them."""
+    merged = list(item_lists[0])
+    by_token: dict[str, str] = {}
+    maps: list[dict[str, str]] = []
+    for j, (node, items) in enumerate(zip(nodes, item_lists)):
+        tokens = signed[id(node)].tokens  # type: ignore[union-attr]
+        names = {}
+        for name, expression in items:
+            token = tokens[name]
+            if token not in by_token:
+                by_token[token] = name
+                if j > 0:
+                    merged.append((name, _renamed(expression, below[j])))
+            names[name] = by_token[token]
+        maps.append(names)
+    return tuple(merged), maps
+
+
+def _by_token(node: Node, first: Node, signed: dict[int, Signed | None], names: list[str]) -> dict[str, str]:
+    tokens, first_tokens = signed[id(node)].tokens, signed[id(first)].tokens  # type: ignore[union-attr]
+    first_by_token = {token: name for name, token in first_tokens.items()}
+    return {name: first_by_token[tokens[name]] for name in names}
+
+
+def _renamed(expression: exp.Expression, names: dict[str, str]) -> exp.Expression:
+    def rename(node: exp.Expression) -> exp.Expression:
+        return col(names[node.name]) if isinstance(node, exp.Column) and node.name in names else node
+
+    return expression.copy().transform(rename, copy=False)
+
+
+def _replaced(root: Node, replacements: dict[int, Node]) -> Node:
+    memo: dict[int, Node] = {}
+
+    def visit(node: Node) -> Node:
+        if id(node) in replacements:
+            return replacements[id(node)]
+        if id(node) not in memo:
+            children = tuple(visit(child) for child in node.children)
+            changed = any(a is not b for a, b in zip(children, node.children))
+            memo[id(node)] = replace_children(node, children) if changed else node
+        return memo[id(node)]
+
+    return visit(root)
+
+
+def _describe(node: Node) -> str:
+    tables = sorted({scan.table.qualified_name for scan in node.walk() if isinstance(scan, Scan)})
+    return " ⋈ ".join(tables)
