@@ -45,20 +45,23 @@ class SharingCosting:
 
 @dataclass(frozen=True)
 class Signed:
-    signature: tuple
+    signature: str  # interned: equal for subtrees that compute the same rows
     tokens: Tokens
     size: int  # nodes in the subtree
+    reads_table: bool
 
 
 def share_subplans(root: Node, costing: SharingCosting, notes: list[str]) -> tuple[Node, frozenset[int]]:
     """``root`` with each paying set of matching subtrees replaced by reads of one shared subplan, and the node
     ids of the shared subplans; what was shared is appended to ``notes``."""
-    signed = _sign_all(root)
+    signer = _Signer()
+    signer.visit(root)
+    signed = signer.signed
     replacements: dict[int, Node] = {}
     shared: set[int] = set()
     covered: set[int] = set()
     for group in _matches(root, signed):
-        group = [node for node in group if id(node) not in covered]
+        group = _apart([node for node in group if id(node) not in covered])
         if len(group) < 2 or not _pays(group, costing):
             continue
         merged, maps = _merge(group, signed)
@@ -73,65 +76,75 @@ def share_subplans(root: Node, costing: SharingCosting, notes: list[str]) -> tup
 
 
 # ---- signatures ----------------------------------------------------------------------------------------------
-def _sign_all(root: Node) -> dict[int, Signed | None]:
-    signed: dict[int, Signed | None] = {}
+class _Signer:
+    """The signature of every subtree of one plan. Tokens and signatures are interned as short names, so that
+    each stays the size of one operator's parameters however deep the plan (spelled out, a column's token would
+    repeat the expressions of every projection it passed through)."""
 
-    def visit(node: Node) -> Signed | None:
-        if id(node) not in signed:
-            children = [visit(child) for child in node.children]
-            signed[id(node)] = None if any(c is None for c in children) else _sign(node, children)
-        return signed[id(node)]
+    def __init__(self) -> None:
+        self.names: dict[object, str] = {}
+        self.signed: dict[int, Signed | None] = {}
 
-    visit(root)
-    return signed
+    def intern(self, value: object) -> str:
+        return self.names.setdefault(value, f"#{len(self.names)}")
 
+    def visit(self, node: Node) -> Signed | None:
+        if id(node) not in self.signed:
+            children = [self.visit(child) for child in node.children]
+            self.signed[id(node)] = None if any(c is None for c in children) else self.sign(node, children)
+        return self.signed[id(node)]
 
-def _sign(node: Node, children: list[Signed]) -> Signed | None:
-    size = 1 + sum(c.size for c in children)
-    if isinstance(node, Scan):
-        tokens = {name: source for name, source in node.columns + node.filter_only}
-        filters = _canonical_all(node.filters, tokens)
-        return None if filters is None else Signed(("scan", node.table, tuple(sorted(filters)), node.all_partitions),
-                                                   tokens, size)
-    if isinstance(node, Filter):
-        condition = _canonical(node.condition, children[0].tokens)
-        return None if condition is None else Signed(("filter", condition, children[0].signature),
-                                                     children[0].tokens, size)
-    if isinstance(node, Join):
-        return _sign_join(node, children[0], children[1], size)
-    if isinstance(node, Project):
-        items = _canonical_all([e for _, e in node.items], children[0].tokens)
-        if items is None:
+    def sign(self, node: Node, children: list[Signed]) -> Signed | None:
+        size = 1 + sum(c.size for c in children)
+        if isinstance(node, Scan):
+            tokens = {name: source for name, source in node.columns + node.filter_only}
+            filters = _canonical_all(node.filters, tokens)
+            if filters is None:
+                return None
+            return Signed(self.intern(("scan", node.table, tuple(sorted(filters)), node.all_partitions)), tokens,
+                          size, True)
+        if isinstance(node, Filter):
+            condition = _canonical(node.condition, children[0].tokens)
+            if condition is None:
+                return None
+            return replace(children[0], signature=self.intern(("filter", condition, children[0].signature)),
+                           size=size)
+        if isinstance(node, Join):
+            return self.sign_join(node, children[0], children[1], size)
+        if isinstance(node, Project):
+            items = _canonical_all([e for _, e in node.items], children[0].tokens)
+            if items is None:
+                return None
+            tokens = {name: self.intern(("p", text)) for (name, _), text in zip(node.items, items)}
+            return Signed(self.intern(("project", children[0].signature)), tokens, size, children[0].reads_table)
+        if isinstance(node, Aggregate):
+            return self.sign_aggregate(node, children[0], size)
+        return None  # windows, unions, sorts, limits, values, stage reads: not shared
+
+    def sign_join(self, join: Join, left: Signed, right: Signed, size: int) -> Signed | None:
+        tokens = {name: self.intern(("L", token)) for name, token in left.tokens.items()}
+        tokens.update({name: self.intern(("R", token)) for name, token in right.tokens.items()})
+        if any(key not in tokens for key in join.left_keys + join.right_keys):
             return None
-        tokens = {name: f"({text})" for (name, _), text in zip(node.items, items)}
-        return Signed(("project", children[0].signature), tokens, size)
-    if isinstance(node, Aggregate):
-        return _sign_aggregate(node, children[0], size)
-    return None  # windows, unions, sorts, limits, values, stage reads: not shared
+        keys = tuple((tokens[lk], tokens[rk]) for lk, rk in zip(join.left_keys, join.right_keys))
+        residual = _canonical(join.residual, tokens) if join.residual is not None else ""
+        if residual is None:
+            return None
+        signature = ("join", join.kind, join.physical, join.broadcast_side, join.null_safe, keys, residual,
+                     left.signature, right.signature)
+        return Signed(self.intern(signature), tokens, size, left.reads_table or right.reads_table)
 
-
-def _sign_join(join: Join, left: Signed, right: Signed, size: int) -> Signed | None:
-    tokens = {name: f"L.{token}" for name, token in left.tokens.items()}
-    tokens.update({name: f"R.{token}" for name, token in right.tokens.items()})
-    keys = tuple((tokens[lk], tokens[rk]) for lk, rk in zip(join.left_keys, join.right_keys))
-    residual = _canonical(join.residual, tokens) if join.residual is not None else ""
-    if residual is None:
-        return None
-    signature = ("join", join.kind, join.physical, join.broadcast_side, join.null_safe, keys, residual,
-                 left.signature, right.signature)
-    return Signed(signature, tokens, size)
-
-
-def _sign_aggregate(aggregate: Aggregate, child: Signed, size: int) -> Signed | None:
-    groups = _canonical_all([e for _, e in aggregate.groups], child.tokens)
-    aggregates = _canonical_all([e for _, e in aggregate.aggregates], child.tokens)
-    if groups is None or aggregates is None:
-        return None
-    tokens = {name: f"g({text})" for (name, _), text in zip(aggregate.groups, groups)}
-    tokens.update({name: f"a({text})" for (name, _), text in zip(aggregate.aggregates, aggregates)})
-    sets = None if aggregate.grouping_sets is None else tuple(
-        tuple(tokens[name] for name in grouping_set) for grouping_set in aggregate.grouping_sets)
-    return Signed(("aggregate", tuple(groups), sets, child.signature), tokens, size)
+    def sign_aggregate(self, aggregate: Aggregate, child: Signed, size: int) -> Signed | None:
+        groups = _canonical_all([e for _, e in aggregate.groups], child.tokens)
+        aggregates = _canonical_all([e for _, e in aggregate.aggregates], child.tokens)
+        if groups is None or aggregates is None:
+            return None
+        tokens = {name: self.intern(("g", text)) for (name, _), text in zip(aggregate.groups, groups)}
+        tokens.update({name: self.intern(("a", text)) for (name, _), text in zip(aggregate.aggregates, aggregates)})
+        sets = None if aggregate.grouping_sets is None else tuple(
+            tuple(tokens[name] for name in grouping_set) for grouping_set in aggregate.grouping_sets)
+        signature = self.intern(("aggregate", tuple(groups), sets, child.signature))
+        return Signed(signature, tokens, size, child.reads_table)
 
 
 def _canonical(expression: exp.Expression, tokens: Tokens) -> str | None:
@@ -157,13 +170,26 @@ def _canonical_all(expressions, tokens: Tokens) -> list[str] | None:
 # ---- matches and their price -------------------------------------------------------------------------------
 def _matches(root: Node, signed: dict[int, Signed | None]) -> list[list[Node]]:
     """Sets of distinct subtrees with equal signatures that read a table, largest subtrees first."""
-    by_signature: dict[tuple, list[Node]] = {}
+    by_signature: dict[str, list[Node]] = {}
     for node in root.walk():
         sign = signed.get(id(node))
-        if sign is not None and any(isinstance(n, Scan) for n in node.walk()):
+        if sign is not None and sign.reads_table:
             by_signature.setdefault(sign.signature, []).append(node)
     groups = [nodes for nodes in by_signature.values() if len(nodes) > 1]
     return sorted(groups, key=lambda nodes: -signed[id(nodes[0])].size)  # type: ignore[union-attr]
+
+
+def _apart(group: list[Node]) -> list[Node]:
+    """The subtrees of a match that share no node with an earlier one: two reads of one CTE are one subplan
+    already, and sharing them again would read nothing less."""
+    kept: list[Node] = []
+    seen: set[int] = set()
+    for node in group:
+        ids = {id(sub) for sub in node.walk()}
+        if not ids & seen:
+            kept.append(node)
+            seen |= ids
+    return kept
 
 
 def _pays(group: list[Node], costing: SharingCosting) -> bool:
