@@ -177,4 +177,5 @@ def join_costing(settings: Settings, tables: KnownTables, calibration: Calibrati
         shuffled_row_seconds=(costs.c_write + costs.c_transfer + costs.c_read) * page_share,
         written_row_seconds=(costs.c_write + costs.c_read) * page_share,
         stage_seconds=materialization_cost(0.0, cores, calibration),
-        read_row_seconds=costs.c_read * page_share)
+        read_byte_seconds=costs.c_read / PAGE_BYTES / max(cores, 1),
+        written_byte_seconds=(costs.c_write + costs.c_read) / PAGE_BYTES / max(cores, 1))

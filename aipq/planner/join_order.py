@@ -53,7 +53,8 @@ class JoinCosting:
     shuffled_row_seconds: float
     written_row_seconds: float
     stage_seconds: float
-    read_row_seconds: float = 0.0  # a row read back from a written stage or a table's files
+    read_byte_seconds: float = 0.0  # a byte read from a table's files or a written stage output
+    written_byte_seconds: float = 0.0  # a byte of a stage output written and read back
 
 
 @dataclass(frozen=True)

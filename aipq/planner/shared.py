@@ -12,7 +12,8 @@ the shared subplan computes the union, and each reader picks its own.
 The stage cutter makes a shared subplan one stage (``planner/stages.cut_stages``: a GROUP BY or repartition
 join with several parents is one already; a map-side pipeline is cut for it), and adaptive staging writes a
 stage that several stages read (``ip/staging.py``). So it is shared only where that pays (``SharingCosting``):
-the tables' rows read once less, against a job of its own and its rows written once and read by each reader.
+the bytes of its tables' columns read once less, against a job of its own and its output written once and read
+by each reader.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from dataclasses import dataclass, replace
 
 from sqlglot import exp
 
+from aipq.files import table_bytes
 from aipq.planner.join_order import JoinCosting
 from aipq.planner.logical import (
     Aggregate,
@@ -35,6 +37,7 @@ from aipq.planner.logical import (
 from aipq.planner.normalize import nondeterministic
 
 Tokens = dict[str, str]  # internal column name → where it comes from, relative to a node
+COLUMN_BYTES = 8  # a written column's value, as the estimator prices a stage output's row (its FIXED_WIDTH)
 
 
 @dataclass(frozen=True)
@@ -193,22 +196,33 @@ def _apart(group: list[Node]) -> list[Node]:
 
 
 def _pays(group: list[Node], costing: SharingCosting) -> bool:
-    """The tables' rows read once per extra reader saved, against a job of its own and the subplan's rows
-    written once and read by each reader (``JoinCosting``'s unit costs)."""
+    """The bytes of its tables' columns read once per extra reader, against a job of its own and the subplan's
+    output written once and read by each reader (``JoinCosting``'s unit costs per byte)."""
     if costing.always:
         return True
     join = costing.join
     if join is None:
         return False
     first = group[0]
-    output = join.estimates.rows(first)
-    scanned = [join.estimates.rows(replace(scan, filters=())) for scan in first.walk() if isinstance(scan, Scan)]
-    if output is None or any(rows is None for rows in scanned):
+    rows = join.estimates.rows(first)
+    scanned = [_scan_bytes(scan, join) for scan in first.walk() if isinstance(scan, Scan)]
+    if rows is None or any(size is None for size in scanned):
         return False
     readers = len(group)
-    saved = (readers - 1) * sum(scanned) * join.read_row_seconds  # type: ignore[arg-type]
-    paid = join.stage_seconds + output * (join.written_row_seconds + (readers - 1) * join.read_row_seconds)
+    output = rows * COLUMN_BYTES * max(len(node.output) for node in group)
+    saved = (readers - 1) * sum(scanned) * join.read_byte_seconds  # type: ignore[arg-type]
+    paid = join.stage_seconds + output * (join.written_byte_seconds + (readers - 1) * join.read_byte_seconds)
     return saved > paid
+
+
+def _scan_bytes(scan: Scan, join: JoinCosting) -> float | None:
+    """The bytes of the columns a scan reads: its table's files in the share of its columns (parquet and ORC
+    read a column's pages alone)."""
+    size = table_bytes(join.sizes, scan.table)
+    if size is None:
+        return None
+    return size * min(len(scan.columns) + len(scan.filter_only), len(scan.table.columns)) / max(
+        len(scan.table.columns), 1)
 
 
 # ---- the shared subplan ------------------------------------------------------------------------------------
