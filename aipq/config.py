@@ -150,9 +150,9 @@ KNOBS: tuple[Knob, ...] = (
          "--preaggregate", "choice", ("auto", "always", "off"), help="Pre-aggregate below joins where it pays."),
     Knob("share_subplans", "auto", "Subtrees of one query that read the same tables with the same filters, "
          "joins and groups (TPC-H Q11's join under its GROUP BY and under its subquery's total) are computed once "
-         "as a stage that each reads (Hive's shared work): 'auto' where the statistics say the tables read once "
-         "less outweigh a job of its own and its rows written and read back, 'always' wherever they match, 'off' "
-         "never.",
+         "as a stage that each reads (Hive's shared work): 'auto' where the statistics say the bytes of its tables' "
+         "columns read once less outweigh a job of its own and its output written and read back, 'always' "
+         "wherever they match, 'off' never.",
          "--share-subplans", "choice", ("auto", "always", "off"),
          help="Compute matching subtrees of a query once, for all their readers, where it pays."),
     Knob("broadcast_threshold", 10 * MB, "A base table (with its map-side filters) sized at most this many "
