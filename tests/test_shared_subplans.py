@@ -3,8 +3,6 @@ readers read, where the price says to share, and that the rows stay DuckDB's."""
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import pytest
 from conftest import LOCAL_FILES, assert_same_rows, oracle_rows, run_to_rows
 
@@ -123,4 +121,3 @@ def test_explain_names_what_is_shared(aipq):
 
 def test_the_knob_defaults_to_auto():
     assert Settings().share_subplans == "auto"
-    assert replace(Settings(), share_subplans="off").share_subplans == "off"

@@ -51,6 +51,14 @@ def tpcds(aipq, home):
     return duck
 
 
+def assert_oracles_rows(aipq, tpcds, tmp_path, number: int, *options: str) -> None:
+    """``aipq run tpcds:N`` with ``options`` gives DuckDB's rows (Q77 with Hive's Cartesian check off)."""
+    expected = tpcds.execute(duckdb_texts()[number]).fetchall()
+    extra = ("--cartesian", "allow") if number in CARTESIAN_ON_PURPOSE else ()
+    actual = run_to_rows(aipq, tmp_path, f"tpcds:{number}", *options, *extra)
+    assert_same_rows(actual, expected, ordered=False)
+
+
 # Both plan shapes, both join settings and both strategies over the 99 queries, in two runs of each.
 TPCDS_SETTINGS = (("--ip", "off", "--plan", "linear", "--broadcast-threshold", "10MB"),
                   ("--ip", "adaptive", "--plan", "bushy", "--broadcast-threshold", "0"))
@@ -67,20 +75,14 @@ TRANSFER_CHECKED = tuple(range(1, 100))
 @pytest.mark.slow
 @pytest.mark.parametrize("number", QUERY_NUMBERS)
 def test_the_99_tpcds_queries_give_the_oracles_rows(aipq, tpcds, tmp_path, number):
-    expected = tpcds.execute(duckdb_texts()[number]).fetchall()
-    extra = ("--cartesian", "allow") if number in CARTESIAN_ON_PURPOSE else ()
     for settings in TPCDS_SETTINGS:
-        actual = run_to_rows(aipq, tmp_path, f"tpcds:{number}", *settings, *extra)
-        assert_same_rows(actual, expected, ordered=False)
+        assert_oracles_rows(aipq, tpcds, tmp_path, number, *settings)
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("number", TRANSFER_CHECKED)
 def test_tpcds_queries_give_the_oracles_rows_under_predicate_transfer(aipq, tpcds, tmp_path, number):
-    expected = tpcds.execute(duckdb_texts()[number]).fetchall()
-    extra = ("--cartesian", "allow") if number in CARTESIAN_ON_PURPOSE else ()
-    actual = run_to_rows(aipq, tmp_path, f"tpcds:{number}", "--ip", "transfer", *extra)
-    assert_same_rows(actual, expected, ordered=False)
+    assert_oracles_rows(aipq, tpcds, tmp_path, number, "--ip", "transfer")
 
 
 # The TPC-DS queries with subtrees that match (planner/shared.py: the same tables, filters, joins and groups)
@@ -91,10 +93,7 @@ SHARED_CHECKED = (4, 5, 6, 9, 10, 11, 14, 16, 17, 23, 25, 31, 32, 33, 35, 38, 44
 @pytest.mark.slow
 @pytest.mark.parametrize("number", SHARED_CHECKED)
 def test_tpcds_queries_give_the_oracles_rows_with_every_match_shared(aipq, tpcds, tmp_path, number):
-    expected = tpcds.execute(duckdb_texts()[number]).fetchall()
-    extra = ("--cartesian", "allow") if number in CARTESIAN_ON_PURPOSE else ()
-    actual = run_to_rows(aipq, tmp_path, f"tpcds:{number}", "--share-subplans", "always", *extra)
-    assert_same_rows(actual, expected, ordered=False)
+    assert_oracles_rows(aipq, tpcds, tmp_path, number, "--share-subplans", "always")
 
 
 def test_a_tpcds_query_prints_in_hives_dialect_and_plans(aipq, tpcds):

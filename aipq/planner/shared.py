@@ -155,14 +155,9 @@ def _canonical(expression: exp.Expression, tokens: Tokens) -> str | None:
     not deterministic (two evaluations of ``rand()`` differ)."""
     if nondeterministic(expression):
         return None
-    columns = list(expression.find_all(exp.Column))
-    if any(c.name not in tokens for c in columns):
+    if any(c.name not in tokens for c in expression.find_all(exp.Column)):
         return None
-
-    def rename(node: exp.Expression) -> exp.Expression:
-        return col(tokens[node.name]) if isinstance(node, exp.Column) else node
-
-    return expression.copy().transform(rename, copy=False).sql(dialect="spark")
+    return _renamed(expression, tokens).sql(dialect="spark")
 
 
 def _canonical_all(expressions, tokens: Tokens) -> list[str] | None:
