@@ -21,7 +21,7 @@ from dataclasses import replace
 
 from aipq.config import Settings
 from aipq.files import Sizes, table_bytes
-from aipq.ip.candidates import find_candidates
+from aipq.ip.candidates import PRUNING_JOINS, find_candidates
 from aipq.ip.reached_scans import reached_scans
 from aipq.ip.scan_stages import with_scan_stages
 from aipq.ip.staging import surely_written
@@ -58,7 +58,7 @@ def filtered_scans(dag: StageDag, max_bytes: int, sizes: Callable[[str], int | N
     found: dict[int, Scan] = {}
     largest = _largest_table_bytes(dag, sizes)
     for stage in dag.stages:
-        if not any(isinstance(n, Join) and n.kind in ("inner", "semi") for n in stage.plan.walk()):
+        if not any(isinstance(n, Join) and n.kind in PRUNING_JOINS for n in stage.plan.walk()):
             continue
         for node in stage.plan.walk():
             if isinstance(node, Scan) and node.filters and may_read_twice(node, sizes, max_bytes, max_read_bytes,

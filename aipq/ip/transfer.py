@@ -9,9 +9,10 @@ then read a table probe it with its neighbours' last summaries.
 
 Which table may prune which is the admissibility of ``ip/candidates.py``: an edge from table S's column s to
 table T's column t exists when S's filtered scan could prune T's scan there (inner and semi joins, through key
-equivalence classes; never into an outer join's preserved side or an anti join's right side). Chaining edges is
-safe: a pass keeps every row of its table that reaches the result (by induction over the passes), so its
-summary holds every key a result row needs.
+equivalence classes, and an anti join's left into its right; never into an outer join's preserved side, nor
+from an anti join's right side into its left). Chaining edges is safe: a pass keeps every row of its table that
+reaches the result or, under an anti join's right side, could remove one (by induction over the passes), so its
+summary holds every key such a row needs.
 
 The schedule, over the tables ordered by their estimated rows after local filters (a pass reads only a table
 that a filtered scan's pre-pass may read, ``ip/scan_summaries.scan_summary_bound``: re-reading the largest
@@ -39,7 +40,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from aipq.files import Sizes, table_bytes
-from aipq.ip.candidates import Candidate, CandidateFinder, Target, all_nodes
+from aipq.ip.candidates import PRUNING_JOINS, Candidate, CandidateFinder, Target, all_nodes
 from aipq.ip.scan_stages import with_scan_stages
 from aipq.planner.logical import Join, Node, Scan
 from aipq.planner.stages import StageDag, Transfer
@@ -73,14 +74,14 @@ class _Admissible(CandidateFinder):
 
 
 def joined_scans(dag: StageDag) -> list[Scan]:
-    """Each scan of a stage that joins (inner or semi) and that the DAG reads in that one place only. A scan
+    """Each scan of a stage that joins (inner, semi or anti) and that the DAG reads in that one place only. A scan
     shared by two places (a CTE read twice) is left out: a pass pruned for one place would carry a filter that
     does not hold for the other on to further tables."""
     found: dict[int, Scan] = {}
     uses: dict[int, int] = {}
     for stage in dag.stages:
         nodes = list(all_nodes(stage.plan))
-        joins = any(isinstance(n, Join) and n.kind in ("inner", "semi") for n in nodes)
+        joins = any(isinstance(n, Join) and n.kind in PRUNING_JOINS for n in nodes)
         for node in nodes:
             if isinstance(node, Scan):
                 uses[id(node)] = uses.get(id(node), 0) + 1

@@ -24,13 +24,14 @@ from collections import Counter
 
 from aipq.config import Settings
 from aipq.files import Sizes, table_bytes
+from aipq.ip.candidates import PRUNING_JOINS
 from aipq.ip.scan_summaries import SCAN_STRATEGIES, largest_table_bytes, may_read_twice, read_twice_bound
 from aipq.planner.logical import Filter, Join, Node, Project, Scan
 
 
 def scans_to_cut(root: Node, settings: Settings, sizes: Sizes) -> frozenset[int]:
     """Node ids of join inputs to cut into a MAP stage of their own: filtered map-side pipelines that feed a
-    repartition inner or semi join whose other input is such a pipeline too (their keys may prune that input):
+    repartition inner, semi or anti join whose other input is such a pipeline too (their keys may prune that input):
     a scan no pre-pass may read (``scan_summaries.may_read_twice``), or a scan joined map-side with broadcast
     tables, whose joins a pre-pass would not see. An input with several readers (a CTE read twice) is left
     alone: its stage would be written for its readers, pay or not."""
@@ -41,7 +42,7 @@ def scans_to_cut(root: Node, settings: Settings, sizes: Sizes) -> frozenset[int]
     readers = Counter(id(child) for node in root.walk() for child in node.children)
     found: set[int] = set()
     for node in root.walk():
-        if not (isinstance(node, Join) and node.physical == "repartition" and node.kind in ("inner", "semi")):
+        if not (isinstance(node, Join) and node.physical == "repartition" and node.kind in PRUNING_JOINS):
             continue
         left, right = _pipeline_below(node.left, readers), _pipeline_below(node.right, readers)
         if left is None or right is None:
