@@ -12,9 +12,8 @@ that keep the value and only ever drop rows for it:
 - never through outer joins (neither side), the right input of an anti join (NOT EXISTS / NOT IN), aggregates
   not grouped by the column, LIMIT or UNION — there a removed row could change the result.
 
-An anti join's own keys pass one way: its left input's values may prune its right input (a right row that no
-left row's key meets removes nothing), never the reverse. Joins whose keys compare NULLs as equal (INTERSECT,
-EXCEPT) pass nothing, since a probe drops the NULL keys that such a join matches.
+Joins whose keys compare NULLs as equal (INTERSECT, EXCEPT) pass nothing: a probe drops the NULL keys that
+such a join matches.
 
 A filtered base table's SCAN stage (``ip/scan_summaries.py``) is a producer like a stage output: its keys
 are the values its scan feeds the join. Where that join is map-side (broadcast) below the stage's shuffle, the
@@ -36,8 +35,8 @@ from aipq.planner.logical import Aggregate, Filter, Join, Node, Project, Scan, S
 from aipq.planner.stages import Stage, StageDag, StageRead
 
 Place = Literal["input", "output"]
-# Joins across which one input's keys may prune the other (an anti join one way only: ``_directions``).
-PRUNING_JOINS = ("inner", "semi", "anti")
+# Joins across which one input's keys may prune the other.
+PRUNING_JOINS = ("inner", "semi")
 Relation = Literal["child-to-parent", "sibling-to-sibling", "filtered-scan", "transitive", "transfer"]
 
 
@@ -185,7 +184,7 @@ class CandidateFinder:
                     left, right = _Trace(), _Trace()
                     self.trace(stage.id, join.left, a, left, set())
                     self.trace(stage.id, join.right, b, right, set())
-                    for producers, targets in _directions(join, left, right):
+                    for producers, targets in ((right.producers, left.targets), (left.producers, right.targets)):
                         for producer, column, path in producers:
                             usable = [t for t in targets if self.order[t.stage] > self.order[producer]
                                       and not self.joined_already(producer, t, stage, join)]
@@ -217,15 +216,6 @@ class CandidateFinder:
         if producer in inputs and (target.stage in inputs or (target.path and target.path[0] in inputs)):
             return "sibling-to-sibling"
         return "transitive"
-
-
-def _directions(join: Join, left: _Trace, right: _Trace) -> list[tuple[list, list[Target]]]:
-    """Which side's keys may prune which: both ways across an inner or semi join; across an anti join only the
-    left's keys the right (a right row no left row's key meets removes nothing, while a left row is kept
-    exactly when no right row meets it)."""
-    if join.kind == "anti":
-        return [(left.producers, right.targets)]
-    return [(right.producers, left.targets), (left.producers, right.targets)]
 
 
 def _nearer(producer: int, path: tuple[int, ...], producers, target: Target,

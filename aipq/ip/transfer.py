@@ -9,10 +9,9 @@ then read a table probe it with its neighbours' last summaries.
 
 Which table may prune which is the admissibility of ``ip/candidates.py``: an edge from table S's column s to
 table T's column t exists when S's filtered scan could prune T's scan there (inner and semi joins, through key
-equivalence classes, and an anti join's left into its right; never into an outer join's preserved side, nor
-from an anti join's right side into its left). Chaining edges is safe: a pass keeps every row of its table that
-reaches the result or, under an anti join's right side, could remove one (by induction over the passes), so its
-summary holds every key such a row needs.
+equivalence classes; never into an outer join's preserved side or an anti join's right side). Chaining edges is
+safe: a pass keeps every row of its table that reaches the result (by induction over the passes), so its
+summary holds every key a result row needs.
 
 The schedule, over the tables ordered by their estimated rows after local filters (a pass reads only a table
 that a filtered scan's pre-pass may read, ``ip/scan_summaries.scan_summary_bound``: re-reading the largest
@@ -74,7 +73,7 @@ class _Admissible(CandidateFinder):
 
 
 def joined_scans(dag: StageDag) -> list[Scan]:
-    """Each scan of a stage that joins (inner, semi or anti) and that the DAG reads in that one place only. A scan
+    """Each scan of a stage that joins (inner or semi) and that the DAG reads in that one place only. A scan
     shared by two places (a CTE read twice) is left out: a pass pruned for one place would carry a filter that
     does not hold for the other on to further tables."""
     found: dict[int, Scan] = {}

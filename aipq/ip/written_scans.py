@@ -31,7 +31,7 @@ from aipq.planner.logical import Filter, Join, Node, Project, Scan
 
 def scans_to_cut(root: Node, settings: Settings, sizes: Sizes) -> frozenset[int]:
     """Node ids of join inputs to cut into a MAP stage of their own: filtered map-side pipelines that feed a
-    repartition inner, semi or anti join whose other input is such a pipeline too (their keys may prune that input):
+    repartition inner or semi join whose other input is such a pipeline too (their keys may prune that input):
     a scan no pre-pass may read (``scan_summaries.may_read_twice``), or a scan joined map-side with broadcast
     tables, whose joins a pre-pass would not see. An input with several readers (a CTE read twice) is left
     alone: its stage would be written for its readers, pay or not."""
