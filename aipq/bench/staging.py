@@ -76,10 +76,13 @@ def bench_session(context: RunContext) -> str:
 
 
 def spark_sql_text(text: str, dialect: str) -> str:
-    """The query in Spark's dialect, reading the bench session's views."""
+    """The query in Spark's dialect, reading the bench session's views. A table renamed to its view keeps its
+    own name as an alias, so that columns qualified with it (``time_dim.t_time_sk``) still resolve."""
     tree = sqlglot.parse_one(text, read=dialect)
     for table in tree.find_all(sqlglot.exp.Table):
         if table.db:
+            if not table.alias:
+                table.set("alias", sqlglot.exp.TableAlias(this=sqlglot.exp.to_identifier(table.name)))
             table.set("this", sqlglot.exp.to_identifier(view_name(table.db, table.name)))
             table.set("db", None)
     return tree.sql(dialect="spark")
