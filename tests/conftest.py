@@ -112,6 +112,11 @@ def local_bytes(path: str) -> int | None:
     return total_bytes(LOCAL_FILES, path)
 
 
+def strategy_options(strategy: str) -> list[str]:
+    """``--ip STRATEGY``; for ``adaptive`` with β low enough that the estimator's path runs on every edge."""
+    return ["--ip", strategy, *(["--beta", "-1000"] if strategy == "adaptive" else [])]
+
+
 def run_to_rows(aipq, tmp_path, *args: str) -> list[tuple]:
     """The rows of ``aipq run ARGS`` (written as parquet and read back with DuckDB)."""
     out = tmp_path / "result.parquet"

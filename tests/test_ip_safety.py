@@ -4,7 +4,7 @@ change the answer, every strategy gives DuckDB's rows, and the planner offers no
 from __future__ import annotations
 
 import pytest
-from conftest import LOCAL_FILES, assert_same_rows, oracle_rows, run_to_rows
+from conftest import LOCAL_FILES, assert_same_rows, oracle_rows, run_to_rows, strategy_options
 
 from aipq.catalog import Catalog
 from aipq.config import Settings
@@ -63,9 +63,8 @@ UNSAFE_PLACES = {
 def test_no_strategy_prunes_where_it_would_change_the_answer(aipq, small_tables, tmp_path,
                                                              case, strategy, plan, broadcast):
     sql = UNSAFE_PLACES[case]
-    every_edge = ["--beta", "-1000"] if strategy == "adaptive" else []  # the estimator path on every edge
-    actual = run_to_rows(aipq, tmp_path, "--sql", sql, "--ip", strategy, "--plan", plan,
-                         "--broadcast-threshold", broadcast, *every_edge)
+    actual = run_to_rows(aipq, tmp_path, "--sql", sql, *strategy_options(strategy), "--plan", plan,
+                         "--broadcast-threshold", broadcast)
     assert_same_rows(actual, oracle_rows(small_tables, sql), ordered=False)
 
 
@@ -138,9 +137,8 @@ NULL_DECIDES = {
 @pytest.mark.parametrize("case", sorted(NULL_DECIDES))
 def test_no_summary_loses_a_null_key_the_answer_needs(aipq, small_tables, tmp_path, case, strategy, broadcast):
     sql = NULL_DECIDES[case]
-    every_edge = ["--beta", "-1000"] if strategy == "adaptive" else []
-    actual = run_to_rows(aipq, tmp_path, "--sql", sql, "--ip", strategy, "--broadcast-threshold", broadcast,
-                         *every_edge)
+    actual = run_to_rows(aipq, tmp_path, "--sql", sql, *strategy_options(strategy), "--broadcast-threshold",
+                         broadcast)
     assert_same_rows(actual, oracle_rows(small_tables, sql), ordered=False)
 
 

@@ -4,7 +4,7 @@ strategy gives DuckDB's rows, and a summary prunes below a window only by a key 
 from __future__ import annotations
 
 import pytest
-from conftest import LOCAL_FILES, assert_same_rows, oracle_rows, run_to_rows
+from conftest import LOCAL_FILES, assert_same_rows, oracle_rows, run_to_rows, strategy_options
 
 from aipq.catalog import Catalog
 from aipq.config import Settings
@@ -75,9 +75,8 @@ QUERIES = {
 @pytest.mark.parametrize("case", sorted(QUERIES))
 def test_window_queries_match_duckdb(aipq, duck, tmp_path, case, strategy, broadcast):
     sql = QUERIES[case]
-    every_edge = ["--beta", "-1000"] if strategy == "adaptive" else []
-    actual = run_to_rows(aipq, tmp_path, "--sql", sql, "--ip", strategy, "--broadcast-threshold", broadcast,
-                         *every_edge)
+    actual = run_to_rows(aipq, tmp_path, "--sql", sql, *strategy_options(strategy), "--broadcast-threshold",
+                         broadcast)
     assert_same_rows(actual, oracle_rows(duck, sql), ordered="order by" in sql.split(")")[-1].lower())
 
 
