@@ -172,6 +172,13 @@ KNOBS: tuple[Knob, ...] = (
          "execution converts joins likewise; 'off': every join runs as planned.",
          "--runtime-broadcast", "choice", ("on", "off"),
          help="Broadcast a join input measured small while the query runs."),
+    Knob("hash_joins", "auto", "Inside a job that runs fused stages, a repartition join whose input measures "
+         "small in every reduce task (its shuffled bytes per task at most an eighth of the execution memory a "
+         "task has, up to 256 MB, and at least Spark's advisory partition size) builds a hash table of that input "
+         "and streams the other through it (Spark's shuffled hash join, through its adaptive execution) instead "
+         "of sorting both sides; 'off': sort-merge joins, as Spark's default.",
+         "--hash-joins", "choice", ("auto", "off"),
+         help="Join without sorting where one input measures small in every reduce task."),
     Knob("shuffle_partitions", 8, "The most reduce tasks a stage runs (spark.sql.shuffle.partitions); every "
          "stage runs this many when reducer_bytes is 0. Spark's 200 is very slow on a 2-core machine.",
          "--shuffle-partitions", "int", low=1, high=10000,
@@ -313,6 +320,7 @@ class Settings:
     broadcast_threshold: int = default_of("broadcast_threshold")
     broadcast_sizes: str = default_of("broadcast_sizes")
     runtime_broadcast: str = default_of("runtime_broadcast")
+    hash_joins: str = default_of("hash_joins")
     shuffle_partitions: int = default_of("shuffle_partitions")
     reducer_bytes: int = default_of("reducer_bytes")
     dialect: str = default_of("dialect")

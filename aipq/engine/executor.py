@@ -30,6 +30,7 @@ from aipq.engine.storage import join
 from aipq.engine.summaries import SummaryStore
 from aipq.engine.work_dirs import new_work_dir, remove_work_dir
 from aipq.estimator.edge_inputs import RunState, SessionFacts, adaptive_estimator
+from aipq.estimator.parameters import PAGE_BYTES, parse_memory, sort_buffer_pages
 from aipq.files import FileSource, Sizes
 from aipq.ip import staging
 from aipq.ip.candidates import distinct_bound
@@ -145,6 +146,7 @@ class DagRun:
     done: set[int] = field(default_factory=set)  # run, fused or skipped: a re-planned DAG holds them too
     inexact: set[int] = field(default_factory=set)  # outputs lacking rows their subplan has (pruned by summaries)
     position: int = 0  # the next stage of ``dag.stages`` to look at
+    _hash_join_bytes: int | None = None
 
     @classmethod
     def start(cls, context: RunContext, dag: StageDag, options: RunOptions) -> DagRun:
@@ -173,6 +175,17 @@ class DagRun:
     @property
     def settings(self) -> Settings:
         return self.context.settings
+
+    def hash_join_bytes(self) -> int:
+        """``hash_join_bytes`` for this session, looked up once a run."""
+        if self._hash_join_bytes is None:
+            spark, shape = self.context.spark, jvm.cluster_shape(self.context.spark)
+            advisory = parse_memory(spark.conf.get("spark.sql.adaptive.advisoryPartitionSizeInBytes", "64m"))
+            fraction = float(spark.conf.get("spark.memory.fraction", "0.6"))
+            task_memory = sort_buffer_pages(parse_memory(shape.executor_memory), fraction,
+                                            shape.executor_cores) * PAGE_BYTES
+            self._hash_join_bytes = hash_join_bytes(self.settings, task_memory, advisory)
+        return self._hash_join_bytes
 
     @property
     def statistics(self) -> StatisticsCollector | None:
@@ -361,7 +374,7 @@ def run_job(run: DagRun, step: StageStep) -> bool:
     tasks = _reduce_tasks(run, stage)
     stage_conf = {"spark.sql.shuffle.partitions": str(tasks)} if tasks != settings.shuffle_partitions else {}
     if step.inputs:  # a job computing fused stages too: Spark adapts inside it
-        stage_conf.update(fused_job_conf(settings))
+        stage_conf.update(fused_job_conf(settings, run.hash_join_bytes()))
     final = stage is dag.final
     job = StageJob(stage, step.decisions, run.paths[stage.id], step.group, is_final=final,
                    write=output_is_read(stage, step.decisions, run.options.analyze), fused=step.inputs,
@@ -488,11 +501,31 @@ def runtime_broadcast_threshold(settings: Settings) -> int:
     return max(settings.broadcast_threshold, 0) if settings.runtime_broadcast == "on" else 0
 
 
-def fused_job_conf(settings: Settings) -> dict[str, str]:
-    """Spark's adaptive execution inside a job that computes fused stages: partitions coalesced, skew split, and
-    a small intermediate result broadcast (within the broadcast threshold, with ``--runtime-broadcast on``)."""
+def fused_job_conf(settings: Settings, hash_join_bytes: int = 0) -> dict[str, str]:
+    """Spark's adaptive execution inside a job that computes fused stages: partitions coalesced, skew split, a
+    small intermediate result broadcast (within the broadcast threshold, with ``--runtime-broadcast on``) and a
+    join input measured at most ``hash_join_bytes`` in every reduce task hashed instead of sorted (0: never)."""
     threshold = str(runtime_broadcast_threshold(settings) or -1)
-    return {"spark.sql.adaptive.enabled": "true", "spark.sql.adaptive.autoBroadcastJoinThreshold": threshold}
+    conf = {"spark.sql.adaptive.enabled": "true", "spark.sql.adaptive.autoBroadcastJoinThreshold": threshold}
+    if hash_join_bytes > 0 and HASH_JOIN_SETTING not in settings.spark_conf:
+        conf[HASH_JOIN_SETTING] = str(hash_join_bytes)
+    return conf
+
+
+HASH_JOIN_SETTING = "spark.sql.adaptive.maxShuffledHashJoinLocalMapThreshold"
+HASH_JOIN_MEMORY_SHARE = 1 / 8  # a hash table takes several times its input's shuffled (compressed) bytes
+HASH_JOIN_MOST_BYTES = 256 * (1 << 20)
+
+
+def hash_join_bytes(settings: Settings, task_memory: float, advisory_bytes: int) -> int:
+    """The most shuffled bytes of a join input, in each of its reduce tasks, that Spark's adaptive execution
+    builds a hash table from (a shuffled hash join: neither side sorted), given the execution memory one task
+    has; 0 with ``--hash-joins off`` or when that memory is too small. Spark only converts when this is at least
+    its advisory partition size, the size it coalesces reduce tasks to."""
+    if settings.hash_joins == "off":
+        return 0
+    most = int(min(task_memory * HASH_JOIN_MEMORY_SHARE, HASH_JOIN_MOST_BYTES))
+    return most if most >= advisory_bytes else 0
 
 
 class _RowCounts:
