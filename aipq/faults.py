@@ -9,7 +9,8 @@ until it is removed (a test then changes the world around it, e.g. stops the met
 
 Spark failures aipq recovers from, for their tests: with ``AIPQ_FAIL_AT=FAILURE[@N]``, ``failing(FAILURE)`` is
 true the N-th time it is asked. The failures: ``broadcast`` (the driver runs out of memory building a broadcast
-join's table, which takes a driver smaller than a test can start)."""
+join's table, which takes a driver smaller than a test can start) and ``hash-join`` (a reduce task runs out of
+memory building a shuffled hash join's table)."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ import time
 from pathlib import Path
 
 POINTS = ("statement", "stage-written", "between-stages", "table-commit")
-FAILURES = ("broadcast",)
+FAILURES = ("broadcast", "hash-join")
 _reached: dict[str, int] = {}
 
 

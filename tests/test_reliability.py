@@ -337,3 +337,19 @@ def test_a_broadcast_the_driver_cannot_hold_runs_again_with_repartition_joins(ai
     rows = [tuple(r) for r in rows_of(result)[1:]]
     expected = [tuple(str(v) if isinstance(v, int) else v for v in row) for row in oracle_rows(duck, query_text(3))]
     assert_same_rows(rows, expected, ordered=True)
+
+
+def test_a_hash_join_a_task_cannot_hold_runs_again_sorted(aipq, duck, monkeypatch):
+    """A shuffled hash join (``--hash-joins auto``) whose table does not fit its task's execution memory fails
+    the job; aipq chose it, so the stage runs again with sort-merge joins and the query gives its rows.
+    Injected here (``AIPQ_FAIL_AT``)."""
+    from aipq.tpch.queries import query_text
+
+    monkeypatch.setenv("AIPQ_FAIL_AT", "hash-join")
+    monkeypatch.setattr("aipq.faults._reached", {})
+    result = aipq("run", "--quiet", "--format", "csv", "--broadcast-threshold", "0", "--staging", "none", "tpch:5")
+    assert result.exit_code == 0, result.output
+    assert "runs again with sort-merge joins" in result.output
+    rows = [tuple(r) for r in rows_of(result)[1:]]
+    expected = [tuple(str(v) if isinstance(v, int) else v for v in row) for row in oracle_rows(duck, query_text(5))]
+    assert_same_rows(rows, expected, ordered=True)

@@ -10,6 +10,7 @@ import pytest
 from conftest import ALL_QUERIES, LOCAL_FILES, assert_same_rows, oracle_rows, run_to_rows
 
 from aipq.config import Settings
+from aipq.engine.executor import hash_join_bytes
 from aipq.estimator.edge_inputs import EdgeEstimator, SessionFacts
 from aipq.estimator.parameters import DEFAULT_UNIT_COSTS, Calibration
 from aipq.ip.planner import IpPlanner
@@ -131,6 +132,27 @@ def test_analyze_shows_the_joins_spark_ran_in_fused_jobs(aipq):
     for stage in hive["stages"]:
         if stage["operator"] == "JOIN":
             assert stage["measured"]["spark_joins"].get("SortMergeJoin", 0) >= 1, stage["name"]
+
+
+@pytest.mark.parametrize("hash_joins", ["auto", "off"])
+def test_a_join_input_measured_small_per_task_is_hashed_not_sorted(aipq, duck, tmp_path, hash_joins):
+    """Inside a job that computes fused stages, Spark's adaptive execution builds a hash table from a join input
+    measured small in every reduce task (a shuffled hash join: no side sorted); ``--hash-joins off`` keeps
+    sort-merge joins. The rows are the same either way."""
+    args = ("tpch:5", "--staging", "none", "--hash-joins", hash_joins, "--broadcast-threshold", "0")
+    info = json.loads(aipq("explain", *args, "--analyze", "--format", "json").output)
+    ran = {name: count for s in info["stages"] for name, count in s["measured"]["spark_joins"].items()}
+    assert (ran.get("ShuffledHashJoin", 0) >= 1) == (hash_joins == "auto"), ran
+    assert (ran.get("SortMergeJoin", 0) >= 1) == (hash_joins == "off"), ran
+    assert_same_rows(run_to_rows(aipq, tmp_path, *args), oracle_rows(duck, query_text(5)), ordered=True)
+
+
+def test_hash_joins_take_an_eighth_of_a_tasks_memory_and_never_less_than_sparks_advisory_size():
+    mb = 1 << 20
+    assert hash_join_bytes(Settings(), 1024 * mb, 64 * mb) == 128 * mb
+    assert hash_join_bytes(Settings(), 8192 * mb, 64 * mb) == 256 * mb  # at most 256 MB
+    assert hash_join_bytes(Settings(), 256 * mb, 64 * mb) == 0  # Spark would not convert below its advisory size
+    assert hash_join_bytes(Settings(hash_joins="off"), 1024 * mb, 64 * mb) == 0
 
 
 SMALL_AGGREGATE = "(SELECT o_custkey, COUNT(*) AS n FROM orders WHERE o_orderkey < 40 GROUP BY o_custkey) a"

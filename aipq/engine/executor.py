@@ -24,7 +24,7 @@ from aipq.engine.records import RunRecord, StageMetrics
 from aipq.engine.session import sql_conf, stage_sql_conf, table_rows, user_runtime_conf
 from aipq.engine.sink import TEXT_FORMATS
 from aipq.engine.stage_cache import CacheKey, StageCache
-from aipq.engine.stage_job import Fused, StageJob, StageRunner, output_is_read
+from aipq.engine.stage_job import HASH_JOIN_SETTING, Fused, StageJob, StageRunner, output_is_read
 from aipq.engine.statistics import StatisticsCollector
 from aipq.engine.storage import join
 from aipq.engine.summaries import SummaryStore
@@ -512,7 +512,6 @@ def fused_job_conf(settings: Settings, hash_join_bytes: int = 0) -> dict[str, st
     return conf
 
 
-HASH_JOIN_SETTING = "spark.sql.adaptive.maxShuffledHashJoinLocalMapThreshold"
 HASH_JOIN_MEMORY_SHARE = 1 / 8  # a hash table takes several times its input's shuffled (compressed) bytes
 HASH_JOIN_MOST_BYTES = 256 * (1 << 20)
 

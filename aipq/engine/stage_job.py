@@ -30,6 +30,9 @@ from aipq.planner.stages import Stage
 
 # What Spark says when the driver ran out of memory building a broadcast join's table.
 BROADCAST_OUT_OF_MEMORY = "Not enough memory to build and broadcast the table"
+# Spark's adaptive execution hashes a join input of at most this many shuffled bytes per reduce task (0: never).
+HASH_JOIN_SETTING = "spark.sql.adaptive.maxShuffledHashJoinLocalMapThreshold"
+TASK_OUT_OF_MEMORY = ("UNABLE_TO_ACQUIRE_MEMORY", "OutOfMemoryError")
 
 
 @dataclass
@@ -202,19 +205,25 @@ class StageRunner:
                             [self.store.built[b.key] for b in decisions.builds], probes, decisions)
 
     def run_recovering(self, job: StageJob, statistics: StatisticsCollector | None) -> StageMetrics:
-        """Run a stage so that neither of aipq's own choices fails it: a join input aipq broadcast that the driver
-        had not the memory for runs again with repartition joins, and piggybacked statistics that fail run it
-        again without them."""
+        """Run a stage so that none of aipq's own choices fails it: a join input aipq broadcast that the driver
+        had not the memory for runs again with repartition joins, a join input hashed in a reduce task that the
+        task had not the memory for runs again sorted, and piggybacked statistics that fail run it again without
+        them."""
         try:
             if self.compiler.broadcasts_allowed and _broadcasts_anything(job) and faults.failing("broadcast"):
                 raise ExecutionError(f"stage {job.stage.name} ({job.stage.operator}) failed on Spark: "
                                      f"{BROADCAST_OUT_OF_MEMORY} (AIPQ_FAIL_AT)")
+            if self._hashes_joins() and faults.failing("hash-join"):
+                raise ExecutionError(f"stage {job.stage.name} ({job.stage.operator}) failed on Spark: "
+                                     f"{TASK_OUT_OF_MEMORY[0]} (AIPQ_FAIL_AT)")
             return self.run(job, statistics)
         except BadInputError:
             raise
         except AipqError as error:
             if BROADCAST_OUT_OF_MEMORY in error.message and self.compiler.broadcasts_allowed:
                 return self._without_broadcasts(job, statistics)
+            if self._hashes_joins() and any(sign in error.message for sign in TASK_OUT_OF_MEMORY):
+                return self._without_hash_joins(job, statistics)
             if statistics is None or not any(statistics.observes(s) for s in job.stages):
                 raise
             statistics.disable(error.message)  # statistics never fail a query: run the stage without
@@ -233,6 +242,19 @@ class StageRunner:
                 return self.run_recovering(job, statistics)
         finally:
             self.compiler.broadcasts_allowed = True
+
+    def _hashes_joins(self) -> bool:
+        """Whether the job about to run may hash a join input per reduce task (adaptive execution converts)."""
+        conf = self.spark.conf.get
+        return (conf("spark.sql.adaptive.enabled", "false") == "true"
+                and conf(HASH_JOIN_SETTING, "0").strip().lower() not in ("0", "0b"))
+
+    def _without_hash_joins(self, job: StageJob, statistics: StatisticsCollector | None) -> StageMetrics:
+        warn(f"stage {job.stage.name} ({job.stage.operator}): a join input hashed in a reduce task had not the "
+             "memory it needed; the stage runs again with sort-merge joins (--hash-joins off)")
+        self._start_over(job)
+        with sql_conf(self.spark, {HASH_JOIN_SETTING: "0"}):
+            return self.run_recovering(job, statistics)
 
     def _start_over(self, job: StageJob) -> None:
         self.storage.delete(job.path)
