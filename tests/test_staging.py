@@ -4,7 +4,7 @@ the staging mode says (``ip/staging.py``)."""
 from __future__ import annotations
 
 import json
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 import pytest
 from conftest import ALL_QUERIES, LOCAL_FILES, assert_same_rows, oracle_rows, run_to_rows
@@ -188,3 +188,55 @@ def test_a_small_stage_output_on_the_preserved_side_of_an_outer_join_is_not_broa
     info = json.loads(aipq("explain", *args, "--analyze", "--format", "json").output)
     assert bool(_broadcast_measures(info)) == broadcast, info["stages"]
     assert_same_rows(run_to_rows(aipq, tmp_path, *args), oracle_rows(duck, sql), ordered=False)
+
+
+@dataclass(frozen=True)
+class _FixedEdge:
+    """An edge estimate as the IP planner reads it, keeping ``survive`` of its place."""
+
+    survive: float
+    total: float = 2.0
+    one_time: float = 0.0
+    filter_bytes: int = 1 << 20
+    expected_keys: float | None = 1000.0
+
+    @property
+    def savings(self) -> float:
+        return self.total
+
+    def with_downstream(self, _saved: float) -> _FixedEdge:
+        return self
+
+    def as_dict(self) -> dict:
+        return {}
+
+
+class _FixedEstimator:
+    """The benefit estimator's answers fixed per producer stage (its summary keeps ``survive[producer]``), and
+    writing any stage that could be fused costs ``write_seconds``: the planner's own rules decide the rest."""
+
+    def __init__(self, survive: dict[int, float], write_seconds: float):
+        self.survive, self.write_seconds = survive, write_seconds
+
+    def __call__(self, candidate, _built, pruning) -> _FixedEdge:
+        """What the edge saves scales with what summaries built before it leave at its place."""
+        return _FixedEdge(self.survive.get(candidate.producer, 0.5), total=2.0 * pruning.at(candidate.target))
+
+    def materialization_seconds(self, _stage_id: int) -> float:
+        return self.write_seconds
+
+
+@pytest.mark.parametrize(("nearer_keeps", "builder"), [(0.1, 1), (0.01, 2)])
+def test_a_stage_written_for_one_summary_builds_the_next_rather_than_a_nearer_stage_written_for_it(
+        tpch, nearer_keeps, builder):
+    """Q10: the filtered orders (S1) are written for their ``o_custkey`` summary; their join with customer (S2)
+    holds the same order keys. Where S2's ``o_orderkey`` summary would keep as much of lineitem as S1's, S1 builds
+    it and S2 is not written for it; where S2's keeps far less, S2 builds it."""
+    settings = Settings(ip="adaptive", staging="adaptive", broadcast_threshold=0, scan_summaries=0)
+    dag = plan_query(query_text(10), tpch, settings, LOCAL_FILES).dag
+    assert [s.operator for s in dag.stages][:2] == ["MAP", "JOIN"]
+    estimator = _FixedEstimator({1: 0.1, 2: nearer_keeps}, write_seconds=0.5)
+    builds = {(b.stage, b.column) for d in IpPlanner(dag, settings, estimator=estimator).plan_all()
+              for b in d.builds}
+    assert (1, "o_custkey") in builds
+    assert {stage for stage, column in builds if column == "o_orderkey"} == {builder}

@@ -162,6 +162,10 @@ def bloom_items(bits: int, fpp: float) -> int:
     return max(int(bits * (math.log(2) ** 2) / -math.log(fpp)), 1)
 
 
+# A nearer stage's summary keeping at least this share of what a farther one keeps prunes nothing worth a write.
+NEARER_KEEPS_AS_MUCH = 0.9
+
+
 class Estimate(Protocol):
     """What the planner reads of a benefit estimate (``estimator.benefit.EdgeEstimate``)."""
 
@@ -391,6 +395,7 @@ class IpPlanner:
                            else [])
         self.used: set[tuple[int, str, tuple]] = set()  # (producer, column, target key) of summaries in use
         self._planned: dict[int, frozenset[str]] = {}
+        self._asking_written = False  # inside _written_for_others: nearer stages preferred as before
         self.expected_items = expected_items or (lambda stage, column: None)
         self.estimator = estimator
         self._estimates: dict[tuple, Estimate | None] = {}
@@ -494,9 +499,43 @@ class IpPlanner:
     def _left_to_nearer(self, candidate: Candidate) -> bool:
         """Whether a stage nearer on the edge's path is to build a summary for the same place (a subset of the
         same keys, probed there first: ``usages``), so that this edge would not be probed. Q3's orders pre-pass
-        builds nothing for lineitem where S1, orders joined with customer, writes its own ``o_orderkey`` summary."""
+        builds nothing for lineitem where S1, orders joined with customer, writes its own ``o_orderkey`` summary.
+        A nearer stage written only for its summary that is estimated to keep as much as this one does not count:
+        this stage builds it (Q10's filtered orders, written for their ``o_custkey`` summary, build the
+        ``o_orderkey`` one too, and their join with customer, which keeps every order, is not written for it)."""
         return any(other.producer in candidate.nearer and other.target.key == candidate.target.key
-                   and other.column in self._planned_columns(other.producer) for other in self.candidates)
+                   and other.column in self._planned_columns(other.producer)
+                   and self._nearer_prunes_more(other, candidate) for other in self.candidates)
+
+    def _nearer_prunes_more(self, nearer: Candidate, candidate: Candidate) -> bool:
+        """Whether the nearer stage's summary is worth its stage's write over ``candidate``'s: it is written
+        anyway, ``candidate``'s producer is not (a pre-pass, or a stage written for no other summary of its own),
+        or the nearer one is estimated to keep fewer rows (or either is not estimated)."""
+        if (self.materialization_cost(self.dag.stage(nearer.producer)) <= 0.0
+                or self.dag.stage(candidate.producer).operator == "SCAN"
+                or not self._written_for_others(candidate.producer, candidate.column)):
+            return True
+        mine, theirs = self.estimate(candidate, None), self.estimate(nearer, None)
+        if mine is None or theirs is None:
+            return True
+        return theirs.survive < NEARER_KEEPS_AS_MUCH * mine.survive
+
+    def _written_for_others(self, producer: int, column: str) -> bool:
+        """Whether ``producer``'s output is written whatever becomes of its ``column`` summary: it is never fused,
+        or its other summaries pay for its write (asked with nearer stages preferred, as before this question)."""
+        cost = self.materialization_cost(self.dag.stage(producer))
+        if cost <= 0.0:
+            return True
+        if self._asking_written:
+            return False
+        self._asking_written = True
+        try:
+            others = {c.column for c in self.candidates if c.producer == producer and c.column != column}
+            benefits = [self.creation_benefit(producer, other) for other in others]
+            paid = sum(b for b in benefits if b is not None and b > self.settings.beta)
+            return paid - cost > self.settings.beta
+        finally:
+            self._asking_written = False
 
     def _planned_columns(self, stage_id: int) -> frozenset[str]:
         """The columns a stage is to build summaries of, asked once per ``creations``: the question nests along a
