@@ -143,7 +143,8 @@ def test_a_join_input_measured_small_per_task_is_hashed_not_sorted(aipq, duck, t
     info = json.loads(aipq("explain", *args, "--analyze", "--format", "json").output)
     ran = {name: count for s in info["stages"] for name, count in s["measured"]["spark_joins"].items()}
     assert (ran.get("ShuffledHashJoin", 0) >= 1) == (hash_joins == "auto"), ran
-    assert (ran.get("SortMergeJoin", 0) >= 1) == (hash_joins == "off"), ran
+    if hash_joins == "off":
+        assert ran.get("SortMergeJoin", 0) >= 1, ran
     assert_same_rows(run_to_rows(aipq, tmp_path, *args), oracle_rows(duck, query_text(5)), ordered=True)
 
 

@@ -501,7 +501,7 @@ def runtime_broadcast_threshold(settings: Settings) -> int:
     return max(settings.broadcast_threshold, 0) if settings.runtime_broadcast == "on" else 0
 
 
-def fused_job_conf(settings: Settings, hash_join_bytes: int = 0) -> dict[str, str]:
+def fused_job_conf(settings: Settings, hash_join_bytes: int) -> dict[str, str]:
     """Spark's adaptive execution inside a job that computes fused stages: partitions coalesced, skew split, a
     small intermediate result broadcast (within the broadcast threshold, with ``--runtime-broadcast on``) and a
     join input measured at most ``hash_join_bytes`` in every reduce task hashed instead of sorted (0: never)."""

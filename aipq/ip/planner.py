@@ -395,7 +395,8 @@ class IpPlanner:
                            else [])
         self.used: set[tuple[int, str, tuple]] = set()  # (producer, column, target key) of summaries in use
         self._planned: dict[int, frozenset[str]] = {}
-        self._asking_written = False  # inside _written_for_others: nearer stages preferred as before
+        self._planned_as_before: dict[int, frozenset[str]] = {}  # the same, nearer stages always preferred
+        self._asking_written = False  # inside _written_for_others: nearer stages always preferred
         self.expected_items = expected_items or (lambda stage, column: None)
         self.estimator = estimator
         self._estimates: dict[tuple, Estimate | None] = {}
@@ -505,9 +506,9 @@ class IpPlanner:
         ``o_orderkey`` one too, and their join with customer, which keeps every order, is not written for it)."""
         return any(other.producer in candidate.nearer and other.target.key == candidate.target.key
                    and other.column in self._planned_columns(other.producer)
-                   and self._nearer_prunes_more(other, candidate) for other in self.candidates)
+                   and self._nearer_earns_its_write(other, candidate) for other in self.candidates)
 
-    def _nearer_prunes_more(self, nearer: Candidate, candidate: Candidate) -> bool:
+    def _nearer_earns_its_write(self, nearer: Candidate, candidate: Candidate) -> bool:
         """Whether the nearer stage's summary is worth its stage's write over ``candidate``'s: it is written
         anyway, ``candidate``'s producer is not (a pre-pass, or a stage written for no other summary of its own),
         or the nearer one is estimated to keep fewer rows (or either is not estimated)."""
@@ -522,18 +523,14 @@ class IpPlanner:
 
     def _written_for_others(self, producer: int, column: str) -> bool:
         """Whether ``producer``'s output is written whatever becomes of its ``column`` summary: it is never fused,
-        or its other summaries pay for its write (asked with nearer stages preferred, as before this question)."""
-        cost = self.materialization_cost(self.dag.stage(producer))
-        if cost <= 0.0:
+        or the strategy builds another summary there with nearer stages always preferred."""
+        if self.materialization_cost(self.dag.stage(producer)) <= 0.0:
             return True
         if self._asking_written:
             return False
         self._asking_written = True
         try:
-            others = {c.column for c in self.candidates if c.producer == producer and c.column != column}
-            benefits = [self.creation_benefit(producer, other) for other in others]
-            paid = sum(b for b in benefits if b is not None and b > self.settings.beta)
-            return paid - cost > self.settings.beta
+            return bool(self._planned_columns(producer) - {column})
         finally:
             self._asking_written = False
 
@@ -541,10 +538,11 @@ class IpPlanner:
         """The columns a stage is to build summaries of, asked once per ``creations``: the question nests along a
         path (a nearer stage's own edges ask about stages nearer still), and asked afresh at each level it grows
         exponentially with the path's length (TPC-DS Q64's bushy plan)."""
-        if stage_id not in self._planned:
+        planned = self._planned_as_before if self._asking_written else self._planned
+        if stage_id not in planned:
             stage = self.dag.stage(stage_id)
-            self._planned[stage_id] = frozenset(column for column, _ in self.strategy.creation(self, stage))
-        return self._planned[stage_id]
+            planned[stage_id] = frozenset(column for column, _ in self.strategy.creation(self, stage))
+        return planned[stage_id]
 
     def best_edge(self, producer: int, column: str) -> Estimate | None:
         """The most beneficial edge a summary of ``producer.column`` would serve, before it is built."""
@@ -594,7 +592,7 @@ class IpPlanner:
         """Algorithm 1: the summaries ``stage`` builds while it writes its output."""
         if not builds_summaries(stage, self.settings):
             return []
-        self._planned = {}  # the estimates behind them change as stages run
+        self._planned, self._planned_as_before = {}, {}  # the estimates behind them change as stages run
         builds = []
         for column, reason in self.strategy.creation(self, stage):
             if self.strategy.kind == "bloom":
