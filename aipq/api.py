@@ -19,7 +19,7 @@ from aipq import app, workflow
 from aipq.config import KNOB, Settings, default_home
 from aipq.engine.context import RunContext
 from aipq.engine.executor import StageListener
-from aipq.engine.jvm import COLLECTOR_JAR, SKETCH_BATCHES_EXTENSION, aipq_classes_loaded
+from aipq.engine.jvm import AIPQ_EXTENSIONS, COLLECTOR_JAR, aipq_classes_loaded
 from aipq.engine.records import StageMetrics
 from aipq.engine.report import run_dict
 from aipq.engine.session import check_classic_session
@@ -29,8 +29,8 @@ from aipq.setting_aliases import alias_for, apply_alias
 
 def spark_conf() -> dict[str, str]:
     """The settings a SparkSession needs for aipq to run on it: aipq's JVM classes on the driver and its
-    columnar statistics extension (merge them with your own ``spark.jars`` and ``spark.sql.extensions``)."""
-    return {"spark.jars": str(COLLECTOR_JAR), "spark.sql.extensions": SKETCH_BATCHES_EXTENSION}
+    session extensions (merge them with your own ``spark.jars`` and ``spark.sql.extensions``)."""
+    return {"spark.jars": str(COLLECTOR_JAR), "spark.sql.extensions": ",".join(AIPQ_EXTENSIONS)}
 
 
 @dataclass

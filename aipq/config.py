@@ -179,6 +179,13 @@ KNOBS: tuple[Knob, ...] = (
          "of sorting both sides; 'off': sort-merge joins, as Spark's default.",
          "--hash-joins", "choice", ("auto", "off"),
          help="Join without sorting where one input measures small in every reduce task."),
+    Knob("long_decimals", "auto", "Sums and averages of decimals are computed on 64-bit integers wherever the "
+         "data proves that exact: the largest value of each column in the parquet files' footers, carried through "
+         "the expression summed (+, -, *, CASE), times the most rows the aggregate can see, fits 18 digits. Spark "
+         "otherwise sums a DECIMAL(p, s) as DECIMAL(p + 10, s) in Java BigDecimals past 18 digits; the results are "
+         "the same numbers. 'off': Spark's own decimal arithmetic.",
+         "--long-decimals", "choice", ("auto", "off"),
+         help="Sum decimals on 64-bit integers where the files' bounds prove it exact."),
     Knob("shuffle_partitions", 8, "The most reduce tasks a stage runs (spark.sql.shuffle.partitions); every "
          "stage runs this many when reducer_bytes is 0. Spark's 200 is very slow on a 2-core machine.",
          "--shuffle-partitions", "int", low=1, high=10000,
@@ -321,6 +328,7 @@ class Settings:
     broadcast_sizes: str = default_of("broadcast_sizes")
     runtime_broadcast: str = default_of("runtime_broadcast")
     hash_joins: str = default_of("hash_joins")
+    long_decimals: str = default_of("long_decimals")
     shuffle_partitions: int = default_of("shuffle_partitions")
     reducer_bytes: int = default_of("reducer_bytes")
     dialect: str = default_of("dialect")

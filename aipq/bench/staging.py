@@ -16,7 +16,7 @@ import sqlglot
 from aipq.config import Settings
 from aipq.engine.context import RunContext
 from aipq.engine.executor import run_dag
-from aipq.engine.session import read_table, sql_conf, stage_sql_conf
+from aipq.engine.session import LONG_DECIMALS_SETTING, read_table, sql_conf, stage_sql_conf
 from aipq.engine.storage import join
 from aipq.engine.work_dirs import remove_work_dir
 from aipq.pipeline import plan_query
@@ -39,6 +39,7 @@ class StagingResult:
 def plain_spark_conf(settings: Settings) -> dict[str, str]:
     conf = stage_sql_conf(settings)
     conf["spark.sql.autoBroadcastJoinThreshold"] = str(settings.broadcast_threshold or -1)
+    conf[LONG_DECIMALS_SETTING] = "false"  # Spark's own arithmetic, as spark.sql has it
     return conf
 
 

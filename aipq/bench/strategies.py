@@ -31,7 +31,7 @@ from aipq.config import Settings
 from aipq.engine.context import RunContext
 from aipq.engine.records import RunRecord
 from aipq.engine.report import run_dict
-from aipq.engine.session import sql_conf
+from aipq.engine.session import LONG_DECIMALS_SETTING, sql_conf
 from aipq.engine.storage import join
 from aipq.errors import ExecutionError
 from aipq.ip.planner import Strategy
@@ -214,7 +214,7 @@ class QueryRunner:
         conf = {"spark.sql.autoBroadcastJoinThreshold": str(settings.broadcast_threshold or -1),
                 "spark.sql.adaptive.enabled": "true",
                 "spark.sql.optimizer.runtime.bloomFilter.enabled": "true",
-                "spark.sql.optimizer.dynamicPartitionPruning.enabled": "true"}
+                "spark.sql.optimizer.dynamicPartitionPruning.enabled": "true", LONG_DECIMALS_SETTING: "false"}
         if forced_bloom:
             conf["spark.sql.optimizer.runtime.bloomFilter.applicationSideScanSizeThreshold"] = "1"
         group = f"aipq-bench-spark-{time.monotonic_ns()}"

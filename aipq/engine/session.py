@@ -32,6 +32,9 @@ def check_java() -> None:
     raise EnvironmentProblem("aipq runs on Spark, which needs Java, and no `java` was found", hint=JAVA_HINT)
 
 
+LONG_DECIMALS_SETTING = "spark.aipq.longDecimalAggregates"  # read by aipq.spark.LongDecimalAggregates
+
+
 def stage_sql_conf(settings: Settings) -> dict[str, str]:
     """Settings for aipq's stages: the planner, not Spark, decides each join's physical form, and Spark's own
     runtime filters are off so that information passing measurements are aipq's."""
@@ -43,6 +46,7 @@ def stage_sql_conf(settings: Settings) -> dict[str, str]:
         "spark.sql.optimizer.dynamicPartitionPruning.enabled": "false",
         # Hive semantics for Hive SQL: a bad cast or a division by zero gives NULL instead of failing.
         "spark.sql.ansi.enabled": "false" if settings.dialect == "hive" else "true",
+        LONG_DECIMALS_SETTING: "true" if settings.long_decimals == "auto" else "false",
     }
 
 
@@ -145,7 +149,7 @@ def _configured(builder, settings: Settings, home: Path, launched: bool = False)
     """The settings every aipq session gets: the user's, aipq's extension, quiet logs, the catalog asked for."""
     from pyspark import SparkConf
 
-    from aipq.engine.jvm import SKETCH_BATCHES_EXTENSION
+    from aipq.engine.jvm import AIPQ_EXTENSIONS
 
     builder = (builder.appName("aipq").config("spark.ui.showConsoleProgress", "false")
                .config("spark.log.level", "ERROR")
@@ -155,7 +159,7 @@ def _configured(builder, settings: Settings, home: Path, launched: bool = False)
     for key, value in settings.spark_conf.items():
         builder = builder.config(key, value)
     extensions = [e for e in settings.spark_conf.get("spark.sql.extensions", "").split(",") if e]
-    builder = builder.config("spark.sql.extensions", ",".join([*extensions, SKETCH_BATCHES_EXTENSION]))
+    builder = builder.config("spark.sql.extensions", ",".join([*extensions, *AIPQ_EXTENSIONS]))
     launcher = dict(SparkConf().getAll()) if launched else {}
     if hive_catalog(settings, launcher):
         builder = builder.enableHiveSupport()
