@@ -47,6 +47,9 @@ import scala.jdk.javaapi.CollectionConverters;
  */
 public final class LongDecimalAggregates implements Function1<SparkSessionExtensions, BoxedUnit> {
     public static final String ENABLED = "spark.aipq.longDecimalAggregates";
+    /** Below these, Spark's DecimalAggregates already sums on longs, and averages on doubles: its results stay. */
+    private static final int SPARKS_LONG_DIGITS = 18;
+    private static final int SPARKS_DOUBLE_AVERAGE_DIGITS = 15;
 
     @Override public BoxedUnit apply(SparkSessionExtensions extensions) {
         extensions.injectPreCBORule(Rewrite::new);
@@ -113,18 +116,25 @@ public final class LongDecimalAggregates implements Function1<SparkSessionExtens
             && node.dataType() instanceof DecimalType);
     }
 
+    /** Spark's DecimalAggregates sums a DECIMAL(p, s) of p + 10 <= 18 digits on longs itself. */
+    private static boolean sparksOwnSum(Expression child) {
+        return child.dataType() instanceof DecimalType type && type.precision() + 10 <= SPARKS_LONG_DIGITS;
+    }
+
     /** The sum or average on unscaled longs; null where it is neither, is DISTINCT, or the bounds do not allow. */
     private static Expression replacement(AggregateExpression aggregate, PlanBounds.Bounds input) {
         if (aggregate.isDistinct()) {
             return null;
         }
-        if (aggregate.aggregateFunction() instanceof Sum sum && sum.dataType() instanceof DecimalType type) {
+        if (aggregate.aggregateFunction() instanceof Sum sum && sum.dataType() instanceof DecimalType type
+                && !sparksOwnSum(sum.child())) {
             boolean nullOnOverflow = sum.evalContext().evalMode() != EvalMode$.MODULE$.ANSI();
             AggregateExpression total = longSum(aggregate, sum.child(), type, input);
             return total == null ? null : new MakeDecimal(total, type.precision(), type.scale(), nullOnOverflow);
         }
         if (aggregate.aggregateFunction() instanceof Average average && average.dataType() instanceof DecimalType type
-                && average.child().dataType() instanceof DecimalType child) {
+                && average.child().dataType() instanceof DecimalType child
+                && child.precision() + 4 > SPARKS_DOUBLE_AVERAGE_DIGITS) {
             DecimalType sumType = DecimalType$.MODULE$.bounded(child.precision() + 10, child.scale());
             AggregateExpression total = longSum(aggregate, average.child(), sumType, input);
             return total == null ? null : averaged(aggregate, average, type, sumType, total);
