@@ -105,3 +105,15 @@ def test_off_by_default_outside_aipq_jobs(spark, prices):
     benchmark's `spark` anchor, keeps Spark's arithmetic)."""
     plan = spark.sql("SELECT sum(price) FROM prices")._jdf.queryExecution().optimizedPlan().toString()
     assert "MakeDecimal" not in plan and "UnscaledValue" not in plan, plan
+
+
+def test_a_partition_column_is_bounded_by_no_file_even_where_the_files_hold_one_of_its_name(spark, tmp_path):
+    """The folders give a partition column's values; a column of the same name inside the files (small here)
+    says nothing about them, so the 30 rows of 9e17 are summed by Spark (their total passes a long)."""
+    folder = tmp_path / "parted"
+    spark.range(0, 30).selectExpr("id", "CAST(1 AS DECIMAL(18,0)) AS k").write.parquet(
+        str(folder / "k=900000000000000000"))
+    spark.read.schema("id BIGINT, k DECIMAL(18,0)").parquet(str(folder)).createOrReplaceTempView("parted")
+    spark_rows, rows, plan = _both_ways(spark, "SELECT sum(k), sum(id) FROM parted")
+    assert rows == spark_rows and str(rows[0][0]) == "27000000000000000000", rows
+    assert "MakeDecimal(sum(" not in plan, plan

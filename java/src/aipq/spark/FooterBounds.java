@@ -90,10 +90,20 @@ final class FooterBounds {
         }
     }
 
-    /** Top-level columns annotated DECIMAL and stored as INT32 or INT64, by lower-cased name, with their scale. */
+    /**
+     * Top-level columns annotated DECIMAL and stored as INT32 or INT64, by lower-cased name, with their scale; none
+     * of a name two columns share but for case (which of them a read means depends on the session).
+     */
     private static Map<String, Integer> integerDecimals(List<Type> fields) {
         Map<String, Integer> scales = new HashMap<>();
+        Map<String, Integer> named = new HashMap<>();
         for (Type field : fields) {
+            named.merge(field.getName().toLowerCase(Locale.ROOT), 1, Integer::sum);
+        }
+        for (Type field : fields) {
+            if (named.get(field.getName().toLowerCase(Locale.ROOT)) > 1) {
+                continue;
+            }
             if (field.isPrimitive() && field.getLogicalTypeAnnotation() instanceof DecimalLogicalTypeAnnotation decimal) {
                 PrimitiveType.PrimitiveTypeName stored = field.asPrimitiveType().getPrimitiveTypeName();
                 if (stored == PrimitiveType.PrimitiveTypeName.INT32 || stored == PrimitiveType.PrimitiveTypeName.INT64) {

@@ -3,9 +3,11 @@ package aipq.spark;
 import java.math.BigDecimal;
 import java.math.BigInteger;
 import java.util.HashMap;
+import java.util.HashSet;
 import java.util.List;
 import java.util.Locale;
 import java.util.Map;
+import java.util.Set;
 
 import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.fs.FileStatus;
@@ -38,6 +40,7 @@ import org.apache.spark.sql.execution.datasources.HadoopFsRelation;
 import org.apache.spark.sql.execution.datasources.LogicalRelation;
 import org.apache.spark.sql.execution.datasources.PartitioningAwareFileIndex;
 import org.apache.spark.sql.execution.datasources.parquet.ParquetFileFormat;
+import org.apache.spark.sql.internal.SQLConf;
 
 import scala.jdk.javaapi.CollectionConverters;
 
@@ -52,6 +55,8 @@ final class PlanBounds {
     record Bounds(BigInteger rows, Map<ExprId, BigDecimal> columns) {
         static final Bounds UNKNOWN = new Bounds(null, Map.of());
     }
+
+    private static final String FIELD_IDS = "spark.sql.parquet.fieldId.read.enabled";
 
     private PlanBounds() {
     }
@@ -98,8 +103,9 @@ final class PlanBounds {
 
     private static Bounds relation(LogicalRelation relation, Configuration conf) {
         if (!(relation.relation() instanceof HadoopFsRelation files) || !(files.fileFormat() instanceof ParquetFileFormat)
-                || !(files.location() instanceof PartitioningAwareFileIndex index)) {
-            return Bounds.UNKNOWN;
+                || !(files.location() instanceof PartitioningAwareFileIndex index)
+                || "true".equalsIgnoreCase(SQLConf.get().getConfString(FIELD_IDS, "false"))) {
+            return Bounds.UNKNOWN;  // columns matched to the files' by field id, not name: not followed here
         }
         BigInteger rows = BigInteger.ZERO;
         Map<String, BigDecimal> largest = null;
@@ -112,8 +118,16 @@ final class PlanBounds {
             largest = largest == null ? new HashMap<>(footer.largest()) : bothFiles(largest, footer.largest());
         }
         Map<ExprId, BigDecimal> columns = new HashMap<>();
+        Set<String> partitionColumns = new HashSet<>();  // their values come from the folders, not the files
+        for (String name : files.partitionSchema().fieldNames()) {
+            partitionColumns.add(name.toLowerCase(Locale.ROOT));
+        }
         for (AttributeReference column : CollectionConverters.asJava(relation.output())) {
-            BigDecimal bound = largest == null ? BigDecimal.ZERO : largest.get(column.name().toLowerCase(Locale.ROOT));
+            String name = column.name().toLowerCase(Locale.ROOT);
+            if (partitionColumns.contains(name)) {
+                continue;
+            }
+            BigDecimal bound = largest == null ? BigDecimal.ZERO : largest.get(name);
             if (bound != null) {
                 columns.put(column.exprId(), bound);
             }
