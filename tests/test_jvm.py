@@ -367,3 +367,18 @@ def test_datasketches_memory_class_is_where_its_warning_is_quieted(spark):
     before = spark._jvm.java.lang.System.err
     assert jvm.load_sketch_memory_quietly(spark)
     assert spark._jvm.java.lang.System.err.equals(before), "stderr is restored"
+
+
+def test_join_counts_read_an_adaptive_plan_s_current_part_until_it_is_final(spark):
+    """The SQL status store can hold an adaptive plan not yet marked final, with its current and its initial
+    tree: `--analyze` counts the current one only (it counted both: a hash join and the sort-merge join it
+    replaced)."""
+    plan_joins = spark._jvm.aipq.spark.PlanJoins
+    running = ("== Physical Plan ==\nAdaptiveSparkPlan (12)\n+- == Current Plan ==\n   ShuffledHashJoin (7)\n"
+               "   :- ShuffleQueryStage (3)\n+- == Initial Plan ==\n   SortMergeJoin (11)\n   :- Sort (9)\n")
+    final = running.replace("Current Plan", "Final Plan")
+    plain = "== Physical Plan ==\n* SortMergeJoin Inner (5)\n:- * Sort (2)\n\n\n(1) Scan parquet\nSortMergeJoin x"
+    for description in (running, final):
+        tree = plan_joins.finalPlan(description)
+        assert "ShuffledHashJoin" in tree and "SortMergeJoin" not in tree, tree
+    assert plan_joins.finalPlan(plain).count("SortMergeJoin") == 1  # the tree, not the details under it

@@ -55,9 +55,15 @@ public final class PlanJoins {
         return text.toString();
     }
 
-    /** The tree of the plan that ran: an adaptive plan's final part, else the physical plan's tree. */
-    private static String finalPlan(String description) {
+    /**
+     * The tree of the plan that ran: an adaptive plan's final part (its current part where the status store has
+     * not yet had the final one: never the initial plan's joins besides), else the physical plan's tree.
+     */
+    public static String finalPlan(String description) {
         int start = description.indexOf("== Final Plan ==");
+        if (start < 0) {
+            start = description.indexOf("== Current Plan ==");
+        }
         if (start >= 0) {
             int end = description.indexOf("== Initial Plan ==", start);
             return description.substring(start, end > start ? end : description.length());
