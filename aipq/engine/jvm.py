@@ -23,8 +23,8 @@ from pyspark.sql import functions as F
 _CATALYST = "org.apache.spark.sql.catalyst.expressions"
 COLLECTOR_JAR = Path(__file__).with_name("jars") / "aipq-spark.jar"  # put on the session's classpath at start
 SKETCH_BATCHES_EXTENSION = "aipq.spark.SketchBatches"  # spark.sql.extensions: sketches columnar scans per batch
-# spark.sql.extensions: decimal sums and averages on 64-bit integers where the data's bounds prove it exact
-LONG_DECIMALS_EXTENSION = "aipq.spark.LongDecimalAggregates"  # applies while session.LONG_DECIMALS_SETTING is true
+# spark.sql.extensions: decimal sums on longs where the files prove it exact (while session.LONG_DECIMALS_SETTING)
+LONG_DECIMALS_EXTENSION = "aipq.spark.LongDecimalAggregates"
 AIPQ_EXTENSIONS = (SKETCH_BATCHES_EXTENSION, LONG_DECIMALS_EXTENSION)
 _RECORD, _FIELD = "\u0000", "\u0001"  # separators of the strings aipq's JVM classes take and return
 

@@ -61,30 +61,24 @@ final class FooterBounds {
     private static Bounds read(FileStatus file, Configuration conf) {
         try (ParquetFileReader reader = ParquetFileReader.open(HadoopInputFile.fromStatus(file, conf))) {
             Map<String, Integer> scales = integerDecimals(reader.getFooter().getFileMetaData().getSchema().getFields());
-            Map<String, BigDecimal> largest = new HashMap<>();
-            Map<String, Boolean> known = new HashMap<>();
-            scales.keySet().forEach(name -> known.put(name, true));
+            Map<String, BigDecimal> largest = new HashMap<>();  // a column leaves it for good at a chunk without a bound
+            scales.keySet().forEach(name -> largest.put(name, BigDecimal.ZERO));
             long rows = 0;
             for (BlockMetaData block : reader.getFooter().getBlocks()) {
                 rows += block.getRowCount();
                 for (ColumnChunkMetaData chunk : block.getColumns()) {
                     String name = chunk.getPath().toDotString().toLowerCase(Locale.ROOT);
-                    if (scales.containsKey(name) && known.get(name)) {
+                    if (largest.containsKey(name)) {
                         BigDecimal chunkLargest = largest(chunk, scales.get(name));
-                        known.put(name, chunkLargest != null);
-                        if (chunkLargest != null) {
+                        if (chunkLargest == null) {
+                            largest.remove(name);
+                        } else {
                             largest.merge(name, chunkLargest, BigDecimal::max);
                         }
                     }
                 }
             }
-            Map<String, BigDecimal> bounded = new HashMap<>();
-            for (String name : scales.keySet()) {
-                if (known.get(name)) {
-                    bounded.put(name, largest.getOrDefault(name, BigDecimal.ZERO));
-                }
-            }
-            return new Bounds(BigInteger.valueOf(rows), bounded);
+            return new Bounds(BigInteger.valueOf(rows), largest);
         } catch (Exception notParquet) {
             return null;
         }

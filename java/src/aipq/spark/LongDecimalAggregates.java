@@ -38,7 +38,7 @@ import scala.jdk.javaapi.CollectionConverters;
 /**
  * A session extension (spark.sql.extensions) that sums and averages decimals on 64-bit integers where that gives
  * the same numbers. Spark sums a DECIMAL(p, s) into DECIMAL(p + 10, s), which past 18 digits it holds as a Java
- * BigDecimal, allocated and added row by row (TPC-H Q1 spends two thirds of its time there); its own rule for this
+ * BigDecimal, allocated and added row by row; its own rule for this
  * (DecimalAggregates) only applies when p + 10 fits 18 digits. Here the bound comes from the data: the largest value
  * of each column in the parquet footers, carried through the expression summed ({@link UnscaledLongs}), times the
  * most rows the aggregate's input can have ({@link PlanBounds}). Where the total provably fits a long and the
@@ -68,14 +68,18 @@ public final class LongDecimalAggregates implements Function1<SparkSessionExtens
             if (!"true".equalsIgnoreCase(SQLConf.get().getConfString(ENABLED, "false"))) {
                 return plan;
             }
-            Configuration conf = ((org.apache.spark.sql.classic.SparkSession) session).sessionState().newHadoopConf();
+            Configuration[] conf = {null};  // copied from the session's only where an aggregate sums decimals
             return plan.transformUp(new AbstractPartialFunction<LogicalPlan, LogicalPlan>() {
                 @Override public boolean isDefinedAt(LogicalPlan node) {
-                    return node instanceof Aggregate;
+                    return node instanceof Aggregate aggregate && CollectionConverters.asJava(
+                        aggregate.aggregateExpressions()).stream().anyMatch(o -> hasDecimalAggregate((Expression) o));
                 }
 
                 @Override public LogicalPlan apply(LogicalPlan node) {
-                    return node instanceof Aggregate aggregate ? rewritten(aggregate, conf) : node;
+                    if (conf[0] == null) {
+                        conf[0] = ((org.apache.spark.sql.classic.SparkSession) session).sessionState().newHadoopConf();
+                    }
+                    return rewritten((Aggregate) node, conf[0]);
                 }
             });
         }
@@ -83,9 +87,6 @@ public final class LongDecimalAggregates implements Function1<SparkSessionExtens
 
     private static LogicalPlan rewritten(Aggregate aggregate, Configuration conf) {
         List<NamedExpression> outputs = CollectionConverters.asJava(aggregate.aggregateExpressions());
-        if (outputs.stream().noneMatch(output -> hasDecimalAggregate((Expression) output))) {
-            return aggregate;
-        }
         PlanBounds.Bounds input = PlanBounds.of(aggregate.child(), conf);
         if (input.rows() == null) {
             return aggregate;
@@ -96,7 +97,7 @@ public final class LongDecimalAggregates implements Function1<SparkSessionExtens
             NamedExpression replaced = (NamedExpression) ((Expression) output).transformDown(
                 new AbstractPartialFunction<Expression, Expression>() {
                     @Override public boolean isDefinedAt(Expression e) {
-                        return e instanceof AggregateExpression aggregateExpression && replacement(aggregateExpression, input) != null;
+                        return e instanceof AggregateExpression;
                     }
 
                     @Override public Expression apply(Expression e) {
