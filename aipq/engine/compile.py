@@ -18,6 +18,7 @@ from sqlglot import exp
 from aipq.catalog import TableEntry
 from aipq.engine import jvm
 from aipq.engine.jvm import LazyPlan
+from aipq.engine.like_prefilter import with_like_prefilters
 from aipq.engine.session import union_frames
 from aipq.engine.shared_scans import SharedScan, table_key
 from aipq.engine.table_reads import session_table_reads
@@ -35,12 +36,17 @@ from aipq.planner.logical import (
     Union,
     Values,
     Window,
-    render,
 )
+from aipq.planner.logical import render as render_sql
 from aipq.planner.stages import StageRead
 
 _HOW = {"inner": "inner", "left": "left_outer", "right": "right_outer", "full": "full_outer", "semi": "left_semi",
         "anti": "left_anti", "cross": "cross"}
+
+
+def render(expression: exp.Expression) -> str:
+    """Spark SQL text of an expression, its regular-expression LIKEs prefiltered (``like_prefilter``)."""
+    return render_sql(with_like_prefilters(expression))
 
 
 def _quoted(name: str) -> str:
