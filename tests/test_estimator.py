@@ -281,7 +281,8 @@ class _PlaceEstimator:
 def test_a_second_summary_at_one_place_is_priced_on_what_the_first_lets_through(tpch, better):
     """Q8 with repartition joins: part's and orders' summaries both probe lineitem's input. Algorithm 2 takes
     the edge estimated better first and prices the other on the 1% of lineitem the first keeps; Algorithm 1
-    builds no second summary whose only worthwhile place a better summary already built will have pruned."""
+    builds no second summary whose only worthwhile place a better summary already built, or planned by the
+    query's plan, will have pruned."""
     from aipq.config import Settings
     from aipq.ip.planner import BuiltInfo, IpPlanner
     from aipq.pipeline import plan_query
@@ -300,7 +301,9 @@ def test_a_second_summary_at_one_place_is_priced_on_what_the_first_lets_through(
     built = {(producer[better].id, better): BuiltInfo("bloom", 1024, 2)}
     planner.decide(producer[better], {})
     assert planner.decide(producer[worse], built).builds == []  # 1.6 s × 1% − 0.05 s ≤ β
-    alone = IpPlanner(dag, settings, estimator=_PlaceEstimator(figures))
+    # nothing built yet, the query's plan still has the better summary first: no pre-pass for the worse one
+    assert IpPlanner(dag, settings, estimator=_PlaceEstimator(figures)).decide(producer[worse], {}).builds == []
+    alone = IpPlanner(dag, settings, estimator=_PlaceEstimator({producer[worse].id: figures[producer[worse].id]}))
     assert [b.column for b in alone.decide(producer[worse], {}).builds] == [worse]
 
     built[(producer[worse].id, worse)] = BuiltInfo("bloom", 1024, 2)

@@ -263,25 +263,57 @@ class _Figure:
         return {"B": self.total}
 
 
+class _OrdersEstimator:
+    """Q21's orders summary saves ``saves`` at lineitem l1 and l2, once built ``when_built`` instead; before it
+    is built each edge carries the pre-pass and build cost (0.5 s). Every other edge loses; every stage is
+    written anyway."""
+
+    def __init__(self, orders: int, saves: float, when_built: float):
+        self.orders, self.saves, self.when_built = orders, saves, when_built
+
+    def __call__(self, candidate, built, pruning):
+        if candidate.producer != self.orders:
+            return _Figure(-1.0)
+        if candidate.target.label not in ("lineitem l1", "lineitem l2"):
+            return _Figure(-0.5 if built is None else -0.01)
+        if built is not None:  # its one-time costs are spent
+            return _Figure(self.when_built, savings=self.when_built)
+        return _Figure(self.saves - 0.5, one_time=0.5, savings=self.saves)
+
+    def materialization_seconds(self, _stage_id: int) -> float:
+        return 0.0
+
+
+def _q21_orders_pass(tpch):
+    settings = Settings(ip="adaptive", **REPARTITION)
+    dag = plan_query(query_text(21), tpch, settings, LOCAL_FILES).dag
+    return settings, dag, next(s for s in dag.stages if s.operator == "SCAN" and s.tables == ("default.orders",))
+
+
 def test_a_summary_pays_when_its_edges_pay_together_with_its_cost_counted_once(tpch):
     """Q21: the orders summary prunes lineitem l1 and l2 in the same stage; each edge alone carries the whole
     pre-pass and build cost (0.5 s here) and loses, together they save 0.6 s for it."""
     from aipq.ip.planner import IpPlanner
 
-    settings = Settings(ip="adaptive", **REPARTITION)
-    dag = plan_query(query_text(21), tpch, settings, LOCAL_FILES).dag
-    orders = next(s for s in dag.stages if s.operator == "SCAN" and s.tables == ("default.orders",))
-
-    def estimator(candidate, built, pruning):
-        if candidate.producer != orders.id:
-            return _Figure(-1.0)
-        saves = 0.3 if candidate.target.label in ("lineitem l1", "lineitem l2") else 0.0
-        return _Figure(saves - 0.5, one_time=0.5, savings=saves)
-
-    planner = IpPlanner(dag, settings, estimator=estimator)
+    settings, dag, orders = _q21_orders_pass(tpch)
+    planner = IpPlanner(dag, settings, estimator=_OrdersEstimator(orders.id, saves=0.3, when_built=0.3))
     assert planner.best_edge(orders.id, "o_orderkey").total < 0
     assert planner.creation_benefit(orders.id, "o_orderkey") == pytest.approx(0.1)
     assert [b.column for b in planner.creations(orders)] == ["o_orderkey"]
+
+
+def test_a_summary_pre_pass_runs_only_for_a_summary_the_query_s_plan_probes(tpch):
+    """Q21: the orders summary's edges pay in the best case before it is built (as above), but once the plan's
+    other summaries are chosen none of them clears β (here: each saves 0.01 s once built), so the plan probes it
+    nowhere and its pre-pass, a Spark job of its own, does not run."""
+    from aipq.ip.planner import IpPlanner
+
+    settings, dag, orders = _q21_orders_pass(tpch)
+    planner = IpPlanner(dag, settings, estimator=_OrdersEstimator(orders.id, saves=0.3, when_built=0.01))
+    assert planner.creation_benefit(orders.id, "o_orderkey") == pytest.approx(0.1)
+    assert not planner.probed_when_planned(orders.id, "o_orderkey")
+    assert planner.creations(orders) == []
+    assert all(not d.builds for d in planner.plan_all() if d.stage == orders.id)
 
 
 def test_pruning_an_input_counts_what_it_saves_at_the_places_it_makes_redundant(tpch):

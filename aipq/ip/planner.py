@@ -302,6 +302,8 @@ class Adaptive(Strategy):
             together = planner.creation_benefit(stage.id, column)
             best = planner.best_edge(stage.id, column)
             if together is not None and best is not None and together > planner.settings.beta:
+                if stage.operator == "SCAN" and not planner.probed_when_planned(stage.id, column):
+                    continue
                 benefit += together
                 chosen.append((column, f"may pay: its edges together B = {together:.3f} s > β = "
                                        f"{planner.settings.beta:g} s (best case; best edge with a "
@@ -403,6 +405,8 @@ class IpPlanner:
         self._surviving: list[tuple[int, int, float]] = []  # (target stage, join stage, surviving share) per use
         self._place_shares: dict[tuple, float] = {}  # (stage, place, node) → share its summaries in use keep
         self._built: dict[tuple[int, str], BuiltInfo] = {}  # summaries built so far (Algorithm 1 reads them)
+        self._probed_when_planned: frozenset[tuple[int, str]] | None = None  # see probed_when_planned
+        self._looking_ahead = False  # this planner is another's look-ahead: pre-passes decided on the best case
 
     def share_after_pruning(self, stage_id: int) -> float:
         """Of what ``stage_id``'s subplan wrote when nothing pruned it (the repository's figures), the share
@@ -543,6 +547,21 @@ class IpPlanner:
             stage = self.dag.stage(stage_id)
             planned[stage_id] = frozenset(column for column, _ in self.strategy.creation(self, stage))
         return planned[stage_id]
+
+    def probed_when_planned(self, producer: int, column: str) -> bool:
+        """Whether the whole query's plan (``plan_all``, as explain shows it: each summary priced on what the
+        summaries chosen before it leave) probes ``producer.column`` anywhere. A summary pre-pass is a Spark job
+        of its own, so it runs only for a summary that plan probes, not for one whose edges pay in the best case
+        alone: Q21's orders pre-pass pays against l1's rows before the Saudi suppliers' summary leaves 4% of them.
+        Planned once per planner; inside that plan every pre-pass is decided on its best case."""
+        if self._looking_ahead:
+            return True
+        if self._probed_when_planned is None:
+            ahead = IpPlanner(self.dag, self.settings, self.expected_items, self.estimator, self.strategy)
+            ahead._looking_ahead = True
+            self._probed_when_planned = frozenset((use.producer, use.column) for decisions in ahead.plan_all()
+                                                  for use in decisions.uses)
+        return (producer, column) in self._probed_when_planned
 
     def best_edge(self, producer: int, column: str) -> Estimate | None:
         """The most beneficial edge a summary of ``producer.column`` would serve, before it is built."""
