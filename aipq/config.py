@@ -160,12 +160,15 @@ KNOBS: tuple[Knob, ...] = (
          "only (the paper's Hive setting). Same default as Spark's spark.sql.autoBroadcastJoinThreshold.",
          "--broadcast-threshold", "size", shown="10MB",
          help="Join a base table map-side when its files are at most SIZE; 0 = repartition joins only."),
-    Knob("broadcast_sizes", "files", "How a base-table join input is sized against broadcast_threshold: 'files' "
-         "(its whole files, as Hive sizes a map join's small table without statistics; the default, since the "
-         "other measured no faster here) or 'estimated' (its files scaled to the columns it reads, as Spark's "
-         "planner sizes a pruned scan, and with statistics to the rows its filters keep: more joins broadcast).",
-         "--broadcast-sizes", "choice", ("estimated", "files"),
-         help="Size a join input for broadcast by its estimated rows or its files."),
+    Knob("broadcast_sizes", "cautious", "How a base-table join input is sized against broadcast_threshold: "
+         "'files' (its whole files, as Hive sizes a map join's small table without statistics), 'estimated' (its "
+         "files scaled to the columns it reads, as Spark's planner sizes a pruned scan, and with statistics to the "
+         "rows its filters keep: more joins broadcast, and an estimate too low broadcasts millions of rows) or "
+         "'cautious' (the default: its files, or eight times its estimate where that is less, so that a filtered "
+         "table estimated far below the threshold is broadcast and an estimate up to 8× too low still fits).",
+         "--broadcast-sizes", "choice", ("cautious", "estimated", "files"),
+         help="Size a join input for broadcast by its files, its estimated rows, or the files or 8x the "
+              "estimate, whichever is less."),
     Knob("runtime_broadcast", "on", "A join input that turns out small while the query runs is broadcast: an "
          "earlier stage's output measured at most broadcast_threshold bytes is copied to the tasks of the join "
          "that reads it (Hive's conditional map join), and inside a job that runs fused stages Spark's adaptive "

@@ -77,7 +77,7 @@ def optimize_plan(plan: QueryPlan, settings: Settings, sizes: Sizes,
     root = prune_columns(root)
     root = choose_physical_joins(root, settings.broadcast_threshold, sizes,
                                  costing.estimates.rows if costing is not None else None,
-                                 estimated=settings.broadcast_sizes == "estimated")
+                                 how=settings.broadcast_sizes)
     preaggregated: list[str] = []
     if settings.preaggregate != "off":
         root = preaggregate(root, PreaggregationCosting(costing, settings.staging == "hive",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from conftest import LOCAL_FILES, local_bytes
 
 from aipq.config import Settings
@@ -86,6 +87,28 @@ def test_a_filtered_table_is_sized_by_the_rows_its_filters_keep():
     rows = {id(filtered): 25.0}.get
     assert estimated_pipeline_bytes(filtered, sizes, lambda node: rows(id(node), 100.0)) == 250
     assert estimated_pipeline_bytes(filtered, sizes, lambda node: None) == 1000  # no statistics: its files
+
+
+@pytest.mark.parametrize("kept, files_sized, estimated_sized, cautious_sized", [
+    (25.0, 1000, 250, 1000),  # a quarter of its rows: eight times the estimate is more than its files
+    (1.0, 1000, 10, 80),  # a hundredth: eight times the estimate
+])
+def test_cautious_sizing_takes_the_files_or_eight_times_the_estimate_whichever_is_less(
+        kept, files_sized, estimated_sized, cautious_sized):
+    from dataclasses import replace
+
+    from sqlglot import exp
+
+    from aipq.catalog import TableEntry
+    from aipq.planner.logical import Scan
+    from aipq.planner.physical import broadcast_size
+
+    table = TableEntry("default", "t", "/t", "parquet", (("k", "bigint"), ("v", "bigint")))
+    scan = replace(Scan(table, "t", (("k", "k"), ("v", "v"))), filters=(exp.condition("k < 10"),))
+    sizes, rows = {"/t": 1000}.get, (lambda node: kept if node is scan else 100.0)
+    assert [broadcast_size(scan, sizes, rows, how) for how in ("files", "estimated", "cautious")] == \
+        [files_sized, estimated_sized, cautious_sized]
+    assert broadcast_size(scan, sizes, None, "cautious") == 1000  # no statistics: its files
 
 
 def test_dependency_graph_is_the_reverse_of_the_dataflow_graph(tpch):

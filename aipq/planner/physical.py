@@ -1,9 +1,10 @@
 """Physical join choice: map-side (broadcast) for small base-table inputs, repartition otherwise.
 
 A join input qualifies for broadcast when it is a map-side pipeline over base tables only (scans, filters,
-projections and broadcast joins among them) whose files total at most the threshold, or with
-``--broadcast-sizes estimated`` whose rows are estimated at most the threshold: its files scaled to the columns
-it reads, as Spark's planner sizes them, and with statistics to the rows its filters keep. The
+projections and broadcast joins among them) whose files total at most the threshold, or (``--broadcast-sizes
+cautious``, the default) whose rows are estimated at most an eighth of it: its files scaled to the columns it
+reads, as Spark's planner sizes them, and with statistics to the rows its filters keep (``estimated``: at most
+the threshold itself). The
 planner decides and the executor enforces it (Spark's own automatic broadcast is off in aipq's stages), so every
 later component — the IP planner and the benefit estimator — knows each stage's physical join. Once a stage has
 run, a join reading its output measured small is broadcast too (``measured_broadcasts``, Hive's conditional map
@@ -35,6 +36,9 @@ _DEFAULT_WIDTHS = {"boolean": 1, "tinyint": 1, "byte": 1, "smallint": 2, "short"
                    "bigint": 8, "long": 8, "float": 4, "double": 8, "date": 4, "timestamp": 8, "timestamp_ntz": 8,
                    "string": 20, "binary": 100}
 ROW_OVERHEAD = 8  # bytes Spark adds to each row's estimated width
+# ``--broadcast-sizes cautious``: an input sized by its estimate is broadcast only when this many times the
+# estimate fits the threshold, so that an estimate too low by up to this factor still broadcasts what fits.
+ESTIMATE_MARGIN = 8
 
 # Which inputs Spark can broadcast for each join kind (the build side must not be the preserved side).
 _BROADCASTABLE = {
@@ -126,13 +130,28 @@ def at_most_one_row(node: Node) -> bool:
     return isinstance(node, Aggregate) and not node.groups
 
 
+def broadcast_size(node: Node, sizes: Callable[[str], int | None], rows: Callable[[Node], float | None] | None,
+                   how: str) -> float | None:
+    """The bytes a join input is sized at against the broadcast threshold (``--broadcast-sizes``): its files,
+    its estimated rows (``estimated_pipeline_bytes``), or ``cautious``: its files, or its estimate with a margin
+    of ``ESTIMATE_MARGIN`` against estimation error, whichever is less (a filtered scan estimated far below the
+    threshold is broadcast although its table's files are not)."""
+    files = pipeline_bytes(node, sizes)
+    if how == "files" or files is None:
+        return files
+    estimated = estimated_pipeline_bytes(node, sizes, rows)
+    if how == "estimated" or estimated is None:
+        return estimated
+    return min(files, estimated * ESTIMATE_MARGIN)
+
+
 def choose_physical_joins(root: Node, broadcast_threshold: int, sizes: Callable[[str], int | None],
-                          rows: Callable[[Node], float | None] | None = None, estimated: bool = False) -> Node:
-    """Broadcast small base-table pipelines, sized by their estimated rows (``estimated_pipeline_bytes``; ``rows``:
-    row estimates from statistics) or else by their files; always broadcast a one-row input (there is no key to
-    repartition a scalar subquery's value on, and copying one row costs nothing)."""
+                          rows: Callable[[Node], float | None] | None = None, how: str = "files") -> Node:
+    """Broadcast small base-table pipelines, sized as ``how`` says (``broadcast_size``; ``rows``: row estimates
+    from statistics); always broadcast a one-row input (there is no key to repartition a scalar subquery's value
+    on, and copying one row costs nothing)."""
     def size(node: Node) -> float | None:
-        return estimated_pipeline_bytes(node, sizes, rows) if estimated else pipeline_bytes(node, sizes)
+        return broadcast_size(node, sizes, rows, how)
 
     def choose(node: Node) -> Node:
         if not isinstance(node, Join):
