@@ -37,7 +37,8 @@ def test_a_stage_s_spark_sql_prefilters_like_and_not_like_and_leaves_the_rest_as
         "NOT (CONTAINS(CAST(c AS STRING), 'requests') AND CONTAINS(CAST(c AS STRING), 'special') "
         "AND c LIKE '%special%requests%') AND d LIKE 'PROMO%' AND (CONTAINS(CAST(e AS STRING), 'a') "
         "AND CONTAINS(CAST(e AS STRING), 'c') AND e LIKE 'a_c')")
-    plain = sqlglot.parse_one("d LIKE 'PROMO%' AND e LIKE '%x!_%' ESCAPE '!'", read="hive")
+    plain = sqlglot.parse_one("d LIKE 'PROMO%' AND e LIKE '%x!_%' ESCAPE '!' AND f COLLATE UTF8_LCASE LIKE '%a%b%'",
+                              read="spark")
     assert with_like_prefilters(plain) is plain
 
 

@@ -28,17 +28,17 @@ def literal_runs(pattern: str) -> list[str] | None:
 
 
 def with_like_prefilters(expression: exp.Expression) -> exp.Expression:
-    """The expression with each plain LIKE (no ESCAPE clause, a string literal pattern) that Spark would match by
-    regular expression preceded by ``contains`` tests of its literal runs; the expression itself where there is
-    none (not copied)."""
+    """The expression with each plain LIKE (no ESCAPE clause, no COLLATE, a string literal pattern) that Spark
+    would match by regular expression preceded by ``contains`` tests of its literal runs; the expression itself
+    where there is none (not copied). Table columns read from files carry Spark's default collation."""
     if not any(_prefiltered(like) for like in expression.find_all(exp.Like)):
         return expression
     return expression.transform(lambda node: _prefiltered(node) or node)
 
 
 def _prefiltered(node: exp.Expression) -> exp.Expression | None:
-    if not isinstance(node, exp.Like) or isinstance(node.parent, exp.Escape):
-        return None
+    if not isinstance(node, exp.Like) or isinstance(node.parent, exp.Escape) or node.this.find(exp.Collate):
+        return None  # under a collation other than Spark's default, contains and LIKE may compare differently
     pattern = node.expression
     if not (isinstance(pattern, exp.Literal) and pattern.is_string):
         return None
