@@ -320,9 +320,11 @@ class Adaptive(Strategy):
         if planner.settings.bloom_size > 0:
             return None
         best = planner.best_edge(stage.id, column)
-        # never below bloom_bits' floor: a filter sized to a key estimate several times too low saturates and
+        # a pre-pass's keys are estimated before any stage ran, from filters and summaries on other tables: never
+        # below bloom_bits' floor there, as a filter sized to a key estimate several times too low saturates and
         # keeps every row, while 64 Kbit cost next to nothing to build, send and probe (docs/decisions.md)
-        return None if best is None else max(best.filter_bytes * 8, MIN_BLOOM_BITS)
+        least = MIN_BLOOM_BITS if stage.operator == "SCAN" else 64
+        return None if best is None else max(best.filter_bytes * 8, least)
 
     def usage(self, planner, candidate, built):
         if built.size_bytes is not None and built.size_bytes > planner.settings.alpha:
