@@ -31,20 +31,25 @@ def with_like_prefilters(expression: exp.Expression) -> exp.Expression:
     """The expression with each plain LIKE (no ESCAPE clause, no COLLATE, a string literal pattern) that Spark
     would match by regular expression preceded by ``contains`` tests of its literal runs; the expression itself
     where there is none (not copied). Table columns read from files carry Spark's default collation."""
-    if not any(_prefiltered(like) for like in expression.find_all(exp.Like)):
+    if not any(_prefilter_runs(like) for like in expression.find_all(exp.Like)):
         return expression
-    return expression.transform(lambda node: _prefiltered(node) or node)
+    return expression.transform(_prefiltered)
 
 
-def _prefiltered(node: exp.Expression) -> exp.Expression | None:
-    if not isinstance(node, exp.Like) or isinstance(node.parent, exp.Escape) or node.this.find(exp.Collate):
+def _prefilter_runs(node: exp.Like) -> list[str] | None:
+    """The literal runs to test before ``node``, None where it is left as written."""
+    if isinstance(node.parent, exp.Escape) or node.this.find(exp.Collate):
         return None  # under a collation other than Spark's default, contains and LIKE may compare differently
     pattern = node.expression
     if not (isinstance(pattern, exp.Literal) and pattern.is_string):
         return None
-    runs = literal_runs(pattern.this)
+    return literal_runs(pattern.this)
+
+
+def _prefiltered(node: exp.Expression) -> exp.Expression:
+    runs = _prefilter_runs(node) if isinstance(node, exp.Like) else None
     if runs is None:
-        return None
+        return node
     text = exp.cast(node.this.copy(), exp.DataType.build("string"))
     tests = [exp.Anonymous(this="CONTAINS", expressions=[text.copy(), exp.Literal.string(run)]) for run in runs]
     matches = node.copy()

@@ -556,7 +556,8 @@ class IpPlanner:
         """Whether the whole query's plan (``plan_all``, as explain shows it: each summary priced on what the
         summaries chosen before it leave) probes ``producer.column`` anywhere. A summary pre-pass is a Spark job
         of its own, so it runs only for a summary that plan probes, not for one whose edges pay in the best case
-        alone: Q21's orders pre-pass pays against l1's rows before the Saudi suppliers' summary leaves 4% of them.
+        alone: Q21's orders pre-pass pays against l1's rows as they are before the Saudi suppliers' summary, chosen
+        beside it, prunes them.
         Planned once per planner; inside that plan every pre-pass is decided on its best case."""
         if self._looking_ahead:
             return True

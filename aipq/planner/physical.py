@@ -140,9 +140,8 @@ def broadcast_size(node: Node, sizes: Callable[[str], int | None], rows: Callabl
     if how == "files" or files is None:
         return files
     estimated = estimated_pipeline_bytes(node, sizes, rows)
-    if how == "estimated" or estimated is None:
-        return estimated
-    return min(files, estimated * ESTIMATE_MARGIN)
+    assert estimated is not None  # it has files, so it is a base-table pipeline
+    return estimated if how == "estimated" else min(files, estimated * ESTIMATE_MARGIN)
 
 
 def choose_physical_joins(root: Node, broadcast_threshold: int, sizes: Callable[[str], int | None],
