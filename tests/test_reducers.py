@@ -93,3 +93,34 @@ def test_cli_and_workflow_take_hives_setting_and_reject_a_bad_one(aipq, tmp_path
     workflow.write_text("SET hive.exec.reducers.bytes.per.reducer=lots;\nSELECT 1;\n")
     bad = aipq("run", str(workflow))
     assert bad.exit_code != 0 and "hive.exec.reducers.bytes.per.reducer" in bad.output
+
+
+def _physical_plans_since(spark, first: int) -> list[str]:
+    """The physical plans of the SQL executions the session ran from the ``first``-th on."""
+    store = spark._jsparkSession.sharedState().statusStore()
+    spark.sparkContext._jsc.sc().listenerBus().waitUntilEmpty(10_000)
+    executions = store.executionsList(first, store.executionsCount() - first)
+    return [executions.apply(i).physicalPlanDescription() for i in range(executions.size())]
+
+
+@pytest.mark.parametrize("sql", [
+    "SELECT l_orderkey, l_linenumber, l_extendedprice FROM lineitem "
+    "ORDER BY l_extendedprice DESC, l_orderkey, l_linenumber",
+    "SELECT l_suppkey, count(*) AS n FROM lineitem GROUP BY l_suppkey ORDER BY n DESC, l_suppkey",
+])
+def test_the_result_is_sorted_in_one_task_without_range_partitioning_and_keeps_its_order(spark, tpch, home, duck,
+                                                                                          sql):
+    """A result is written as one ordered file: its rows are gathered into one partition and sorted there,
+    where Spark would sample them in a job of its own to range-partition them over every reduce task."""
+    settings = Settings(ip="adaptive", staging="hive", reducer_bytes=1, **REPARTITION)  # eight reduce tasks
+    context = RunContext(home, settings)
+    first = spark._jsparkSession.sharedState().statusStore().executionsCount()
+    record = run_dag(context, plan_query(sql, tpch, settings, LOCAL_FILES).dag)
+    try:
+        plans = _physical_plans_since(spark, first)
+        assert any("SinglePartition" in plan for plan in plans)
+        assert not any("rangepartitioning" in plan for plan in plans)
+        rows = [tuple(r) for r in spark.read.parquet(str(record.result_path)).collect()]
+        assert_same_rows(rows, oracle_rows(duck, sql), ordered=True)
+    finally:
+        remove_work_dir(context.storage, record.work_dir)

@@ -75,6 +75,8 @@ class StageCompiler:
         # id of a Scan of a partitioned table → the partitions it reads, after summaries of its partition column
         # pruned them (information passing into the file listing)
         self.partition_pruners: dict[int, Callable[[Scan], TableEntry]] = {}
+        # id of the Sort that orders a result written as one file: sorted in one task (``LazyPlan.sort``)
+        self.one_task_sorts: set[int] = set()
         # stage id → the schema its output was written with: read back without Spark inferring it from a footer
         self.stage_schemas: dict[int, StructType] = {}
         # stage id → its rows computed in the reader's plan, for a stage fused into its consumer (``ip/staging``)
@@ -139,7 +141,7 @@ class StageCompiler:
             return self.plan(node.child).select([_quoted(name) for name in node.child.output]
                                                  + [_aliased(e, name) for name, e in node.items])
         if isinstance(node, Sort):
-            return self.plan(node.child).sort([_sort_key(k) for k in node.keys])
+            return self.plan(node.child).sort([_sort_key(k) for k in node.keys], id(node) in self.one_task_sorts)
         if isinstance(node, Limit):
             return self.plan(node.child).limit(node.count)
         if isinstance(node, Union):

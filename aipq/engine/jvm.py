@@ -117,13 +117,14 @@ class LazyPlan:
         groups when there is no aggregate, one row when there is no group."""
         return self._step(self._plans().aggregate(self._session, self.plan, _sql_list(groups), _sql_list(aggregates)))
 
-    def sort(self, keys: Sequence[tuple[str, bool, bool]]) -> LazyPlan:
-        """Ordered by (SQL expression, descending, nulls first) keys."""
+    def sort(self, keys: Sequence[tuple[str, bool, bool]], in_one_task: bool = False) -> LazyPlan:
+        """Ordered by (SQL expression, descending, nulls first) keys; ``in_one_task``: gathered into one partition
+        and sorted there, without Spark's range partitioning (its sampling job and shuffle)."""
         if any(_FIELD in key for key, _, _ in keys):
             raise ValueError("a sort key holds a \\u0001 character")
         text = _sql_list([_FIELD.join((key, "desc" if descending else "asc", "first" if nulls_first else "last"))
                           for key, descending, nulls_first in keys])
-        return self._step(self._plans().sort(self._session, self.plan, text))
+        return self._step(self._plans().sort(self._session, self.plan, text, in_one_task))
 
     def limit(self, count: int) -> LazyPlan:
         return self._step(self._plans().limit(self.plan, count))

@@ -138,7 +138,7 @@ class StageRunner:
         """The compiled stage's hooks are done with: the next stage's plan has its own."""
         compiler = self.compiler
         compiler.input_hooks, compiler.scan_observers, compiler.partition_pruners = {}, {}, {}
-        compiler.measured_broadcasts = {}
+        compiler.measured_broadcasts, compiler.one_task_sorts = {}, set()
 
     # ---- running one job --------------------------------------------------------------------------------------
     def run(self, job: StageJob, statistics: StatisticsCollector | None) -> StageMetrics:
@@ -150,6 +150,8 @@ class StageRunner:
         started = time.perf_counter()
         probes: list[ProbeRecord] = []
         try:
+            if job.is_final and isinstance(stage.plan, Sort):  # one ordered file: sorted where it is written
+                self.compiler.one_task_sorts = {id(stage.plan)}
             df = self.frame(stage, job.decisions, probes, job.group, statistics, broadcasts=job.broadcasts)
             self.reset_hooks()
             if job.is_final and any(isinstance(n, Sort) for n in stage.plan.walk()):

@@ -24,6 +24,7 @@ import org.apache.spark.sql.catalyst.plans.logical.JoinHint$;
 import org.apache.spark.sql.catalyst.plans.logical.LocalLimit;
 import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan;
 import org.apache.spark.sql.catalyst.plans.logical.Project;
+import org.apache.spark.sql.catalyst.plans.logical.Repartition;
 import org.apache.spark.sql.catalyst.plans.logical.Sort;
 import org.apache.spark.sql.catalyst.plans.logical.UnresolvedHint;
 import org.apache.spark.sql.classic.Dataset;
@@ -149,9 +150,12 @@ public final class Plans {
 
     /**
      * {@code child} ordered by NUL-separated keys, each {@code expression\u0001direction\u0001nulls} with
-     * direction "asc" or "desc" and nulls "first" or "last".
+     * direction "asc" or "desc" and nulls "first" or "last". {@code inOneTask}: the rows gathered into one
+     * partition first and sorted there, where Spark would range-partition them (a sampling job over the child,
+     * then a shuffle) for a result written as one file anyway.
      */
-    public static LogicalPlan sort(SparkSession spark, LogicalPlan child, String keys) throws ParseException {
+    public static LogicalPlan sort(SparkSession spark, LogicalPlan child, String keys, boolean inOneTask)
+            throws ParseException {
         List<SortOrder> orders = new ArrayList<>();
         for (String key : keys.split("\u0000", -1)) {
             String[] parts = key.split("\u0001", -1);
@@ -161,7 +165,8 @@ public final class Plans {
                     "first".equals(parts[2]) ? NullsFirst$.MODULE$ : NullsLast$.MODULE$,
                     seq(new ArrayList<>())));
         }
-        return new Sort(seq(orders), true, child, Option.empty());
+        LogicalPlan input = inOneTask ? new Repartition(1, true, child) : child;
+        return new Sort(seq(orders), true, input, Option.empty());
     }
 
     /** The first {@code count} rows of {@code child}. */
