@@ -164,8 +164,9 @@ KNOBS: tuple[Knob, ...] = (
          "'files' (its whole files, as Hive sizes a map join's small table without statistics), 'estimated' (its "
          "files scaled to the columns it reads, as Spark's planner sizes a pruned scan, and with statistics to the "
          "rows its filters keep: more joins broadcast, and an estimate too low broadcasts millions of rows) or "
-         "'cautious' (the default: its files, or eight times its estimate where that is less, so that a filtered "
-         "table estimated far below the threshold is broadcast and an estimate up to 8× too low still fits).",
+         "'cautious' (the default: its files scaled to the columns it reads, as Spark's planner does, and to eight "
+         "times the share of rows its filters are estimated to keep, never above its files: a filtered table "
+         "estimated far below the threshold is broadcast and an estimate up to 8× too low still fits).",
          "--broadcast-sizes", "choice", ("cautious", "estimated", "files"),
          help="Size a join input for broadcast by its files, its estimated rows, or the files or 8x the "
               "estimate, whichever is less."),

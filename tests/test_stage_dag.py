@@ -65,7 +65,7 @@ def test_a_table_input_is_sized_for_broadcast_by_the_columns_it_reads(tpch):
     half = local_bytes(tpch.lookup("customer").path) // 2
     estimated = dag_of(tpch, 3, broadcast_threshold=half, broadcast_sizes="estimated")
     assert "customer" in _broadcast_tables(estimated)
-    assert "customer" not in _broadcast_tables(dag_of(tpch, 3, broadcast_threshold=half))  # files, the default
+    assert "customer" not in _broadcast_tables(dag_of(tpch, 3, broadcast_threshold=half, broadcast_sizes="files"))
     [scan] = [n for s in estimated.stages for n in s.plan.walk() if isinstance(n, Scan) and n.table.name == "customer"]
     assert 0.1 < read_share(scan) < 0.25  # (8 + c_custkey's 8) / (8 + the 124 of customer's columns)
 
@@ -109,6 +109,29 @@ def test_cautious_sizing_takes_the_files_or_eight_times_the_estimate_whichever_i
     assert [broadcast_size(scan, sizes, rows, how) for how in ("files", "estimated", "cautious")] == \
         [files_sized, estimated_sized, cautious_sized]
     assert broadcast_size(scan, sizes, None, "cautious") == 1000  # no statistics: its files
+
+
+def test_cautious_sizing_takes_the_columns_share_of_the_files_without_a_margin():
+    """The columns' share is Spark's own sizing: an unfiltered table whose columns read fit is broadcast as
+    ``spark.sql`` broadcasts it (TPC-H Q8's customer at SF 1: two of eight columns, 14 MB of files); only the
+    filters' share of the rows, an estimate, takes the margin."""
+    from dataclasses import replace
+
+    from sqlglot import exp
+
+    from aipq.catalog import TableEntry
+    from aipq.planner.logical import Scan
+    from aipq.planner.physical import broadcast_size, read_share
+
+    columns = (("k", "bigint"), ("v", "bigint"), ("a", "string"), ("b", "string"))
+    scan = Scan(TableEntry("default", "t", "/t", "parquet", columns), "t", (("k", "k"),))
+    sizes, share = {"/t": 1000}.get, read_share(scan)
+    assert 0 < share < 0.5
+    assert broadcast_size(scan, sizes, None, "cautious") == pytest.approx(1000 * share)
+    filtered = replace(scan, filters=(exp.condition("k < 10"),))
+    rows = (lambda kept: lambda node: kept if node is filtered else 100.0)
+    assert broadcast_size(filtered, sizes, rows(1.0), "cautious") == pytest.approx(1000 * share * 8 / 100)
+    assert broadcast_size(filtered, sizes, rows(50.0), "cautious") == pytest.approx(1000 * share)
 
 
 def test_dependency_graph_is_the_reverse_of_the_dataflow_graph(tpch):
