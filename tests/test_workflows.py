@@ -157,7 +157,7 @@ def test_a_table_replaced_by_an_earlier_statement_is_measured_again(aipq, home, 
     must not outlive the statement that replaces the table (a stale size would choose the physical join)."""
     from aipq import workflow
     from aipq.app import SqlSource
-    from aipq.planner.logical import Join
+    from aipq.planner.logical import Join, Scan
 
     script = tmp_path / "grow.sql"
     script.write_text("""
@@ -173,7 +173,9 @@ def test_a_table_replaced_by_an_earlier_statement_is_measured_again(aipq, home, 
     ran = workflow.run_workflow(planned)
     try:
         joins = [n for n in ran.result.planned.dag.plan.root.walk() if isinstance(n, Join)]
-        assert joins and all(j.physical != "broadcast" for j in joins), "the grown table was broadcast"
+        broadcast = [j.left if j.broadcast_side == "left" else j.right for j in joins if j.physical == "broadcast"]
+        assert joins and not any(isinstance(n, Scan) and n.table.name == "wf_grow" for side in broadcast
+                                 for n in side.walk()), "the grown table was broadcast"
     finally:
         ran.close()
 
