@@ -129,7 +129,10 @@ def test_cautious_sizing_takes_the_columns_share_of_the_files_without_a_margin()
     assert 0 < share < 0.5
     assert broadcast_size(scan, sizes, None, "cautious") == pytest.approx(1000 * share)
     filtered = replace(scan, filters=(exp.condition("k < 10"),))
-    rows = (lambda kept: lambda node: kept if node is filtered else 100.0)
+
+    def rows(kept: float):
+        return lambda node: kept if node is filtered else 100.0
+
     assert broadcast_size(filtered, sizes, rows(1.0), "cautious") == pytest.approx(1000 * share * 8 / 100)
     assert broadcast_size(filtered, sizes, rows(50.0), "cautious") == pytest.approx(1000 * share)
 
