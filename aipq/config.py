@@ -168,8 +168,8 @@ KNOBS: tuple[Knob, ...] = (
          "times the share of rows its filters are estimated to keep, never above its files: a filtered table "
          "estimated far below the threshold is broadcast and an estimate up to 8× too low still fits).",
          "--broadcast-sizes", "choice", ("cautious", "estimated", "files"),
-         help="Size a join input for broadcast by its files, its estimated rows, or the files or 8x the "
-              "estimate, whichever is less."),
+         help="Size a join input for broadcast by its files, its estimated rows, or its files' share of the "
+              "columns it reads with 8x its filters' estimated share of rows, at most its files."),
     Knob("runtime_broadcast", "on", "A join input that turns out small while the query runs is broadcast: an "
          "earlier stage's output measured at most broadcast_threshold bytes is copied to the tasks of the join "
          "that reads it (Hive's conditional map join), and inside a job that runs fused stages Spark's adaptive "
