@@ -40,6 +40,7 @@ from aipq.planner.logical import (
 from aipq.planner.logical import render as render_sql
 from aipq.planner.stages import StageRead
 
+_ROW_ID = "__aipq_row_id"  # a semi join's preserved rows, numbered where they are broadcast
 _HOW = {"inner": "inner", "left": "left_outer", "right": "right_outer", "full": "full_outer", "semi": "left_semi",
         "anti": "left_anti", "cross": "cross"}
 
@@ -192,7 +193,21 @@ class StageCompiler:
             return left.join(right, "true", _HOW[node.kind], side)
         if condition is None:
             return left.join(right, None, "cross", side)
+        if node.kind == "semi" and side == "left":
+            return _semi_join_from_preserved_side(left, right, render(condition), node.left.output)
         return left.join(right, render(condition), _HOW[node.kind], side)
+
+
+def _semi_join_from_preserved_side(left: LazyPlan, right: LazyPlan, condition: str,
+                                   columns: tuple[str, ...]) -> LazyPlan:
+    """``left ⋉ right`` with ``left`` broadcast (``physical._semi_join_preserved_side``): each left row tagged with
+    an id (the broadcast side is computed once, so its ids hold), inner-joined map-side where ``right`` is read,
+    and kept once per id: a left row that matches is kept once, as often as the left input holds it."""
+    row_id = _quoted(_ROW_ID)
+    names = [_quoted(c) for c in columns]
+    tagged = left.select([*names, f"monotonically_increasing_id() AS {row_id}"])
+    matched = tagged.join(right, condition, "inner", "left")
+    return matched.aggregate([row_id], [f"first({name}) AS {name}" for name in names]).select(names)
 
 
 def _aliased(expression, name: str) -> str:
