@@ -63,3 +63,12 @@ def test_duplicate_preserved_rows_are_each_kept(aipq, duck, tmp_path):
                                  "(SELECT 1 FROM lineitem WHERE l_suppkey = n_nationkey + 1)")
     assert len(expected) > 25  # the duplicates are in the answer
     assert_same_rows(rows, expected, ordered=False)
+
+
+def test_a_table_semi_joined_with_itself_keeps_its_sides_apart(aipq, duck, tmp_path):
+    """Both sides read orders: the numbered preserved rows and the joined ones must not be confused."""
+    sql = """select o_orderkey, o_custkey from orders where o_orderdate < date '1992-02-01'
+        and o_custkey in (select o_custkey from orders where o_totalprice > 1000)"""
+    threshold = ("--broadcast-threshold", "20KB")  # the other side's one column fits 100 KB at SF 0.01
+    assert any(j["broadcast_side"] == "left" for j in _semi_joins(aipq, "--sql", sql, *threshold))
+    assert_same_rows(run_to_rows(aipq, tmp_path, "--sql", sql, *threshold), oracle_rows(duck, sql), ordered=False)
