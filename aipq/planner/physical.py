@@ -135,17 +135,13 @@ def broadcast_size(node: Node, sizes: Callable[[str], int | None], rows: Callabl
                    how: str) -> float | None:
     """The bytes a join input is sized at against the broadcast threshold (``--broadcast-sizes``): its files,
     its estimated rows (``estimated_pipeline_bytes``), or ``cautious``: the same estimate with the share of rows
-    its filters keep taken ``ESTIMATE_MARGIN`` times larger against estimation error, and never above its files.
-    The columns' share of the files is Spark's own sizing and takes no margin: an unfiltered table whose columns
-    read fit is broadcast as ``spark.sql`` broadcasts it (TPC-H Q8's customer); a filtered scan estimated far
-    below the threshold is broadcast although its table's files are not."""
-    files = pipeline_bytes(node, sizes)
-    if how == "files" or files is None:
-        return files
-    margin = ESTIMATE_MARGIN if how == "cautious" else 1.0
-    estimated = estimated_pipeline_bytes(node, sizes, rows, margin)
-    assert estimated is not None  # it has files, so it is a base-table pipeline
-    return estimated if how == "estimated" else min(files, estimated)
+    its filters keep taken ``ESTIMATE_MARGIN`` times larger against estimation error (never above its files, as
+    no share exceeds one). The columns' share of the files is Spark's own sizing and takes no margin: an
+    unfiltered table whose columns read fit is broadcast as ``spark.sql`` broadcasts it (TPC-H Q8's customer); a
+    filtered scan estimated far below the threshold is broadcast although its table's files are not."""
+    if how == "files":
+        return pipeline_bytes(node, sizes)
+    return estimated_pipeline_bytes(node, sizes, rows, ESTIMATE_MARGIN if how == "cautious" else 1.0)
 
 
 def choose_physical_joins(root: Node, broadcast_threshold: int, sizes: Callable[[str], int | None],
@@ -176,8 +172,8 @@ def _semi_join_preserved_side(node: Join, inputs: dict[str, float | None], thres
     """'left' for an equi semi join whose preserved input fits within ``threshold`` while the other, a base-table
     pipeline, does not: the preserved rows are copied to every task with a row id, the large input joined to them
     where it is read, and each row id kept once (``engine/compile.StageCompiler.join``). Spark cannot build a
-    left semi join from its left side, and would shuffle the large input (TPC-H Q4's 3.8 M lineitem rows for
-    57 k orders)."""
+    left semi join from its left side, and would shuffle the large input (TPC-H Q4's lineitem, for a quarter's
+    orders)."""
     left, right = inputs["left"], inputs["right"]
     if node.kind != "semi" or not node.left_keys or left is None or right is None:
         return None
