@@ -21,7 +21,7 @@ def test_bloom_filter_is_built_inside_observe_during_a_write_and_has_no_false_ne
     data = bytes(observation.get["bf"])
     assert 8000 <= len(data) <= 8300  # 65,536 bits plus the header
 
-    probe = spark.range(0, 100000).filter(jvm.might_contain(spark, data, F.xxhash64("id")))
+    probe = spark.range(0, 100000).filter(jvm.might_contain(spark, jvm.bloom_broadcast(spark, data), F.xxhash64("id")))
     kept = {r.id for r in probe.collect()}
     assert set(range(3000)) <= kept  # every key put in passes
     assert len(kept) < 3000 + 0.05 * 97000  # and few others do
@@ -32,6 +32,27 @@ def test_bloom_filter_is_built_inside_observe_during_a_write_and_has_no_false_ne
     spark_reads = spark._jvm.org.apache.spark.util.sketch.BloomFilter.readFrom(
         spark._jvm.java.io.ByteArrayInputStream(bytearray(data)))
     assert (shape.bits, shape.expected_fpp) == (spark_reads.bitSize(), pytest.approx(spark_reads.expectedFpp()))
+
+
+@pytest.mark.parametrize("codegen", ["true", "false"])
+def test_a_broadcast_bloom_filter_answers_as_spark_s_own_might_contain_and_stays_out_of_the_plan(spark, codegen):
+    keys = spark.range(0, 5000).select((F.col("id") * 3).alias("k"))
+    data = bytes(keys.agg(jvm.bloom_filter_agg(spark, F.xxhash64("k"), 5000, 1 << 12).alias("f")).first()["f"])
+    rows = spark.range(0, 40000).select(F.when(F.col("id") % 97 == 0, None).otherwise(F.col("id")).alias("v"))
+    hashed = F.when(F.col("v").isNotNull(), F.xxhash64("v"))  # NULL keys hash to NULL: the answer is NULL
+    broadcast = jvm.bloom_broadcast(spark, data)
+    answers = rows.select("v", jvm.might_contain(spark, broadcast, hashed).alias("ours"),
+                          jvm.might_contain_column(spark, F.lit(bytearray(data)), hashed).alias("spark"))
+    previous = spark.conf.get("spark.sql.codegen.wholeStage")
+    spark.conf.set("spark.sql.codegen.wholeStage", codegen)
+    try:
+        collected = answers.collect()
+        plan = rows.filter(jvm.might_contain(spark, broadcast, hashed))._jdf.queryExecution().executedPlan().toString()
+    finally:
+        spark.conf.set("spark.sql.codegen.wholeStage", previous)
+    assert [(r.v, r.ours) for r in collected] == [(r.v, r.spark) for r in collected]
+    assert {r.ours for r in collected} == {True, False, None}  # a wrong answer, or NULL lost, would show
+    assert f"might_contain(broadcast {broadcast.id()}" in plan and len(plan) < 1000  # not the filter's 512 bytes
 
 
 def test_bloom_filter_shape_reads_both_serialized_versions_and_refuses_others():

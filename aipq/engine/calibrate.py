@@ -91,7 +91,7 @@ def measure(context: RunContext, megabytes: int = 64, runs: int = 3) -> tuple[Un
         hashed = F.xxhash64(F.col("k"))
         kept = read_back.filter("id % 100 = 0")
         bloom = kept.agg(jvm.bloom_filter_agg(spark, hashed, rows // 100 + 1, rows // 10 + 64).alias("f")).first()["f"]
-        probe_frame = read_back.filter(jvm.might_contain(spark, bytes(bloom), hashed))
+        probe_frame = read_back.filter(jvm.might_contain(spark, jvm.bloom_broadcast(spark, bytes(bloom)), hashed))
         probed = _median_seconds(lambda: probe_frame.write.format("noop").mode("overwrite").save(), runs)
         plain = _median_seconds(lambda: kept.write.format("noop").mode("overwrite").save(), runs)
         counted = _median_seconds(lambda: _observed(generated, [F.count(F.lit(1))]), runs)

@@ -214,14 +214,23 @@ def bloom_filter_agg(spark: SparkSession, hashed: Column, expected_items: int, n
     return _to_column(spark, aggregate.toAggregateExpression())
 
 
-def might_contain(spark: SparkSession, filter_bytes: bytes, hashed: Column) -> Column:
-    """TRUE when ``hashed`` may be in the serialized Bloom filter (FALSE only when it certainly is not)."""
-    return might_contain_column(spark, F.lit(bytearray(filter_bytes)), hashed)
+def bloom_broadcast(spark: SparkSession, filter_bytes: bytes):
+    """A serialized Bloom filter as a broadcast variable (``aipq.spark.BroadcastMightContain.broadcast``), for
+    ``might_contain``."""
+    return _aipq_class(spark, "BroadcastMightContain").broadcast(spark._jsparkSession, bytearray(filter_bytes))
+
+
+def might_contain(spark: SparkSession, broadcast, hashed: Column) -> Column:
+    """TRUE when ``hashed`` may be in the broadcast Bloom filter (``bloom_broadcast``), FALSE only when it certainly
+    is not, NULL for a NULL hash. The plan holds the broadcast's handle, not the filter: a filter as a literal is
+    hashed, compared and copied by every planning pass (docs/decisions.md)."""
+    expression = _aipq_class(spark, "BroadcastMightContain")(_to_expression(spark, hashed), broadcast)
+    return _to_column(spark, expression)
 
 
 def might_contain_column(spark: SparkSession, bloom_filter: Column, hashed: Column) -> Column:
-    """As ``might_contain`` with the filter given as a constant or a scalar subquery column (e.g.
-    ``DataFrame.scalar()`` over the filter's file), which keeps a large filter out of the query plan."""
+    """As ``might_contain`` with the filter given as a column: a summary pass's, read by a scalar subquery while
+    the pass's job runs."""
     expression = getattr(_jvm(spark), f"{_CATALYST}.BloomFilterMightContain")(
         _to_expression(spark, bloom_filter), _to_expression(spark, hashed))
     return _to_column(spark, expression)

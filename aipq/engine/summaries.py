@@ -24,14 +24,12 @@ from aipq.catalog import TableEntry
 from aipq.engine import jvm
 from aipq.engine.storage import Storage, join
 from aipq.errors import AipqError
-from aipq.ip.planner import AUTO_BLOOM_CAP_BYTES, BLOOM_HEADER_BYTES, BuiltInfo, SummaryBuild, SummaryUse
+from aipq.ip.planner import BLOOM_HEADER_BYTES, BuiltInfo, SummaryBuild, SummaryUse
 from aipq.planner.logical import Scan
 from aipq.stats import sketches
 from aipq.stats.sketches import sketch_input_sql
 
 _INTEGRAL = (ByteType, ShortType, IntegerType, LongType)
-# every auto-sized filter (the cap's bits and Spark's header of at most 16 bytes) is probed as a literal (_condition)
-LITERAL_FILTER_BYTES = AUTO_BLOOM_CAP_BYTES + BLOOM_HEADER_BYTES
 SKETCH_LG_K = 12
 # In a stage-output cache entry: the Bloom filters built while the entry was written, offered to a later reader
 OFFERED_FILE = "_aipq_summaries.json"
@@ -122,12 +120,14 @@ class BuiltSummary:
     # a summary pass not yet run (``engine/pass_job.py``): its filter as a scalar subquery column,
     # which later passes of the same job probe with
     pending: Column | None = field(default=None, repr=False)
+    # a Bloom filter as the broadcast variable its probes read (``jvm.bloom_broadcast``), made at its first probe
+    broadcast: object = field(default=None, repr=False)
 
     def info(self) -> BuiltInfo:
         return BuiltInfo(self.kind, self.size_bytes, self.items, self.sketch)  # type: ignore[arg-type]
 
     def metadata(self) -> dict:
-        data = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("payload", "sketch", "pending")}
+        data = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("payload", "sketch", "pending", "broadcast")}
         data["hash"] = "xxhash64 (integral keys as BIGINT)" if self.kind != "exact" else None
         data["low"], data["high"] = (None if v is None else str(v) for v in (self.low, self.high))
         return data
@@ -424,11 +424,6 @@ class SummaryStore:
             # Keeps no row. Not a literal FALSE: the optimizer would drop the subtree and with it the filter
             # whose metrics count the probe's rows.
             return F.rand(0) < F.lit(-1.0)
-        if len(summary.payload) <= LITERAL_FILTER_BYTES:
-            return jvm.might_contain(self.spark, summary.payload, hashed_key(df, column))
-        # A filter above 1 MB (only a user's --bloom-size makes one) is read from its file as a scalar subquery,
-        # as Spark's own runtime filters are, rather than put into a plan Spark renders at every re-plan. Up to
-        # 1 MB the literal is faster: the subquery's own small job costs more than the literal's rendering and
-        # shipping (docs/decisions.md).
-        bloom = self.spark.read.format("binaryFile").load(summary.path).select("content").scalar()
-        return jvm.might_contain_column(self.spark, bloom, hashed_key(df, column))
+        if summary.broadcast is None:  # one broadcast per filter, however many probes and re-plans use it
+            summary.broadcast = jvm.bloom_broadcast(self.spark, summary.payload)
+        return jvm.might_contain(self.spark, summary.broadcast, hashed_key(df, column))
