@@ -153,7 +153,10 @@ def _configured(builder, settings: Settings, home: Path, launched: bool = False)
 
     builder = (builder.appName("aipq").config("spark.ui.showConsoleProgress", "false")
                .config("spark.log.level", "ERROR")
-               .config("spark.sql.codegen.cache.maxEntries", str(CODEGEN_CACHE_ENTRIES)))
+               .config("spark.sql.codegen.cache.maxEntries", str(CODEGEN_CACHE_ENTRIES))
+               # PySpark's call sites for Spark's error context would name aipq's own code, and recording them
+               # costs each Column call ~10 more py4j round trips (a stage's plan builds dozens)
+               .config("spark.python.sql.dataFrameDebugging.enabled", "false"))
     if not (launched and SparkConf().contains("spark.sql.warehouse.dir")):
         builder = builder.config("spark.sql.warehouse.dir", settings.warehouse or str(Path(home) / "spark-warehouse"))
     for key, value in settings.spark_conf.items():
