@@ -127,7 +127,8 @@ class BuiltSummary:
         return BuiltInfo(self.kind, self.size_bytes, self.items, self.sketch)  # type: ignore[arg-type]
 
     def metadata(self) -> dict:
-        data = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("payload", "sketch", "pending", "broadcast")}
+        in_memory = ("payload", "sketch", "pending", "broadcast")
+        data = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in in_memory}
         data["hash"] = "xxhash64 (integral keys as BIGINT)" if self.kind != "exact" else None
         data["low"], data["high"] = (None if v is None else str(v) for v in (self.low, self.high))
         return data
