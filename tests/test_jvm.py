@@ -11,6 +11,7 @@ from pyspark.sql import Observation
 from pyspark.sql import functions as F
 
 from aipq.engine import jvm
+from aipq.engine.session import sql_conf
 
 
 def test_bloom_filter_is_built_inside_observe_during_a_write_and_has_no_false_negatives(spark, tmp_path):
@@ -34,7 +35,9 @@ def test_bloom_filter_is_built_inside_observe_during_a_write_and_has_no_false_ne
     assert (shape.bits, shape.expected_fpp) == (spark_reads.bitSize(), pytest.approx(spark_reads.expectedFpp()))
 
 
-@pytest.mark.parametrize("codegen", ["true", "false"])
+@pytest.mark.parametrize("codegen", [{"spark.sql.codegen.wholeStage": "true"},
+                                     {"spark.sql.codegen.wholeStage": "false",
+                                      "spark.sql.codegen.factoryMode": "NO_CODEGEN"}], ids=["generated", "interpreted"])
 def test_a_broadcast_bloom_filter_answers_as_spark_s_own_might_contain_and_stays_out_of_the_plan(spark, codegen):
     keys = spark.range(0, 5000).select((F.col("id") * 3).alias("k"))
     data = bytes(keys.agg(jvm.bloom_filter_agg(spark, F.xxhash64("k"), 5000, 1 << 12).alias("f")).first()["f"])
@@ -43,13 +46,9 @@ def test_a_broadcast_bloom_filter_answers_as_spark_s_own_might_contain_and_stays
     broadcast = jvm.bloom_broadcast(spark, data)
     answers = rows.select("v", jvm.might_contain(spark, broadcast, hashed).alias("ours"),
                           jvm.might_contain_column(spark, F.lit(bytearray(data)), hashed).alias("spark"))
-    previous = spark.conf.get("spark.sql.codegen.wholeStage")
-    spark.conf.set("spark.sql.codegen.wholeStage", codegen)
-    try:
+    with sql_conf(spark, codegen):
         collected = answers.collect()
         plan = rows.filter(jvm.might_contain(spark, broadcast, hashed))._jdf.queryExecution().executedPlan().toString()
-    finally:
-        spark.conf.set("spark.sql.codegen.wholeStage", previous)
     assert [(r.v, r.ours) for r in collected] == [(r.v, r.spark) for r in collected]
     assert {r.ours for r in collected} == {True, False, None}  # a wrong answer, or NULL lost, would show
     assert f"might_contain(broadcast {broadcast.id()}" in plan and len(plan) < 1000  # not the filter's 512 bytes
