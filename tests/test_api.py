@@ -35,6 +35,17 @@ def test_a_tpch_query_gives_duckdbs_rows_through_the_api(spark, home, duck):
     assert any(stage["probes"] for stage in result.run["stages"].values()), "information passing ran"
 
 
+def test_a_run_frees_its_bloom_filters_broadcasts_when_it_ends(spark, home, tpch, monkeypatch):
+    from aipq.engine import jvm
+
+    made = []
+    broadcast = jvm.bloom_broadcast
+    monkeypatch.setattr(jvm, "bloom_broadcast", lambda *args: made.append(broadcast(*args)) or made[-1])
+    result = aipq.sql(query_text(3), spark=spark, home=home, ip="always", broadcast_threshold="0")
+    assert any(stage["probes"] for stage in result.run["stages"].values()) and made
+    assert not any(b.isValid() for b in made)  # destroyed: their blocks gone from the driver and the executors
+
+
 def test_a_workflow_text_runs_and_its_last_select_is_the_result(spark, home, tpch):
     result = aipq.sql("create temporary view api_eu as select n_nationkey from nation where n_regionkey = 3;\n"
                       "select count(*) as n from api_eu", spark=spark, home=home)

@@ -98,6 +98,9 @@ def run_dag(context: RunContext, dag: StageDag, options: RunOptions | None = Non
             with contextlib.suppress(Exception):  # the run's own failure is the one to report
                 statistics.settle()
         raise
+    finally:
+        with contextlib.suppress(Exception):  # freeing early is a courtesy: the JVM's collector frees them anyway
+            run.runner.store.release()
     record = run.record
     record.seconds = time.perf_counter() - run.started
     record.result_rows = record.stages[-1].rows_written

@@ -220,6 +220,11 @@ def bloom_broadcast(spark: SparkSession, filter_bytes: bytes):
     return _aipq_class(spark, "BroadcastMightContain").broadcast(spark._jsparkSession, bytearray(filter_bytes))
 
 
+def destroy_broadcast(broadcast) -> None:
+    """Free a broadcast variable's blocks on the driver and the executors now, without waiting for them."""
+    broadcast.destroy()
+
+
 def might_contain(spark: SparkSession, broadcast, hashed: Column) -> Column:
     """TRUE when ``hashed`` may be in the broadcast Bloom filter (``bloom_broadcast``), FALSE only when it certainly
     is not, NULL for a NULL hash. The plan holds the broadcast's handle, not the filter: a filter as a literal is

@@ -350,6 +350,14 @@ class SummaryStore:
             df = self._apply(df, use.target.column, summary, record.mark, record, domain(use.target.column))
         return df
 
+    def release(self) -> None:
+        """The run is over: its filters' broadcasts are freed now rather than when the JVM's garbage collector
+        finds them (a session that runs many queries would hold them until then)."""
+        for summary in self.built.values():
+            if summary.broadcast is not None:
+                jvm.destroy_broadcast(summary.broadcast)
+                summary.broadcast = None
+
     def partitions_left(self, scan: Scan, uses: list[SummaryUse], records: list[ProbeRecord]) -> TableEntry:
         """The scan's table with only the partitions whose value every summary in ``uses`` (of one partition
         column) may hold: the values are probed exactly as rows would be, on a small frame of one row each."""
