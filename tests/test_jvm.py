@@ -381,6 +381,19 @@ def test_compiled_stage_code_stays_cached_past_spark_default_of_100_classes(spar
     assert before > 120  # each distinct query compiled at least once: the count is Spark's real one
 
 
+def test_a_column_call_in_aipq_s_session_is_one_py4j_round_trip(spark, monkeypatch):
+    """PySpark's call-site recording (off in the sessions aipq builds) adds ~10 round trips to each Column call."""
+    import py4j.clientserver
+
+    key = F.col("k")
+    sent = []
+    send = py4j.clientserver.ClientServerConnection.send_command
+    monkeypatch.setattr(py4j.clientserver.ClientServerConnection, "send_command",
+                        lambda self, command: sent.append(command) or send(self, command))
+    key.alias("renamed")
+    assert len(sent) == 1
+
+
 def test_datasketches_memory_class_is_where_its_warning_is_quieted(spark):
     """The session loads it with stderr muted (engine/session.py); if a Spark upgrade moves the class, this
     fails and the warning is back on every first query."""
