@@ -4,31 +4,26 @@ import java.io.ByteArrayInputStream;
 import java.io.IOException;
 import java.io.Serializable;
 import java.io.UncheckedIOException;
-import java.util.List;
 
 import org.apache.spark.api.java.JavaSparkContext;
 import org.apache.spark.broadcast.Broadcast;
 import org.apache.spark.sql.SparkSession;
 import org.apache.spark.sql.catalyst.InternalRow;
 import org.apache.spark.sql.catalyst.expressions.Expression;
-import org.apache.spark.sql.catalyst.expressions.codegen.CodeBlock;
 import org.apache.spark.sql.catalyst.expressions.codegen.CodegenContext;
 import org.apache.spark.sql.catalyst.expressions.codegen.ExprCode;
-import org.apache.spark.sql.catalyst.expressions.codegen.JavaCode;
 import org.apache.spark.sql.types.DataType;
 import org.apache.spark.sql.types.DataTypes;
 import org.apache.spark.util.sketch.BloomFilter;
 
 import scala.collection.immutable.IndexedSeq;
 import scala.collection.immutable.Seq;
-import scala.jdk.javaapi.CollectionConverters;
 
 /**
  * Spark's {@code might_contain} over a Bloom filter held in a broadcast variable rather than in the plan: NULL for
  * a NULL hashed key, else whether the filter may hold it. Spark's own expression takes the filter as a binary
- * literal, which every optimizer and adaptive re-planning pass hashes, compares and copies with the plan (a
- * 512 KB filter cost a small query more than its probing); here the plan holds the broadcast's handle, and each
- * task reads the filter from the broadcast once.
+ * literal, which every optimizer and adaptive re-planning pass hashes, compares and copies with the plan; here
+ * the plan holds the broadcast's handle, and each task reads the filter from the broadcast once.
  */
 public final class BroadcastMightContain extends Expression implements Serializable {
     private static final long serialVersionUID = 1L;
@@ -57,7 +52,7 @@ public final class BroadcastMightContain extends Expression implements Serializa
     }
 
     @Override public Seq<Expression> children() {
-        return CollectionConverters.asScala(List.of(child)).toList();
+        return OneChild.children(child);
     }
 
     @Override public Expression withNewChildrenInternal(IndexedSeq<Expression> children) {
@@ -91,13 +86,7 @@ public final class BroadcastMightContain extends Expression implements Serializa
             + "if (!" + isNull + ") {\n"
             + "  " + value + " = " + bloom + ".mightContainLong(" + key.value() + ");\n"
             + "}\n";
-        return ev.copy(block(code), ev.isNull(), ev.value());
-    }
-
-    private static CodeBlock block(String code) {
-        Seq<String> parts = CollectionConverters.asScala(List.of(code)).toList();
-        Seq<JavaCode> inputs = CollectionConverters.asScala(List.<JavaCode>of()).toList();
-        return new CodeBlock(parts, inputs);
+        return ev.copy(OneChild.code(code), ev.isNull(), ev.value());
     }
 
     /** The constructor's arguments after the child, so that Spark's {@code makeCopy} finds the constructor. */

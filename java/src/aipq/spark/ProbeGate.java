@@ -1,22 +1,18 @@
 package aipq.spark;
 
 import java.io.Serializable;
-import java.util.List;
 
 import org.apache.spark.sql.catalyst.InternalRow;
 import org.apache.spark.sql.catalyst.expressions.Expression;
-import org.apache.spark.sql.catalyst.expressions.codegen.CodeBlock;
 import org.apache.spark.sql.catalyst.expressions.codegen.CodegenContext;
 import org.apache.spark.sql.catalyst.expressions.codegen.ExprCode;
 import org.apache.spark.sql.catalyst.expressions.codegen.FalseLiteral$;
-import org.apache.spark.sql.catalyst.expressions.codegen.JavaCode;
 import org.apache.spark.sql.types.DataType;
 import org.apache.spark.sql.types.DataTypes;
 import org.apache.spark.util.LongAccumulator;
 
 import scala.collection.immutable.IndexedSeq;
 import scala.collection.immutable.Seq;
-import scala.jdk.javaapi.CollectionConverters;
 
 /**
  * A summary probe that stops probing where it removes almost nothing (Impala's runtime filter disable), and
@@ -52,7 +48,7 @@ public final class ProbeGate extends Expression implements Serializable {
     }
 
     @Override public Seq<Expression> children() {
-        return CollectionConverters.asScala(List.of(child)).toList();
+        return OneChild.children(child);
     }
 
     @Override public Expression withNewChildrenInternal(IndexedSeq<Expression> children) {
@@ -101,13 +97,7 @@ public final class ProbeGate extends Expression implements Serializable {
             + "  " + off + " = " + probed + " - " + kept + " < " + minRejection + " * " + probed + ";\n"
             + "  " + seen + " = 0L; " + probed + " = 0L; " + kept + " = 0L;\n"
             + "}\n";
-        return ev.copy(block(code), FalseLiteral$.MODULE$, ev.value());
-    }
-
-    private static CodeBlock block(String code) {
-        Seq<String> parts = CollectionConverters.asScala(List.of(code)).toList();
-        Seq<JavaCode> inputs = CollectionConverters.asScala(List.<JavaCode>of()).toList();
-        return new CodeBlock(parts, inputs);
+        return ev.copy(OneChild.code(code), FalseLiteral$.MODULE$, ev.value());
     }
 
     /** The constructor's arguments after the child, so that Spark's {@code makeCopy} finds the constructor. */

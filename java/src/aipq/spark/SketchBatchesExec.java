@@ -10,7 +10,6 @@ import org.apache.spark.sql.vectorized.ColumnarBatch;
 
 import scala.collection.immutable.IndexedSeq;
 import scala.collection.immutable.Seq;
-import scala.jdk.javaapi.CollectionConverters;
 
 /**
  * Passes a columnar scan's batches through unchanged, feeding each batch to a {@link ColumnSketches} accumulator
@@ -41,7 +40,7 @@ public final class SketchBatchesExec extends SparkPlan {
     }
 
     @Override public Seq<SparkPlan> children() {
-        return CollectionConverters.asScala(java.util.List.of(child)).toList();
+        return OneChild.children(child);
     }
 
     @Override public SparkPlan withNewChildrenInternal(IndexedSeq<SparkPlan> children) {
