@@ -25,6 +25,9 @@ def test_a_query_reads_the_sessions_temporary_view_and_udf_and_leaves_its_settin
     assert [tuple(r) for r in result.dataframe.collect()] == result.rows
     assert list(result.to_pandas()["s"]) == [6, 3]
     assert result.run["result_rows"] == 2 and len(finished) == len(result.run["stages"]) >= 2
+    # Spark's shuffle figures are read once when the run ends, into the metrics progress was told of
+    assert any(m.shuffle.shuffle_write_records > 0 for m in finished)
+    assert any(s["shuffle"]["shuffle_write_records"] > 0 for s in result.run["stages"].values())
     assert {key: spark.conf.get(key, None) for key in WATCHED} == before
 
 

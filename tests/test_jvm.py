@@ -394,6 +394,33 @@ def test_a_column_call_in_aipq_s_session_is_one_py4j_round_trip(spark, monkeypat
     assert len(sent) == 1
 
 
+def test_sql_settings_are_set_and_restored_in_one_py4j_round_trip_each_way(spark, monkeypatch):
+    """``session.sql_conf``: a setting unset before is unset again after, one set before gets its value back."""
+    import py4j.clientserver
+
+    from aipq.engine.session import sql_conf
+
+    spark.conf.set("spark.sql.shuffle.partitions", "7")
+    spark.conf.unset("spark.sql.autoBroadcastJoinThreshold")
+    with sql_conf(spark, {"spark.sql.shuffle.partitions": "7"}):
+        pass  # aipq's class looked up once per session
+    sent = []
+    send = py4j.clientserver.ClientServerConnection.send_command
+    monkeypatch.setattr(py4j.clientserver.ClientServerConnection, "send_command",
+                        lambda self, command: sent.append(command) or send(self, command))
+    with sql_conf(spark, {"spark.sql.shuffle.partitions": "3", "spark.sql.autoBroadcastJoinThreshold": "-1"}):
+        assert len(sent) == 1
+        monkeypatch.undo()
+        assert spark.conf.get("spark.sql.shuffle.partitions") == "3"
+        assert spark.conf.get("spark.sql.autoBroadcastJoinThreshold") == "-1"
+    assert spark.conf.get("spark.sql.shuffle.partitions") == "7"
+    assert spark.conf.get("spark.sql.autoBroadcastJoinThreshold", None) is None
+    with sql_conf(spark, {"spark.aipq.test.value": "a\u0001b"}):  # a separator: set one by one
+        assert spark.conf.get("spark.aipq.test.value") == "a\u0001b"
+    assert spark.conf.get("spark.aipq.test.value", None) is None
+    spark.conf.unset("spark.sql.shuffle.partitions")
+
+
 def test_datasketches_memory_class_is_where_its_warning_is_quieted(spark):
     """The session loads it with stderr muted (engine/session.py); if a Spark upgrade moves the class, this
     fails and the warning is back on every first query."""

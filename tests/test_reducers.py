@@ -120,6 +120,7 @@ def test_the_result_is_sorted_in_one_task_without_range_partitioning_and_keeps_i
         plans = _physical_plans_since(spark, first)
         assert any("SinglePartition" in plan for plan in plans)
         assert not any("rangepartitioning" in plan for plan in plans)
+        assert len(list(Path(record.result_path).glob("part-*"))) == 1  # one file, without a coalesce on top
         rows = [tuple(r) for r in spark.read.parquet(str(record.result_path)).collect()]
         assert_same_rows(rows, oracle_rows(duck, sql), ordered=True)
     finally:

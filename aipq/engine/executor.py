@@ -90,6 +90,7 @@ def run_dag(context: RunContext, dag: StageDag, options: RunOptions | None = Non
     statistics = options.statistics
     try:
         _run_stages(run)
+        _sum_shuffle_figures(run.context.spark, run.record.stages)
         if statistics is not None:
             statistics.settle()
     except BaseException:
@@ -108,6 +109,15 @@ def run_dag(context: RunContext, dag: StageDag, options: RunOptions | None = Non
         record.statistics_seconds = statistics.seconds
         record.statistics_collected = statistics.collected_tables
     return record
+
+
+def _sum_shuffle_figures(spark, stages: list[StageMetrics]) -> None:
+    """Each stage's Spark I/O figures, read once the run's jobs are done: one wait for Spark's listener bus
+    instead of one after every stage."""
+    grouped = [metrics for metrics in stages if metrics.job_group]
+    for metrics, figures in zip(grouped, jvm.job_groups_figures(spark, [m.job_group for m in grouped]),
+                                strict=True):
+        metrics.shuffle = figures
 
 
 @dataclass

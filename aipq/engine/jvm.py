@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
 
-from pyspark.sql import Column, DataFrame, SparkSession
+from py4j.java_gateway import JavaMember
+from pyspark.sql import Column, DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 
 _CATALYST = "org.apache.spark.sql.catalyst.expressions"
@@ -33,13 +34,36 @@ def _jvm(spark: SparkSession):
     return spark.sparkContext._jvm
 
 
-def _aipq_class(spark: SparkSession, name: str):
+def _aipq_class(spark: SparkSession, name: str) -> _JavaStatics:
     """One of aipq's JVM classes (``aipq.spark.<name>``), looked up once per SparkContext: py4j resolves each
     level of ``jvm.aipq.spark.<name>`` with a round trip of its own."""
     classes = spark.sparkContext.__dict__.setdefault("_aipq_classes", {})
     if name not in classes:
-        classes[name] = getattr(_jvm(spark).aipq.spark, name)
+        classes[name] = _JavaStatics(getattr(_jvm(spark).aipq.spark, name))
     return classes[name]
+
+
+class _JavaStatics:
+    """A JVM class whose static methods are looked up once: py4j asks the JVM for a class's member on every
+    attribute access, a round trip of its own before the call's."""
+
+    __slots__ = ("_class", "_methods")
+
+    def __init__(self, java_class):
+        self._class = java_class
+        self._methods: dict[str, JavaMember] = {}
+
+    def __call__(self, *args):
+        return self._class(*args)
+
+    def __getattr__(self, name: str):
+        method = self._methods.get(name)
+        if method is None:
+            method = getattr(self._class, name)
+            if not isinstance(method, JavaMember):
+                return method  # a static field: read afresh
+            self._methods[name] = method
+        return method
 
 
 def _frame(spark: SparkSession, jdf) -> DataFrame:
@@ -69,6 +93,28 @@ def aggregate_sets_sql(df: DataFrame, groups: Sequence[str], sets: Sequence[Sequ
     text = ";".join(",".join(map(str, chosen)) for chosen in sets)
     return _frame(spark, _aipq_class(spark, "Frames").aggregateSets(df._jdf, _sql_list(groups), text,
                                                                      _sql_list(aggregates)))
+
+
+def observe(df: DataFrame, name: str, aggregates: Sequence[str], more: Sequence[Column] = ()) -> tuple[
+        DataFrame, Observation]:
+    """``df.observe(Observation(name), …)`` over the SQL ``aggregates`` (``expr AS name`` each), then ``more``, in
+    one py4j call for the observation and one for the observing (PySpark's takes one per Column and per list
+    element); the Observation reads as PySpark's own."""
+    spark = df.sparkSession
+    observation = Observation(name)
+    observation._jvm = _jvm(spark)  # as ``Observation._on`` leaves it: ``get`` and ``observed_metrics`` read these
+    observation._jo = _spark_class(spark, "org.apache.spark.sql.Observation")(name)
+    observed = _aipq_class(spark, "Frames").observe(df._jdf, observation._jo, _sql_list(aggregates),
+                                                    [c._jc for c in more] if more else None)
+    return _frame(spark, observed), observation
+
+
+def _spark_class(spark: SparkSession, name: str) -> _JavaStatics:
+    """A JVM class by its full name, looked up once per SparkContext."""
+    classes = spark.sparkContext.__dict__.setdefault("_aipq_classes", {})
+    if name not in classes:
+        classes[name] = _JavaStatics(getattr(_jvm(spark), name))
+    return classes[name]
 
 
 class LazyPlan:
@@ -458,6 +504,22 @@ def bloom_filter_shape(filter_bytes: bytes) -> BloomFilterShape:
 _BLOOM_WORDS_AT = {1: 8, 2: 12}  # by format version: where the bit array's word count is
 
 
+def swap_sql_conf(spark: SparkSession, values: dict[str, str | None]) -> dict[str, str | None] | None:
+    """Set runtime SQL settings (None: unset) in one py4j call (``aipq.spark.Confs``); the values they replace
+    (None: unset), to give back to restore them. None, and nothing set, where a key or value holds one of the
+    separators (the caller sets them one by one)."""
+    if not values:
+        return {}
+    if any(_RECORD in text or _FIELD in text for pair in values.items() for text in pair if text is not None):
+        return None
+    text = _RECORD.join(key if value is None else key + _FIELD + value for key, value in values.items())
+    previous = {}
+    for record in _aipq_class(spark, "Confs").swap(spark.conf._jconf, text).split(_RECORD):
+        key, found, value = record.partition(_FIELD)
+        previous[key] = value if found else None
+    return previous
+
+
 @dataclass(frozen=True)
 class ShuffleFigures:
     shuffle_read_bytes: int = 0
@@ -471,10 +533,19 @@ class ShuffleFigures:
 
 
 def job_group_figures(spark: SparkSession, job_group: str) -> ShuffleFigures:
-    """Spark's own I/O metrics summed over the completed stages of a job group (from its status store, in one
+    """Spark's own I/O metrics summed over the completed stages of a job group."""
+    return job_groups_figures(spark, [job_group])[0]
+
+
+def job_groups_figures(spark: SparkSession, job_groups: Sequence[str]) -> list[ShuffleFigures]:
+    """Spark's own I/O metrics summed over the completed stages of each job group (from its status store, in one
     call to ``aipq.spark.JobGroupFigures``, after the listener bus has fed the store)."""
-    text = _aipq_class(spark, "JobGroupFigures").sum(spark.sparkContext._jsc.sc(), job_group, 10_000)
-    return ShuffleFigures(*(int(value) for value in text.split(",")))
+    if not job_groups:
+        return []
+    if any(_RECORD in group for group in job_groups):
+        raise ValueError("a job group's name holds a NUL character")
+    text = _aipq_class(spark, "JobGroupFigures").sums(spark.sparkContext._jsc.sc(), _RECORD.join(job_groups), 10_000)
+    return [ShuffleFigures(*(int(value) for value in record.split(","))) for record in text.split(_RECORD)]
 
 
 def codegen_compilations(spark: SparkSession) -> int:

@@ -94,7 +94,6 @@ class PassJob:
         seconds = time.perf_counter() - started
         marks = [probe.mark for p in passes for probe in p.probes if probe.mark is not None]
         counts = jvm.filter_row_counts(spark, self.group, marks) if marks else {}
-        figures = jvm.job_group_figures(spark, self.group)
         metrics = []
         for i, done in enumerate(passes):
             values = row[f"pass_{i}"].asDict()
@@ -107,6 +106,6 @@ class PassJob:
             built = [self.runner.store.built[b.key] for b in done.decisions.builds]
             metrics.append(StageMetrics(
                 done.stage.id, done.stage.operator, seconds if first else 0.0, int(values["rows"]), 0,
-                figures if first else jvm.ShuffleFigures(), built, done.probes, done.decisions, done.decision_seconds,
-                materialized=False, staging=staging))
+                summaries=built, probes=done.probes, decisions=done.decisions, decision_seconds=done.decision_seconds,
+                materialized=False, staging=staging, job_group=self.group if first else ""))
         return metrics

@@ -30,6 +30,7 @@ class StageMetrics:
     spark_joins: dict[str, int] = field(default_factory=dict)  # with --analyze: the joins Spark's final plan ran
     measured_broadcasts: list[dict] = field(default_factory=list)  # joins made map-side by measured input sizes
     reused: bool = False  # its rows read from the stage-output cache, not computed
+    job_group: str = ""  # the Spark job group ``shuffle`` is summed over, once the run ends (``executor``)
 
 
 @dataclass

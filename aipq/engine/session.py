@@ -237,18 +237,23 @@ def _check_fixed_settings(spark, settings: Settings) -> None:
 
 @contextmanager
 def sql_conf(spark, values: dict[str, str]) -> Iterator[None]:
-    """Set runtime SQL settings for a block and restore the previous values after it."""
-    previous = {key: spark.conf.get(key, None) for key in values}
-    for key, value in values.items():
-        spark.conf.set(key, value)
+    """Set runtime SQL settings for a block and restore the previous values after it (one py4j call each way)."""
+    from aipq.engine.jvm import swap_sql_conf
+
+    previous = swap_sql_conf(spark, values)
+    if previous is None:  # a separator in a key or value: one by one
+        previous = {key: spark.conf.get(key, None) for key in values}
+        for key, value in values.items():
+            spark.conf.set(key, value)
     try:
         yield
     finally:
-        for key, value in previous.items():
-            if value is None:
-                spark.conf.unset(key)
-            else:
-                spark.conf.set(key, value)
+        if swap_sql_conf(spark, previous) is None:
+            for key, value in previous.items():
+                if value is None:
+                    spark.conf.unset(key)
+                else:
+                    spark.conf.set(key, value)
 
 
 def user_runtime_conf(spark, settings: Settings) -> dict[str, str]:

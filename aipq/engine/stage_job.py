@@ -10,12 +10,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from pyspark.sql import Observation
-from pyspark.sql import functions as F
 
 from aipq import faults
 from aipq.engine import jvm, stage_cache
 from aipq.engine.compile import StageCompiler
-from aipq.engine.jvm import LazyPlan, job_group_figures
+from aipq.engine.jvm import LazyPlan
 from aipq.engine.records import StageMetrics
 from aipq.engine.session import java_message, sql_conf
 from aipq.engine.sink import TEXT_FORMATS, write_text_frame
@@ -150,21 +149,22 @@ class StageRunner:
         started = time.perf_counter()
         probes: list[ProbeRecord] = []
         try:
-            if job.is_final and isinstance(stage.plan, Sort):  # one ordered file: sorted where it is written
+            sorted_in_one_task = job.is_final and isinstance(stage.plan, Sort)
+            if sorted_in_one_task:  # one ordered file: sorted where it is written
                 self.compiler.one_task_sorts = {id(stage.plan)}
             df = self.frame(stage, job.decisions, probes, job.group, statistics, broadcasts=job.broadcasts)
             self.reset_hooks()
-            if job.is_final and any(isinstance(n, Sort) for n in stage.plan.walk()):
+            if job.is_final and not sorted_in_one_task and any(isinstance(n, Sort) for n in stage.plan.walk()):
                 df = df.coalesce(1)  # one ordered file: reading it back keeps ORDER BY's order
-            observation = Observation(f"{job.group}-rows")
             # a summary's key sketch is the statistics' sketch of the same column when that is observed anyway
             sketched = statistics.output_sketch_names(stage, df) if statistics else {}
             if statistics:
                 df = statistics.observe_output(stage, df)
-            df = df.observe(observation, F.count(F.lit(1)).alias("rows"),
-                            *self.store.build_columns(df, job.decisions.builds, sketched))
+            df, observation = jvm.observe(df, f"{job.group}-rows", ["count(1) AS rows"],
+                                          self.store.build_columns(df, job.decisions.builds, sketched))
             self._write(df, job)
-            self.compiler.stage_schemas[stage.id] = df.schema
+            if not job.is_final:  # read back by a later stage
+                self.compiler.stage_schemas[stage.id] = df.schema
             return self._measured(job, df, observation, sketched, statistics, probes, started)
         except AipqError:
             raise
@@ -202,9 +202,9 @@ class StageRunner:
         filter_counts = jvm.filter_row_counts(self.spark, job.group, marks) if marks else {}
         for probe in counted:
             probe.finish(filter_counts)
-        figures = job_group_figures(self.spark, job.group)
-        return StageMetrics(stage.id, stage.operator, seconds, rows, output_bytes, figures,
-                            [self.store.built[b.key] for b in decisions.builds], probes, decisions)
+        return StageMetrics(stage.id, stage.operator, seconds, rows, output_bytes,
+                            summaries=[self.store.built[b.key] for b in decisions.builds], probes=probes,
+                            decisions=decisions, job_group=job.group)
 
     def run_recovering(self, job: StageJob, statistics: StatisticsCollector | None) -> StageMetrics:
         """Run a stage so that none of aipq's own choices fails it: a join input aipq broadcast that the driver
@@ -276,9 +276,9 @@ class StageRunner:
                                        interruptOnCancel=True)
         try:
             df = spark.read.parquet(path)
-            observation = Observation(f"{group}-summaries")
-            df.observe(observation, F.count(F.lit(1)).alias("rows"), *store.build_columns(df, left, {})) \
-                .write.format("noop").mode("overwrite").save()
+            observed, observation = jvm.observe(df, f"{group}-summaries", ["count(1) AS rows"],
+                                                store.build_columns(df, left, {}))
+            observed.write.format("noop").mode("overwrite").save()
             values = jvm.observed_metrics(observation, keep_in_jvm=store.jvm_resident(left))
             store.collect(df, left, observation, values, {})
         except AipqError:

@@ -340,9 +340,9 @@ class SummaryStore:
         for i, (use, summary, record) in enumerate(applicable):
             record.raw = raw
             if summary.kind == "exact":  # a semi join, not a filter: its rows are counted by observing
-                before, after = Observation(f"{name}-{i}-in"), Observation(f"{name}-{i}-out")
-                df = df.observe(before, F.count(F.lit(1)).alias("rows"))
-                df = self._apply(df, use.target.column, summary).observe(after, F.count(F.lit(1)).alias("rows"))
+                df, before = jvm.observe(df, f"{name}-{i}-in", ["count(1) AS rows"])
+                df, after = jvm.observe(self._apply(df, use.target.column, summary), f"{name}-{i}-out",
+                                        ["count(1) AS rows"])
                 record.observation = (before, after)
                 continue
             self._marks += 1

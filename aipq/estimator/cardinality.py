@@ -14,9 +14,11 @@ rows that carry it. Without statistics a predicate keeps its documented default 
 from __future__ import annotations
 
 import datetime
+import functools
 import math
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from sqlglot import exp
@@ -40,10 +42,11 @@ DEFAULT_OTHER = 0.5  # a predicate the estimator does not model
 MIN_LIKE_SAMPLE = 32  # the fewest sampled values of a column from which LIKE's share is read
 
 
+@functools.lru_cache(maxsize=256)
 def like_share(pattern: str, sample: tuple[str, ...], ignore_case: bool = False) -> float:
     """The share of a column's values that a LIKE pattern matches, read from a uniform sample of its distinct
     values (``ColumnStats.sample``); none matching counts as half a value, since the sample only shows the share
-    is below one in its size."""
+    is below one in its size. Kept: the estimator asks again for every plan that holds the filter."""
     regex = re.compile(like_regex(pattern), re.DOTALL | (re.IGNORECASE if ignore_case else 0))
     matching = sum(1 for value in sample if regex.fullmatch(value))
     return max(matching, 0.5) / len(sample)
@@ -142,6 +145,18 @@ class Cardinality:
         else:
             self._memo[key] = value
         return value
+
+    @contextmanager
+    def held(self) -> Iterator[None]:
+        """Keep the figures for the block's estimates, which all see one state (the estimator's run state and
+        pruning do not change inside it): the candidates of one edge ask for the same subplans' rows again."""
+        self._depth += 1
+        try:
+            yield
+        finally:
+            self._depth -= 1
+            if self._depth == 0:
+                self._memo.clear()
 
     # ---- where a column comes from ------------------------------------------------------------------------
     def _scan_column(self, node: Node, name: str) -> tuple[Scan, str] | None:

@@ -147,6 +147,10 @@ class EdgeEstimator:
     def __call__(self, candidate: Candidate, built: BuiltInfo | None,
                  pruning: Pruning = NO_PRUNING) -> EdgeEstimate | None:
         self.pruning = pruning
+        with self.cardinality.held():
+            return self._estimate(candidate, built)
+
+    def _estimate(self, candidate: Candidate, built: BuiltInfo | None) -> EdgeEstimate | None:
         probed = self.probed_input(candidate)
         if probed is None or probed.rows <= 0:
             return None

@@ -103,15 +103,25 @@ class CandidateFinder:
         self.written = written
         self.order = {s.id: i for i, s in enumerate(dag.stages)}
         self.scans = set(dag.scan_sources.values())
-        self.leaf_uses = {s.id: _leaf_uses(s.plan) for s in dag.stages}
-        self.readers: dict[int, int] = {}
-        for stage in dag.stages:
-            for node in all_nodes(stage.plan):
-                if isinstance(node, StageRead):
-                    self.readers[node.stage_id] = self.readers.get(node.stage_id, 0) + 1
+        # counted on first use: a finder that stays inside one stage (``leaf_columns``, asked by the estimator
+        # for every edge it prices) reads one stage's leaves and no stage's readers
+        self._leaf_uses: dict[int, dict[int, int]] = {}
+        self._readers: dict[int, int] | None = None
+
+    def leaf_uses(self, stage_id: int) -> dict[int, int]:
+        """How many times each leaf of the stage's plan occurs in it (a shared leaf once per path)."""
+        if stage_id not in self._leaf_uses:
+            self._leaf_uses[stage_id] = _leaf_uses(self.dag.stage(stage_id).plan)
+        return self._leaf_uses[stage_id]
 
     def single_reader(self, stage_id: int) -> bool:
-        return self.readers.get(stage_id, 0) == 1 and stage_id != self.dag.final.id
+        if self._readers is None:
+            self._readers = {}
+            for stage in self.dag.stages:
+                for node in all_nodes(stage.plan):
+                    if isinstance(node, StageRead):
+                        self._readers[node.stage_id] = self._readers.get(node.stage_id, 0) + 1
+        return self._readers.get(stage_id, 0) == 1 and stage_id != self.dag.final.id
 
     def trace(self, stage_id: int, node: Node, column: str, out: _Trace, seen: set,
               path: tuple[int, ...] = ()) -> None:
@@ -120,7 +130,7 @@ class CandidateFinder:
             return
         seen.add(key)
         if isinstance(node, Scan):
-            if column in node.output and self.leaf_uses[stage_id].get(id(node), 0) == 1:
+            if column in node.output and self.leaf_uses(stage_id).get(id(node), 0) == 1:
                 label = node.table.name if node.alias == node.table.name else f"{node.table.name} {node.alias}"
                 out.targets.append(Target(stage_id, "input", column, id(node), label, path))
             scan_stage = self.dag.scan_sources.get(id(node))
@@ -128,7 +138,7 @@ class CandidateFinder:
                 out.producers.append((scan_stage, column, path))
             return
         if isinstance(node, StageRead):
-            if self.leaf_uses[stage_id].get(id(node), 0) == 1:
+            if self.leaf_uses(stage_id).get(id(node), 0) == 1:
                 out.targets.append(Target(stage_id, "input", column, id(node), f"S{node.stage_id}", path,
                                           reads=node.stage_id))
             out.producers.append((node.stage_id, column, path))

@@ -5,6 +5,7 @@ import java.util.List;
 
 import org.apache.spark.sql.Column;
 import org.apache.spark.sql.Dataset;
+import org.apache.spark.sql.Observation;
 import org.apache.spark.sql.RelationalGroupedDataset;
 import org.apache.spark.sql.Row;
 import org.apache.spark.sql.functions;
@@ -61,5 +62,18 @@ public final class Frames {
             return grouped.count().select(keys);
         }
         return grouped.agg(values[0], java.util.Arrays.copyOfRange(values, 1, values.length));
+    }
+
+    /**
+     * {@code df} observed by {@code observation}: the NUL-separated SQL aggregates, then {@code more} (null:
+     * none). One py4j call where PySpark's {@code observe} takes one per Column and per list element.
+     */
+    public static Dataset<Row> observe(Dataset<Row> df, Observation observation, String aggregates,
+                                       List<Column> more) {
+        List<Column> all = new ArrayList<>(List.of(columns(aggregates)));
+        if (more != null) {
+            all.addAll(more);
+        }
+        return df.observe(observation, all.get(0), CollectionConverters.asScala(all.subList(1, all.size())).toSeq());
     }
 }
