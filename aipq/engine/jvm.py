@@ -177,7 +177,7 @@ class LazyPlan:
 
 
 def _to_expression(spark: SparkSession, column: Column):
-    return _jvm(spark).org.apache.spark.sql.classic.ExpressionUtils.expression(column._jc)
+    return _spark_class(spark, "org.apache.spark.sql.classic.ExpressionUtils").expression(column._jc)
 
 
 def disable_nagle(spark: SparkSession) -> bool:
@@ -245,14 +245,14 @@ def load_sketch_memory_quietly(spark: SparkSession) -> bool:
 def _to_column(spark: SparkSession, expression) -> Column:
     from pyspark.sql.classic.column import Column as ClassicColumn
 
-    return ClassicColumn(_jvm(spark).org.apache.spark.sql.classic.ExpressionUtils.column(expression))
+    return ClassicColumn(_spark_class(spark, "org.apache.spark.sql.classic.ExpressionUtils").column(expression))
 
 
 def bloom_filter_agg(spark: SparkSession, hashed: Column, expected_items: int, num_bits: int) -> Column:
     """An aggregate building Spark's Bloom filter (serialized ``org.apache.spark.util.sketch.BloomFilter``)
     over ``hashed`` (a BIGINT column, e.g. ``xxhash64(key)``); usable inside ``DataFrame.observe``."""
     # The size arguments must be foldable BIGINTs (an INT literal fails with BLOOM_FILTER_WRONG_TYPE).
-    aggregate = getattr(_jvm(spark), f"{_CATALYST}.aggregate.BloomFilterAggregate")(
+    aggregate = _spark_class(spark, f"{_CATALYST}.aggregate.BloomFilterAggregate")(
         _to_expression(spark, hashed),
         _to_expression(spark, F.lit(int(expected_items)).cast("bigint")),
         _to_expression(spark, F.lit(int(num_bits)).cast("bigint")),
@@ -282,7 +282,7 @@ def might_contain(spark: SparkSession, broadcast, hashed: Column) -> Column:
 def might_contain_column(spark: SparkSession, bloom_filter: Column, hashed: Column) -> Column:
     """As ``might_contain`` with the filter given as a column: a summary pass's, read by a scalar subquery while
     the pass's job runs."""
-    expression = getattr(_jvm(spark), f"{_CATALYST}.BloomFilterMightContain")(
+    expression = _spark_class(spark, f"{_CATALYST}.BloomFilterMightContain")(
         _to_expression(spark, bloom_filter), _to_expression(spark, hashed))
     return _to_column(spark, expression)
 
@@ -386,7 +386,7 @@ def seq_size(seq) -> int:
 def in_hash_set(spark: SparkSession, values, hashed: Column) -> Column:
     """TRUE when ``hashed`` is one of ``values`` (a JVM Seq from ``observed_value``): Spark's InSet, a hash set
     probe per row in the JVM."""
-    expression = getattr(_jvm(spark), f"{_CATALYST}.InSet")(_to_expression(spark, hashed), values.toSet())
+    expression = _spark_class(spark, f"{_CATALYST}.InSet")(_to_expression(spark, hashed), values.toSet())
     return _to_column(spark, expression)
 
 
@@ -419,14 +419,11 @@ def filter_row_counts(spark: SparkSession, job_group: str,
     """Rows into and out of each ``counted_filter`` of ``marks`` in the SQL executions that ran the jobs of
     ``job_group``, from Spark's SQL status store (the plan graph and its metrics), read in one JVM call by
     ``aipq.spark.FilterRowCounts``. A filter Spark removed or never ran is left out."""
-    sc = spark.sparkContext
-    jobs = list(sc.statusTracker().getJobIdsForGroup(job_group))
-    if not jobs or not marks:
+    if not marks:
         return {}
-    sc._jsc.sc().listenerBus().waitUntilEmpty(10_000)  # the status store is fed asynchronously
-    store = spark._jsparkSession.sharedState().statusStore()
-    found = _aipq_class(spark, "FilterRowCounts").count(
-        store, ",".join(map(str, jobs)), ",".join(map(str, marks)), _RECENT_EXECUTIONS)
+    # the status store is fed asynchronously: the JVM waits for Spark's listener bus first
+    found = _aipq_class(spark, "FilterRowCounts").countForGroup(
+        spark._jsparkSession, job_group, ",".join(map(str, marks)), _RECENT_EXECUTIONS, 10_000)
     counts: dict[int, tuple[int | None, int | None]] = {}
     for record in filter(None, found.split(";")):
         mark, rows_in, rows_out = record.split(",")

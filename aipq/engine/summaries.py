@@ -53,10 +53,12 @@ def key_family(data_type: DataType) -> str:
 
 
 def hashed_key(df: DataFrame, column: str) -> Column:
-    value = F.col(quoted(column))
+    """The key's 64-bit hash, integral keys of any width as BIGINT (a summary built on one side probes the
+    other); SQL text, one py4j call."""
+    value = quoted(column)
     if isinstance(df.schema[column].dataType, _INTEGRAL):
-        value = value.cast("bigint")
-    return F.xxhash64(value)
+        value = f"CAST({value} AS BIGINT)"
+    return F.expr(f"xxhash64({value})")
 
 
 def _has_range(df: DataFrame, column: str) -> bool:

@@ -6,9 +6,13 @@ import java.util.HashSet;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
+import java.util.StringJoiner;
+import java.util.concurrent.TimeoutException;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 
+import org.apache.spark.SparkContext;
+import org.apache.spark.sql.classic.SparkSession;
 import org.apache.spark.sql.execution.ui.SQLAppStatusStore;
 import org.apache.spark.sql.execution.ui.SQLExecutionUIData;
 import org.apache.spark.sql.execution.ui.SQLPlanMetric;
@@ -32,6 +36,24 @@ public final class FilterRowCounts {
     private static final String ROWS = "number of output rows";
 
     private FilterRowCounts() {
+    }
+
+    /**
+     * {@link #count} over the jobs of {@code jobGroup} once Spark's listener bus has fed the status store (up to
+     * {@code waitMillis}): the job ids, the wait and the count in one py4j call. Empty when the group ran no job.
+     */
+    public static String countForGroup(SparkSession session, String jobGroup, String marks, int recent,
+                                       long waitMillis) throws TimeoutException {
+        SparkContext context = session.sparkContext();
+        StringJoiner jobs = new StringJoiner(",");
+        for (int job : context.statusTracker().getJobIdsForGroup(jobGroup)) {
+            jobs.add(Integer.toString(job));
+        }
+        if (jobs.length() == 0) {
+            return "";
+        }
+        context.listenerBus().waitUntilEmpty(waitMillis);
+        return count(session.sharedState().statusStore(), jobs.toString(), marks, recent);
     }
 
     /**
