@@ -35,11 +35,16 @@ def _jvm(spark: SparkSession):
 
 
 def _aipq_class(spark: SparkSession, name: str) -> _JavaStatics:
-    """One of aipq's JVM classes (``aipq.spark.<name>``), looked up once per SparkContext: py4j resolves each
-    level of ``jvm.aipq.spark.<name>`` with a round trip of its own."""
+    """One of aipq's JVM classes (``aipq.spark.<name>``), looked up once per SparkContext."""
+    return _spark_class(spark, f"aipq.spark.{name}")
+
+
+def _spark_class(spark: SparkSession, name: str) -> _JavaStatics:
+    """A JVM class by its full name, looked up once per SparkContext (one round trip: py4j resolves each level of
+    ``jvm.org.apache…`` with a round trip of its own, a dotted name in one)."""
     classes = spark.sparkContext.__dict__.setdefault("_aipq_classes", {})
     if name not in classes:
-        classes[name] = _JavaStatics(getattr(_jvm(spark).aipq.spark, name))
+        classes[name] = _JavaStatics(getattr(_jvm(spark), name))
     return classes[name]
 
 
@@ -107,14 +112,6 @@ def observe(df: DataFrame, name: str, aggregates: Sequence[str], more: Sequence[
     observed = _aipq_class(spark, "Frames").observe(df._jdf, observation._jo, _sql_list(aggregates),
                                                     [c._jc for c in more] if more else None)
     return _frame(spark, observed), observation
-
-
-def _spark_class(spark: SparkSession, name: str) -> _JavaStatics:
-    """A JVM class by its full name, looked up once per SparkContext."""
-    classes = spark.sparkContext.__dict__.setdefault("_aipq_classes", {})
-    if name not in classes:
-        classes[name] = _JavaStatics(getattr(_jvm(spark), name))
-    return classes[name]
 
 
 class LazyPlan:
