@@ -400,25 +400,32 @@ def test_sql_settings_are_set_and_restored_in_one_py4j_round_trip_each_way(spark
 
     from aipq.engine.session import sql_conf
 
+    keys = ("spark.sql.shuffle.partitions", "spark.sql.autoBroadcastJoinThreshold")
+    session_values = {key: spark.conf.get(key, None) for key in keys}
     spark.conf.set("spark.sql.shuffle.partitions", "7")
     spark.conf.unset("spark.sql.autoBroadcastJoinThreshold")
-    with sql_conf(spark, {"spark.sql.shuffle.partitions": "7"}):
-        pass  # aipq's class looked up once per session
-    sent = []
-    send = py4j.clientserver.ClientServerConnection.send_command
-    monkeypatch.setattr(py4j.clientserver.ClientServerConnection, "send_command",
-                        lambda self, command: sent.append(command) or send(self, command))
-    with sql_conf(spark, {"spark.sql.shuffle.partitions": "3", "spark.sql.autoBroadcastJoinThreshold": "-1"}):
-        assert len(sent) == 1
-        monkeypatch.undo()
-        assert spark.conf.get("spark.sql.shuffle.partitions") == "3"
-        assert spark.conf.get("spark.sql.autoBroadcastJoinThreshold") == "-1"
-    assert spark.conf.get("spark.sql.shuffle.partitions") == "7"
-    assert spark.conf.get("spark.sql.autoBroadcastJoinThreshold", None) is None
-    with sql_conf(spark, {"spark.aipq.test.value": "a\u0001b"}):  # a separator: set one by one
-        assert spark.conf.get("spark.aipq.test.value") == "a\u0001b"
-    assert spark.conf.get("spark.aipq.test.value", None) is None
-    spark.conf.unset("spark.sql.shuffle.partitions")
+    try:
+        with sql_conf(spark, {"spark.sql.shuffle.partitions": "7"}):
+            pass  # aipq's class looked up once per session
+        sent = []
+        send = py4j.clientserver.ClientServerConnection.send_command
+        monkeypatch.setattr(py4j.clientserver.ClientServerConnection, "send_command",
+                            lambda self, command: sent.append(command) or send(self, command))
+        with sql_conf(spark, dict(zip(keys, ("3", "-1")))):
+            assert len(sent) == 1
+            monkeypatch.undo()
+            assert [spark.conf.get(key) for key in keys] == ["3", "-1"]
+        assert spark.conf.get("spark.sql.shuffle.partitions") == "7"
+        assert spark.conf.get("spark.sql.autoBroadcastJoinThreshold", None) is None
+        with sql_conf(spark, {"spark.aipq.test.value": "a\u0001b"}):  # a separator: set one by one
+            assert spark.conf.get("spark.aipq.test.value") == "a\u0001b"
+        assert spark.conf.get("spark.aipq.test.value", None) is None
+    finally:
+        for key, value in session_values.items():
+            if value is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, value)
 
 
 def test_datasketches_memory_class_is_where_its_warning_is_quieted(spark):

@@ -100,8 +100,8 @@ def aggregate_sets_sql(df: DataFrame, groups: Sequence[str], sets: Sequence[Sequ
                                                                      _sql_list(aggregates)))
 
 
-def observe(df: DataFrame, name: str, aggregates: Sequence[str], more: Sequence[Column] = ()) -> tuple[
-        DataFrame, Observation]:
+def observe(df: DataFrame, name: str, aggregates: Sequence[str],
+            more: Sequence[Column] = ()) -> tuple[DataFrame, Observation]:
     """``df.observe(Observation(name), …)`` over the SQL ``aggregates`` (``expr AS name`` each), then ``more``, in
     one py4j call for the observation and one for the observing (PySpark's takes one per Column and per list
     element); the Observation reads as PySpark's own."""
@@ -498,14 +498,20 @@ def bloom_filter_shape(filter_bytes: bytes) -> BloomFilterShape:
 _BLOOM_WORDS_AT = {1: 8, 2: 12}  # by format version: where the bit array's word count is
 
 
-def swap_sql_conf(spark: SparkSession, values: dict[str, str | None]) -> dict[str, str | None] | None:
-    """Set runtime SQL settings (None: unset) in one py4j call (``aipq.spark.Confs``); the values they replace
-    (None: unset), to give back to restore them. None, and nothing set, where a key or value holds one of the
-    separators (the caller sets them one by one)."""
+def swap_sql_conf(spark: SparkSession, values: dict[str, str | None]) -> dict[str, str | None]:
+    """Set runtime SQL settings (None: unset) and return the values they replace (None: unset), to give back to
+    restore them: in one py4j call (``aipq.spark.Confs``), or one by one where a key or value holds one of its
+    separators."""
     if not values:
         return {}
     if any(_RECORD in text or _FIELD in text for pair in values.items() for text in pair if text is not None):
-        return None
+        previous = {key: spark.conf.get(key, None) for key in values}
+        for key, value in values.items():
+            if value is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, value)
+        return previous
     text = _RECORD.join(key if value is None else key + _FIELD + value for key, value in values.items())
     previous = {}
     for record in _aipq_class(spark, "Confs").swap(spark.conf._jconf, text).split(_RECORD):

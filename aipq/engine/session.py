@@ -241,19 +241,10 @@ def sql_conf(spark, values: dict[str, str]) -> Iterator[None]:
     from aipq.engine.jvm import swap_sql_conf
 
     previous = swap_sql_conf(spark, values)
-    if previous is None:  # a separator in a key or value: one by one
-        previous = {key: spark.conf.get(key, None) for key in values}
-        for key, value in values.items():
-            spark.conf.set(key, value)
     try:
         yield
     finally:
-        if swap_sql_conf(spark, previous) is None:
-            for key, value in previous.items():
-                if value is None:
-                    spark.conf.unset(key)
-                else:
-                    spark.conf.set(key, value)
+        swap_sql_conf(spark, previous)
 
 
 def user_runtime_conf(spark, settings: Settings) -> dict[str, str]:
