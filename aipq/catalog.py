@@ -237,7 +237,7 @@ class Catalog:
         """Databases here are made as tables name them: nothing to create (a LOCATION has no use here)."""
         if location is not None:
             raise BadInputError(f"CREATE DATABASE {database} LOCATION: aipq's own catalog keeps no database folders",
-                                hint="leave LOCATION out, or use a Hive metastore (docs/cluster.md)")
+                                hint="leave LOCATION out, or use a Hive metastore (docs/guide/catalogs.md)")
         return False
 
     def register_view(self, name: str, query: str) -> None:
