@@ -88,3 +88,25 @@ def test_every_relative_link_resolves(page: Path):
         elif fragment and resolved.suffix == ".md" and fragment not in anchors_of(resolved):
             broken.append(f"{target} (no such heading)")
     assert not broken, f"{page.relative_to(ROOT)}: broken links: {broken}"
+
+
+def code_path_exists(reference: str) -> bool:
+    """Whether a reference such as ``engine/stage_job.StageRunner.run_recovering``, ``ip/scan_summaries.py`` or
+    ``tests/test_cluster.py`` names a module (or package) that exists and, after the dot, names it defines."""
+    path, _, names = reference.removesuffix(".py").partition(".")
+    base = ROOT / path if path.startswith(("aipq/", "tests/", "java/")) else ROOT / "aipq" / path
+    files = [base.with_suffix(".py")] if base.with_suffix(".py").exists() else sorted(base.rglob("*.py"))
+    if not files:
+        return False
+    text = "\n".join(f.read_text() for f in files)
+    return all(re.search(rf"\b{re.escape(name)}\b", text) for name in names.split(".") if name)
+
+
+def test_every_module_a_decision_title_names_exists():
+    stale = []
+    for area in sorted((DOCS / "decisions").glob("*.md")):
+        for match in HEADING.finditer(FENCE.sub("", area.read_text())):
+            for reference in re.findall(r"`([\w/]+/[\w.]+)`", match.group(2)):
+                if not code_path_exists(reference):
+                    stale.append(f"{area.name}: {reference}")
+    assert not stale, f"decision titles name code that is gone (grep for its new name): {stale}"
