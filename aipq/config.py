@@ -380,10 +380,11 @@ def knob_table() -> str:
         values = "\\|".join(knob.choices) if knob.kind == "choice" else kinds.get(knob.kind, "NAME")
         shown = knob.shown if knob.shown is not None else str(knob.default)
         option = knob.flag if knob.kind == "switch" else f"{knob.flag} {values}"
-        cell_help = knob.help.replace("|", r"\|")
+        cell_help = knob.help.replace("|", r"\|").replace("<", r"\<")  # a pipe ends a cell; <home> is no HTML tag
         rows.append(f"| `{option}` (`{knob.setting}`) | {shown} | {cell_help} |")
         plain_option = option.replace("\\", "")
-        meanings.extend(textwrap.wrap(f"- `{plain_option}`: {knob.doc}", width=116,
+        meaning = knob.doc.replace("<", r"\<")
+        meanings.extend(textwrap.wrap(f"- `{plain_option}`: {meaning}", width=116,
                                       subsequent_indent="  ", break_long_words=False, break_on_hyphens=False))
     return "\n".join(rows + meanings)
 
