@@ -37,7 +37,7 @@ from aipq.engine.session import stage_sql_conf
 from aipq.engine.storage import Storage, join
 from aipq.errors import AipqError, warn
 from aipq.planner.stages import StageDag
-from aipq.stats.fingerprint import data_files
+from aipq.stats.fingerprint import DataFiles, data_files
 from aipq.stats.plan_key import stage_plan_text, tables_under
 from aipq.version import code_version
 
@@ -113,6 +113,7 @@ class StageCache:
         self.keeping = False  # ``--keep-work``: the entries stay when the command completes, as with ``--reuse``
         self._entries: dict[str, CacheEntry] | None = None
         self._pinned: set[str] = set()  # made or read by this command: never evicted while it runs
+        self._digests: dict[tuple[str, int, int], str] = {}  # (path, size, mtime) of a table file: its digest
         self.hits: list[CacheEntry] = []
         self.kept: list[CacheEntry] = []
 
@@ -150,11 +151,21 @@ class StageCache:
         described = [table.path, table.format, sorted(table.options), list(table.columns),
                      list(table.partition_columns)]
         for path in table.data_paths():
-            fingerprint = data_files(self.storage, path).fingerprint
-            if not fingerprint and not table.partitioned:
+            found = data_files(self.storage, path)
+            if not found.fingerprint and not table.partitioned:
                 return None
-            described.append([path, fingerprint])  # an empty partition has none, and keys as such
+            # an empty partition has no files, and keys as such
+            described.append([path, found.fingerprint, self._content_digests(found)])
         return json.dumps(described)
+
+    def _content_digests(self, found: DataFiles) -> list[str]:
+        """What identifies each file's content (``Storage.content_digests``), read once per command and file
+        version: a file replaced by one of the same size and modification time changes the key."""
+        versions = list(zip(found.paths, found.sizes, found.modified_ms, strict=True))
+        missing = [v for v in versions if v not in self._digests]
+        digests = self.storage.content_digests([path for path, _, _ in missing])
+        self._digests.update(zip(missing, digests, strict=True))
+        return [self._digests[v] for v in versions]
 
     def result_settings(self, settings: Settings) -> dict[str, str]:
         """The Spark settings the stage's rows depend on: the session's (its time zone among them, which may come
