@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import sys
 from dataclasses import dataclass, replace
 
@@ -76,8 +75,8 @@ def run(ctx, sources, inline, settings: Settings, fmt, output, output_dir, force
                             "--analyze": analyze, "--keep-work": keep_work, "--report": report_path is not None})
         return
     source = sources[0] if sources else None
-    statements_file = source if source not in (None, "-") and os.path.isfile(source) else None
-    check_distinct_files({"--output": output, "--report": report_path, "the statements' file": statements_file})
+    check_distinct_files({"--output": output, "--report": report_path,
+                          "the statements' file": app.statements_file(source)})
     targets = _Targets(output, fmt, force, show_rows, keep_work, quiet, analyze)
     if report_path is None:
         _run_one(context, source, inline, targets, allow_overwrite, resume, None)

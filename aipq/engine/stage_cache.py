@@ -68,6 +68,14 @@ def session_result_settings(spark) -> dict[str, str]:
     return values
 
 
+def session_user_functions(spark) -> frozenset[str]:
+    """The names (lower case, unqualified) of the functions a session has beyond Spark's own: its temporary
+    functions (Python UDFs, ``spark.udf.register``) and the catalog's. The cache sees a function's name, never its
+    code, which a UDF registered again under that name changes: a subplan calling one is never kept."""
+    return frozenset(str(row[0]).rsplit(".", 1)[-1].strip("`").lower()
+                     for row in spark.sql("SHOW USER FUNCTIONS").collect())
+
+
 # Functions whose value differs from run to run: a subplan calling one is never kept.
 _NON_DETERMINISTIC = re.compile(
     r"\b(RAND|RANDN|RANDOM|RANDSTR|UNIFORM|UUID|SHUFFLE|CURRENT_DATE|CURRENT_TIMESTAMP|CURRENT_TIME|"
@@ -102,10 +110,12 @@ class StageCache:
     """The cache as one command sees it."""
 
     def __init__(self, storage: Storage, root: str, limit_bytes: int, command: str | None = None,
-                 session_settings: Callable[[], dict[str, str]] | None = None):
+                 session_settings: Callable[[], dict[str, str]] | None = None,
+                 user_functions: Callable[[], frozenset[str]] | None = None):
         self.storage = storage
-        # the running session's settings that can change a query's rows (read once, on the first key)
+        # the running session's settings that can change a query's rows, and its own functions (read once)
         self.session_settings = functools.cache(session_settings or dict)
+        self.user_functions = functools.cache(user_functions or frozenset)
         self.root = root
         self.limit = limit_bytes
         self.command = command or uuid.uuid4().hex[:12]
@@ -129,9 +139,10 @@ class StageCache:
         """The key of a stage's output, or None when it cannot be cached: a non-deterministic function, or a
         table whose files cannot be fingerprinted. It covers everything that decides the output's rows: the
         subplan, how each table under it is read (format, options, schema) and the files at every location it
-        reads (each partition's too), the settings that change results, and the versions of aipq and Spark."""
+        reads (each partition's too), the settings that change results, and the versions of aipq and Spark. A subplan
+        calling a function of the session's own (a UDF: its code is not in the key) is not cached either."""
         text = stage_plan_text(dag, stage_id)
-        if _NON_DETERMINISTIC.search(text):
+        if _NON_DETERMINISTIC.search(text) or self._calls_user_function(text):
             return None
         inputs = []
         tables = tables_under(dag, stage_id)
@@ -144,6 +155,11 @@ class StageCache:
         semantics = json.dumps([settings.dialect, sorted(self.result_settings(settings).items()), code_version()])
         whole = "\n".join([plan_key, *sorted(inputs), semantics])
         return CacheKey(hashlib.sha256(whole.encode()).hexdigest()[:32], plan_key, tuple(t.path for t in tables))
+
+    def _calls_user_function(self, plan_text: str) -> bool:
+        """Whether a subplan calls a function of the session's own (``session_user_functions``)."""
+        return any(re.search(rf"(?<![\w.`]){re.escape(name)}`?\s*\(", plan_text, re.IGNORECASE)
+                   for name in self.user_functions())
 
     def _table_input(self, table: TableEntry) -> str | None:
         """How a table is read and the fingerprint of the files at each location read, as text; None when an

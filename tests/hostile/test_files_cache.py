@@ -14,6 +14,7 @@ import duckdb
 import pytest
 from conftest import Aipq
 
+import aipq
 from aipq.engine import jvm
 from aipq.engine.storage import local_storage
 
@@ -104,6 +105,12 @@ def _sums(add: int) -> list[tuple]:
     return [(k, sum(i + add for i in range(10) if i % 3 == k)) for k in range(3)]
 
 
+@pytest.fixture
+def aipq_cli(aipq):
+    """The CLI fixture, named apart from the ``aipq`` package this module also calls."""
+    return aipq
+
+
 @pytest.mark.parametrize("how", list(REPLACEMENTS))
 def test_a_parquet_file_replaced_with_its_size_and_time_is_computed_again(aipq, tmp_path, how):
     folder = tmp_path / "t"
@@ -170,3 +177,21 @@ def test_the_content_digest_tells_files_of_the_same_size_and_time_apart(spark, t
         assert digests[0] != digests[1] and digests[2] != digests[3], "other content, same size: other digests"
         assert digests[0] == digests[4], "the same content: the same digest"
     assert local == hadoop, "one digest on every store without a checksum of its own"
+
+
+def test_a_udf_registered_again_with_other_code_is_never_served_from_the_cache(aipq_cli, spark, home, tmp_path):
+    """The cache cannot see a UDF's code, only its name: a subplan calling a function of the session's own (a
+    Python UDF, a function of the catalog) is never kept, so the same name with other code gives its own rows."""
+    folder = tmp_path / "t"
+    folder.mkdir()
+    _parquet(folder / "part-0.parquet", 0)
+    assert aipq_cli("table", "add", "hostile.cache_udf", str(folder)).exit_code == 0
+    aipq_options = {"home": home, "staging": "hive", "broadcast_threshold": "0", "reuse": "on"}
+    sums = []
+    for step in (1, 1, 100):
+        spark.udf.register("hostile_step", lambda x, step=step: x + step, "int")
+        result = aipq.sql("select k, sum(hostile_step(v)) as s from hostile.cache_udf group by k order by k",
+                          spark=spark, **aipq_options)
+        sums.append(result.rows)
+    assert sums[0] == sums[1] == [(k, s + 1 * n) for (k, s), n in zip(_sums(0), (4, 3, 3), strict=True)]
+    assert sums[2] == [(k, s + 100 * n) for (k, s), n in zip(_sums(0), (4, 3, 3), strict=True)]
