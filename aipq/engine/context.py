@@ -15,7 +15,7 @@ from aipq.config import Settings, home_writable, master_cores
 from aipq.engine.footers import FooterStatistics, footer_statistics
 from aipq.engine.metastore import URIS_SETTINGS, MetastoreCatalog, check_reachable
 from aipq.engine.session import TemporaryViewLookup, get_session, hive_catalog, launched_by_spark_submit
-from aipq.engine.stage_cache import FOLDER, StageCache, session_result_settings
+from aipq.engine.stage_cache import FOLDER, StageCache, session_result_settings, session_user_functions
 from aipq.engine.storage import Storage, is_local, join, local_path, parent
 from aipq.estimator.join_estimates import JoinEstimates, KnownTables, join_costing
 from aipq.estimator.parameters import Calibration, load_calibration
@@ -148,7 +148,8 @@ class RunContext:
             return None
         if self._shared.stage_cache is None:
             self._shared.stage_cache = StageCache(self.storage, join(self.runs_dir, FOLDER), self.settings.cache_size,
-                                                  session_settings=lambda: session_result_settings(self.spark))
+                                                  session_settings=lambda: session_result_settings(self.spark),
+                                                  user_functions=lambda: session_user_functions(self.spark))
         self._shared.stage_cache.limit = self.settings.cache_size  # a workflow's SET may change it
         return self._shared.stage_cache
 
