@@ -333,7 +333,8 @@ def plan_workflow(source: SqlSource, context: RunContext, allow_overwrite: bool 
     planner = WorkflowPlanner(source, context, allow_overwrite)
     walk = _ResumeWalk(journal if resume else None, planner)
     steps = []
-    database, views = DEFAULT_DATABASE, set()
+    database = context.current_database
+    views = context.session_temporary_views() if database != DEFAULT_DATABASE else set()
     for number, statement in enumerate(statements, start=1):
         step = to_step(number, in_database(statement, database, views), source.text, source.name)
         step = in_current_database(step, database)
