@@ -142,6 +142,9 @@ class WorkflowPlanner:
         existing = self.view.lookup(step.target)
         if step.mode == "create" and existing is not None and self.redoes(step, existing):
             existing = None  # replaced when it runs (``steps.write_table``)
+        if step.or_replace and existing is not None:  # dropped when it runs, then created anew
+            self.check_replace(step, step.target, existing, "replace")
+            existing = None
         if step.mode == "create" and existing is not None:
             if step.if_not_exists:
                 planned.skip_reason = "the table exists (IF NOT EXISTS)"
