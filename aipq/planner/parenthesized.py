@@ -43,9 +43,15 @@ def _sources(select: exp.Select) -> list[exp.Expression]:
     return first + [join.this for join in select.args.get("joins") or []]
 
 
-def _unnest_in(select: exp.Select, tables: dict[str, TableEntry], names: Iterator[str]) -> None:
+# per alias of a table inside a derived table: (the derived table's alias, the table's column → the derived table's)
+Hidden = dict[str, tuple[str, dict[str, str]]]
+
+
+def _unnest_in(select: exp.Select, tables: dict[str, TableEntry], names: Iterator[str]) -> Hidden:
     """Each parenthesized join among ``select``'s sources made a derived table, and ``select``'s references to
-    the tables inside it made references to its columns."""
+    the tables inside it (nested ones too) made references to its columns. Where those tables now are, for the
+    enclosing level."""
+    hidden: Hidden = {}
     for source in _sources(select):
         if not _parenthesized(source):
             continue
@@ -54,12 +60,19 @@ def _unnest_in(select: exp.Select, tables: dict[str, TableEntry], names: Iterato
         inner.set("joins", None)
         derived_select = exp.Select().from_(inner)
         derived_select.set("joins", joins)
-        _unnest_in(derived_select, tables, names)
+        deeper = _unnest_in(derived_select, tables, names)
         renamed = _project(derived_select, tables)
         name = source.alias or next(names)
         source.replace(exp.Subquery(this=derived_select, alias=exp.TableAlias(this=exp.to_identifier(name))))
-        if renamed is not None:
-            _point_at(select, name, renamed)
+        if renamed is None:
+            continue
+        for alias, (within, columns) in deeper.items():  # a table inside a derived table inside this one
+            if within in renamed:
+                renamed[alias] = {column: renamed[within][inner_name] for column, inner_name in columns.items()
+                                  if inner_name in renamed[within]}
+        _point_at(select, name, renamed)
+        hidden.update({alias: (name, columns) for alias, columns in renamed.items()})
+    return hidden
 
 
 def _columns(source: exp.Expression, tables: dict[str, TableEntry]) -> list[str] | None:

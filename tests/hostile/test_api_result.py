@@ -12,17 +12,20 @@ from aipq.api import Result
 
 
 @pytest.fixture
-def collected(monkeypatch) -> list[int]:
-    """The number of rows each ``DataFrame.collect`` of this test returned."""
+def collected(spark, monkeypatch) -> list[int]:
+    """The number of rows each ``DataFrame.collect`` of this test returned (the classic session's DataFrame class,
+    which has its own ``collect``)."""
     counts: list[int] = []
-    collect = DataFrame.collect
+    frames = type(spark.range(0))
+    assert issubclass(frames, DataFrame)
+    collect = frames.collect
 
     def counting(self):
         rows = collect(self)
         counts.append(len(rows))
         return rows
 
-    monkeypatch.setattr(DataFrame, "collect", counting)
+    monkeypatch.setattr(frames, "collect", counting)
     return counts
 
 
