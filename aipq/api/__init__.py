@@ -29,6 +29,7 @@ from aipq.engine.executor import StageListener
 from aipq.engine.jvm import AIPQ_EXTENSIONS, COLLECTOR_JAR, clone_session
 from aipq.engine.records import StageMetrics
 from aipq.engine.report import application, run_dict
+from aipq.engine.session import running_session
 from aipq.engine.sink import output_format, write_output
 from aipq.errors import BadInputError
 
@@ -63,7 +64,10 @@ def explain(query: str, *, spark=None, home: str | Path | None = None, format: s
     if format not in ("tree", "json"):
         raise BadInputError(f"format {format!r} is not tree or json")
     settings, _ = split_options(options)
-    context, _ = _context(spark, home, settings)
+    if spark is None and running_session() is None:  # planning needs no Spark session: none is started for it
+        context = RunContext(home_folder(home, default_home()), settings)
+    else:
+        context, _ = _context(spark, home, settings)
     planned = workflow.plan_workflow(app.SqlSource(query, "<sql>"), context)
     queries = planned.queries
     if not queries:
