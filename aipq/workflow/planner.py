@@ -132,7 +132,8 @@ class WorkflowPlanner:
         if not self.may_replace(target, entry):
             raise self.error_at(step, f"would {verb} table {target}, which this workflow did not create",
                                 step.statement.this,
-                                hint="rerun with --allow-overwrite if that is what you want")
+                                hint="rerun with --allow-overwrite (allow_overwrite=True from Python) if that is "
+                                     "what you want")
 
     def plan_query(self, query: exp.Expression, table: TableShape | None = None) -> PlannedQuery:
         return plan_statement(self.view.expand_views(query), self.source.text, self.view, self.settings,
