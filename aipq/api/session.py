@@ -25,6 +25,9 @@ def callers_session(spark, settings: Settings, home: Path):
     if spark is None:
         return get_session(settings, home)  # the running one is checked for aipq's classes and fixed settings
     check_classic_session(spark)
+    if not hasattr(spark, "_jsparkSession"):
+        raise BadInputError(f"spark= must be a SparkSession, not {type(spark).__name__}",
+                            hint="give the session itself (SparkSession.builder….getOrCreate()), or none")
     if session_stopped(spark):
         raise BadInputError("the SparkSession given as spark= was stopped",
                             hint="give a running session, or none: aipq then uses the process's running one or "

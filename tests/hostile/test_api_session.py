@@ -167,6 +167,12 @@ def test_a_home_that_is_a_file_is_refused(spark, tmp_path):
     assert "is a file, not a folder" in raised.value.message
 
 
+def test_something_else_given_as_the_session_is_refused(home):
+    with pytest.raises(BadInputError) as raised:
+        aipq.sql("select 1", spark="local[2]", home=home)
+    assert "must be a SparkSession, not str" in raised.value.message
+
+
 _SESSIONS_SCRIPT = textwrap.dedent("""
     import json, sys
     from pyspark.sql import SparkSession
