@@ -149,7 +149,7 @@ def test_the_calling_threads_job_group_is_given_back(spark, home):
     context = spark.sparkContext
     context.setJobGroup("users-group", "the user's jobs")
     try:
-        aipq.sql("select 1 as one", spark=spark, home=home).close()
+        assert aipq.sql("select 1 as one", spark=spark, home=home).rows == [(1,)]
         assert context.getLocalProperty("spark.jobGroup.id") == "users-group"
         assert context.getLocalProperty("spark.job.description") == "the user's jobs"
     finally:
