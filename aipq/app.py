@@ -42,6 +42,9 @@ from aipq.tpch.queries import query_text
 class SqlSource:
     text: str
     name: str
+    # what a workflow given as text (``aipq.sql``) is known by, for its journal and the tables it created: a
+    # digest of the text; a file is known by its path
+    identity: str | None = None
 
 
 def load_sql(source: str | None, inline: str | None) -> SqlSource:
