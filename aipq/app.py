@@ -54,6 +54,13 @@ def load_sql(source: str | None, inline: str | None) -> SqlSource:
     return SqlSource(found.text.removeprefix("\ufeff"), found.name)
 
 
+def statements_file(source: str | None) -> str | None:
+    """The SQL file a run's source names (None for stdin, tpch:N, tpcds:N or --sql), which it must never write."""
+    if source is None or source == "-" or source.lower().startswith(("tpch:", "tpcds:")):
+        return None
+    return source if Path(source).is_file() else None
+
+
 def _read_sql(source: str | None, inline: str | None) -> SqlSource:
     if inline is not None:
         if source is not None:

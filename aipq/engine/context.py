@@ -17,7 +17,7 @@ from aipq.engine.jvm import temporary_view_names
 from aipq.engine.metastore import URIS_SETTINGS, MetastoreCatalog, check_reachable
 from aipq.engine.session import get_session, hive_catalog, launched_by_spark_submit
 from aipq.engine.session_tables import SessionCatalogTables, SessionTemporaryViews
-from aipq.engine.stage_cache import FOLDER, StageCache, session_result_settings
+from aipq.engine.stage_cache import FOLDER, StageCache, session_result_settings, session_user_functions
 from aipq.engine.storage import Storage, is_local, join, local_path, parent
 from aipq.estimator.join_estimates import JoinEstimates, KnownTables, join_costing
 from aipq.estimator.parameters import Calibration, load_calibration
@@ -165,7 +165,8 @@ class RunContext:
             return None
         if self._shared.stage_cache is None:
             self._shared.stage_cache = StageCache(self.storage, join(self.runs_dir, FOLDER), self.settings.cache_size,
-                                                  session_settings=lambda: session_result_settings(self.spark))
+                                                  session_settings=lambda: session_result_settings(self.spark),
+                                                  user_functions=lambda: session_user_functions(self.spark))
         self._shared.stage_cache.limit = self.settings.cache_size  # a workflow's SET may change it
         return self._shared.stage_cache
 

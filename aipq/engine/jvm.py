@@ -611,6 +611,11 @@ class HadoopFiles:
     def append_to_local(self, uris: Sequence[str], local_file: str) -> int:
         return self._storage.appendToLocal(self._conf, _RECORD.join(uris), local_file)
 
+    def content_digests(self, uris: Sequence[str]) -> list[str]:
+        """What identifies each file's content (the store's checksum, a parquet footer's digest or the bytes'),
+        in one call (``Storage.contentDigests``)."""
+        return self._storage.contentDigests(self._conf, _RECORD.join(uris)).split(_RECORD) if uris else []
+
 
 @dataclass(frozen=True)
 class ClusterShape:
