@@ -25,6 +25,7 @@ from aipq.bench.strategies import (
     joins_label,
     pruning_efficiency,
 )
+from aipq.bench.workload import series_totals, slower_lines, sorted_ratios, total_lines
 from aipq.engine import jvm
 from aipq.stats.sketches import relative_standard_error
 
@@ -71,6 +72,7 @@ def write_outputs(out_dir: Path, context: BenchContext, results: list[StrategyRe
     payload = {"title": context.title, "command": context.command, "machine": context.machine,
                "date": context.date, **context.parameters, "summary": rows,
                "headlines": [line.__dict__ for line in headlines(results)],
+               "workload": [total.as_dict() for total in series_totals(results)],
                "results": [r.as_dict() for r in results]}
     written = [out_dir / "results.json", out_dir / "results.csv"]
     # compact: every run's per-stage, per-summary and per-probe figures make an indented file of megabytes
@@ -80,6 +82,7 @@ def write_outputs(out_dir: Path, context: BenchContext, results: list[StrategyRe
         writer.writeheader()
         writer.writerows(rows)
     plots = synthetic_plots(out_dir, results) if synthetic else tpch_plots(out_dir, results)
+    plots += ratio_plots(out_dir, results)
     written += plots
     report = out_dir / "report.md"
     report.write_text(markdown_report(context, results, [p.name for p in plots]))
@@ -93,6 +96,7 @@ def markdown_report(context: BenchContext, results: list[StrategyResult], plots:
     rows = {(r["query"], r["joins"], r["strategy"]): r for r in csv_rows(results)}
     lines = [f"{heading} {context.title}", "",
              f"Command: `{context.command}`  ", f"Machine: {context.machine}  ", f"Date: {context.date}", "",
+             *workload_lines(results),
              "| query | joins | strategy | stages | median s (min–max) | vs off | vs off, paired | vs spark | "
              "shuffle write | rows shuffled | pruning eff. |",
              "|---|---|---|--:|--:|--:|--:|--:|--:|--:|--:|"]
@@ -120,6 +124,16 @@ def markdown_report(context: BenchContext, results: list[StrategyResult], plots:
     lines += q_error_lines(results)
     lines += ["", *[f"![{name}]({name})" for name in plots], ""]
     return "\n".join(lines)
+
+
+def workload_lines(results: list[StrategyResult]) -> list[str]:
+    """The workload against ``spark`` before the per-query table: each series' geo-mean beside its total time,
+    and the queries it ran slower than ``spark`` beyond their A/A spread (``bench/workload.py``)."""
+    totals = series_totals(results)
+    if not totals:
+        return []
+    control = any(r.strategy == SPARK_AGAIN for r in results)
+    return [*total_lines(totals), "", *slower_lines(totals, control), ""]
 
 
 def q_error_lines(results: list[StrategyResult]) -> list[str]:
@@ -203,6 +217,37 @@ def tpch_plots(out_dir: Path, results: list[StrategyResult]) -> list[Path]:
                       lambda r: efficiency.get((r.query, r.broadcast_threshold, r.strategy)),
                       "pruning efficiency (1 = oracle)", "pruning efficiency", skip=WITHOUT_SUMMARIES),
     ]
+
+
+def ratio_plots(out_dir: Path, results: list[StrategyResult]) -> list[Path]:
+    """ratios.png: per join setting, each series' per-query ratios to ``spark`` sorted from the lowest (a
+    distribution: the share of the workload below 1× reads off the x axis); none without a ``spark`` series."""
+    found = sorted_ratios(results)
+    if not found:
+        return []
+    plt = _pyplot()
+    panels = list(dict.fromkeys(joins for _, joins in found))
+    figure, axes = plt.subplots(1, len(panels), figsize=(6.5 * len(panels), 4.2), squeeze=False)
+    for axis, joins in zip(axes[0], panels):
+        for (series, mine), values in found.items():
+            if mine != joins:
+                continue
+            share = [(index + 0.5) / len(values) for index in range(len(values))]
+            axis.plot(share, [ratio for _, ratio in values], marker="o", markersize=3, label=series,
+                      color=STRATEGY_COLOURS.get(series))
+            for (query, ratio), x in list(zip(values, share))[:3]:  # the worst three, named
+                axis.annotate(query, (x, ratio), fontsize="x-small", xytext=(3, -8), textcoords="offset points")
+        axis.axhline(1.0, color="#999999", linestyle="--", linewidth=1)
+        axis.set_yscale("log", base=2)
+        axis.set_xlabel("share of the queries (sorted by ratio)")
+        axis.set_ylabel("spark seconds / series seconds")
+        axis.set_title(f"per-query ratio to spark — {joins} joins")
+        axis.legend(fontsize="small")
+    figure.tight_layout()
+    path = out_dir / "ratios.png"
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+    return [path]
 
 
 def final_stage_seconds(result: StrategyResult) -> float | None:

@@ -80,6 +80,9 @@ def numbers(text: str, option: str, kind=int) -> list:
 
 
 def query_numbers(queries: str, benchmark: str, last: int) -> list[int]:
+    """``--queries``: numbers, comma-separated, or ``all`` (1 to ``last``: the whole workload)."""
+    if queries.strip().lower() == "all":
+        return list(range(1, last + 1))
     found = numbers(queries, "--queries")
     bad = [n for n in found if not 1 <= n <= last]
     if bad:
@@ -198,7 +201,7 @@ def run_stats(request: BenchRequest):
     from aipq.bench.stats import measure_collection
     from aipq.tpch.queries import query_text
 
-    found = numbers(request.queries, "--queries")
+    found = query_numbers(request.queries, "TPC-H", 22)
     precisions = numbers(request.extra["lg_ks"], "--lg-k")
     bad = [k for k in precisions if not 4 <= k <= 21]
     if bad:
@@ -223,7 +226,7 @@ def run_decisions(request: BenchRequest):
     from aipq.bench.steal import StealTally
     from aipq.tpch.queries import query_text
 
-    found, tolerance = numbers(request.queries, "--queries"), request.extra["tolerance"]
+    found, tolerance = query_numbers(request.queries, "TPC-H", 22), request.extra["tolerance"]
     prepare_tpch(replace(request, skew=None))
     workload = [(f"Q{n}", query_text(n)) for n in found]
     limits = thresholds(request.joins, request.settings)
@@ -243,7 +246,7 @@ def run_staging(request: BenchRequest):
     """aipq's staged run against plain spark.sql, same session settings, with and without broadcast joins."""
     from aipq.bench.staging import compare_staging
 
-    found = numbers(request.queries, "--queries")
+    found = query_numbers(request.queries, "TPC-H", 22)
     settings = request.paper_settings(ip="off", staging="hive")
     prepare_tpch(replace(request, skew=None))
     limits = [0, settings.broadcast_threshold or 10 * MB]
@@ -260,7 +263,7 @@ def run_batch(request: BenchRequest):
     """TPC-H's queries as one batch against one by one, in one session and as separate aipq commands."""
     from aipq.bench.batch import MODES, batch_report, measure_batches
 
-    found = numbers(request.queries, "--queries")
+    found = query_numbers(request.queries, "TPC-H", 22)
     prepare_tpch(replace(request, skew=None))
     with request.progress("bench batch", len(MODES) * (request.repeat + 1)) as step:
         results = measure_batches(request.context, found, request.repeat, step)

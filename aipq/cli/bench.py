@@ -117,7 +117,7 @@ def with_strategy_options(fn):
 @bench.command("tpch")
 @scale_option
 @click.option("--queries", default="3,5,9", show_default=True,
-              help=f"TPC-H query numbers, comma-separated (the join-heavy set: {TPCH_JOIN_HEAVY}).")
+              help=f"TPC-H query numbers, comma-separated (the join-heavy set: {TPCH_JOIN_HEAVY}), or all.")
 @skew_option
 @with_strategy_options
 @planning_options
@@ -150,7 +150,7 @@ def bench_reopt(ctx, settings: Settings, **options):
 @bench.command("tpcds")
 @scale_option
 @click.option("--queries", default=TPCDS_JOIN_HEAVY, show_default=True,
-              help="TPC-DS query numbers (1 to 99), comma-separated.")
+              help="TPC-DS query numbers (1 to 99), comma-separated, or all (the whole workload).")
 @with_strategy_options
 @planning_options
 @click.pass_context
