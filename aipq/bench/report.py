@@ -47,7 +47,8 @@ class BenchContext:
     parameters: dict
 
 
-def describe_machine(spark) -> str:
+def describe_host() -> str:
+    """The machine without Spark: cores, memory, system, Python."""
     memory = ""
     try:
         with open("/proc/meminfo") as meminfo:
@@ -55,9 +56,13 @@ def describe_machine(spark) -> str:
         memory = f", {kib / 1024 ** 2:.0f} GB RAM"
     except (OSError, ValueError, IndexError):
         pass
-    java = jvm.java_version(spark)
     return (f"{os.cpu_count()} cores{memory}, {platform.system()} {platform.machine()}, "
-            f"Python {platform.python_version()}, Spark {spark.version} ({spark.sparkContext.master}), Java {java}")
+            f"Python {platform.python_version()}")
+
+
+def describe_machine(spark) -> str:
+    java = jvm.java_version(spark)
+    return f"{describe_host()}, Spark {spark.version} ({spark.sparkContext.master}), Java {java}"
 
 
 def today() -> str:
@@ -65,8 +70,9 @@ def today() -> str:
 
 
 def write_outputs(out_dir: Path, context: BenchContext, results: list[StrategyResult],
-                  synthetic: bool = False) -> list[Path]:
-    """Write every output; returns the files written."""
+                  synthetic: bool = False, notes: tuple[str, ...] = (), time_only: bool = False) -> list[Path]:
+    """Write every output; returns the files written. ``notes``: the benchmark's own lines under "From this
+    run"; ``time_only``: no shuffle or pruning plots (series that measure neither)."""
     out_dir.mkdir(parents=True, exist_ok=True)
     rows = csv_rows(results)
     payload = {"title": context.title, "command": context.command, "machine": context.machine,
@@ -81,17 +87,17 @@ def write_outputs(out_dir: Path, context: BenchContext, results: list[StrategyRe
         writer = csv.DictWriter(handle, fieldnames=CSV_COLUMNS)
         writer.writeheader()
         writer.writerows(rows)
-    plots = synthetic_plots(out_dir, results) if synthetic else tpch_plots(out_dir, results)
+    plots = synthetic_plots(out_dir, results) if synthetic else tpch_plots(out_dir, results, time_only)
     plots += ratio_plots(out_dir, results)
     written += plots
     report = out_dir / "report.md"
-    report.write_text(markdown_report(context, results, [p.name for p in plots]))
+    report.write_text(markdown_report(context, results, [p.name for p in plots], notes=notes))
     written.append(report)
     return written
 
 
 def markdown_report(context: BenchContext, results: list[StrategyResult], plots: list[str],
-                    heading: str = "###") -> str:
+                    heading: str = "###", notes: tuple[str, ...] = ()) -> str:
     efficiency = pruning_efficiency(results)
     rows = {(r["query"], r["joins"], r["strategy"]): r for r in csv_rows(results)}
     lines = [f"{heading} {context.title}", "",
@@ -112,6 +118,7 @@ def markdown_report(context: BenchContext, results: list[StrategyResult], plots:
             f"{'' if eff is None else f'{eff:.0%}'} |")
     lines += ["", "From this run:", ""]
     lines += [f"- {line.text()}" for line in headlines(results)]
+    lines += [f"- {note}" for note in notes]
     reruns = {(r.query, r.broadcast_threshold): r.rerun_rounds for r in results}  # a round reruns every strategy
     lines.append("- " + steal_line(sum(reruns.values()), sum(m.steal_seconds for r in results for m in r.runs),
                                    sum(len(r.runs) for r in results)))
@@ -206,11 +213,14 @@ def _grouped_bars(path: Path, results: list[StrategyResult], value, ylabel: str,
     return path
 
 
-def tpch_plots(out_dir: Path, results: list[StrategyResult]) -> list[Path]:
+def tpch_plots(out_dir: Path, results: list[StrategyResult], time_only: bool = False) -> list[Path]:
     efficiency = pruning_efficiency(results)
+    time = _grouped_bars(out_dir / "time.png", results, lambda r: r.median_seconds, "seconds (median)",
+                         "time per query")
+    if time_only:
+        return [time]
     return [
-        _grouped_bars(out_dir / "time.png", results, lambda r: r.median_seconds, "seconds (median)",
-                      "time per query"),
+        time,
         _grouped_bars(out_dir / "shuffle.png", results, lambda r: r.shuffle_write_bytes / 1024 ** 2,
                       "shuffle write (MB)", "shuffled bytes"),
         _grouped_bars(out_dir / "pruning.png", results,

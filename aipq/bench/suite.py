@@ -14,6 +14,7 @@ from pathlib import Path
 
 from aipq import app
 from aipq.bench.series import parse_series
+from aipq.catalog import Catalog
 from aipq.config import MB, Settings
 from aipq.engine.context import RunContext
 from aipq.errors import BadInputError
@@ -309,6 +310,50 @@ def run_estimates(request: BenchRequest):
             step()
     request.show("estimates", errors, f"TPC-H SF {request.scale_factor:g}: q-error of each written stage's rows")
     return errors
+
+
+def run_api(request: BenchRequest):
+    """``aipq.sql`` against ``spark.sql`` on one user session (``bench/api_calls.py``); ``extra``: workloads,
+    warmup, tables (catalog or views) and the knobs given to pass to ``aipq.sql``."""
+    import tempfile
+
+    from aipq.bench.api_calls import (
+        api_results,
+        api_workload,
+        fixed_cost_lines,
+        machine_line,
+        run_user_program,
+        tpch_views,
+        user_spec,
+    )
+    from aipq.bench.report import BenchContext, today, write_outputs
+
+    workloads = [w.strip() for w in request.extra["workloads"].split(",") if w.strip()]
+    workload = api_workload(workloads, query_numbers(request.queries, "TPC-H", 22))
+    prepare_tpch(replace(request, skew=None))
+    views = tpch_views(Catalog(request.home))
+    warmup, tables = request.extra["warmup"], request.extra["tables"]
+    with contextlib.ExitStack() as stack:
+        # views: aipq finds the tables as a user without its catalog would, only through the session
+        home = request.home if tables == "catalog" else Path(stack.enter_context(
+            tempfile.TemporaryDirectory(prefix="aipq-bench-api-home-")))
+        log = (request.out_dir or Path(stack.enter_context(tempfile.TemporaryDirectory()))) / "user-session.log"
+        log.parent.mkdir(parents=True, exist_ok=True)
+        spec = user_spec(request.settings, request.extra["options"], workload, views, home, request.repeat, warmup,
+                         log.with_name("user-session.json"))
+        with request.progress("bench api", len(workload) * 4 * (request.repeat + warmup)) as step:
+            found = run_user_program(spec, step, log)
+    results = api_results(found)
+    title = (f"aipq.sql against spark.sql on one user session, TPC-H SF {request.scale_factor:g} "
+             f"(median of {request.repeat})")
+    context = BenchContext(title, request.command, machine_line(found["session"]), today(),
+                           {"scale_factor": request.scale_factor, "repeat": request.repeat, "warmup_rounds": warmup,
+                            "tables": tables, "session": found["session"], "options": request.extra["options"]})
+    request.show("series", results, title)
+    if request.out_dir is not None:
+        _written(request, write_outputs(request.out_dir, context, results, notes=tuple(fixed_cost_lines(results)),
+                                        time_only=True))
+    return results
 
 
 # ---- every benchmark behind the document -----------------------------------------------------------------------
