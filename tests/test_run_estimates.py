@@ -30,7 +30,8 @@ def test_result_run_carries_each_stages_estimate_and_q_error(spark, home, tpch):
 
 def test_the_runs_report_carries_each_stages_estimate(aipq, tmp_path):
     report = tmp_path / "run.json"
-    done = aipq("run", "--sql", QUERY, "--report", str(report), "--quiet", "--format", "csv")
+    workflow = f"create temporary view est_nations as select * from nation;\n{QUERY}"
+    done = aipq("run", "--sql", workflow, "--report", str(report), "--quiet", "--format", "csv")
     assert done.exit_code == 0, done.output
     found = json.loads(report.read_text())
     _check_estimates(found["result"]["stages"])
