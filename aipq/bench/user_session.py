@@ -6,7 +6,8 @@ aipq.bench.user_session SPEC``): one SparkSession started as a PySpark user star
 Only the public API is used (``import aipq``), as a user's program would. The series run interleaved round by
 round, the order rotated each round and reversed every other one; per query, warm-up rounds first. Every run's
 rows are compared with the first series'. SPEC is a JSON file (``bench/api_calls.py`` writes it); the results go
-to the file it names, one line per finished run to stdout (the progress bar), Spark's log to stderr."""
+to the file it names (rewritten after each query), one line per finished run to stdout (the progress bar),
+Spark's log to stderr."""
 
 from __future__ import annotations
 
@@ -98,9 +99,11 @@ def main(spec_path: str) -> None:
     spark = start_session(spec)
     for name, path in spec["views"].items():
         spark.read.parquet(path).createOrReplaceTempView(name)
-    results = {"session": session_facts(spark),
-               "queries": [{"label": q["label"], "runs": run_query(spark, spec, q)} for q in spec["queries"]]}
-    Path(spec["results"]).write_text(json.dumps(results, default=str))
+    results: dict = {"session": session_facts(spark), "queries": []}
+    for query in spec["queries"]:
+        results["queries"].append({"label": query["label"], "runs": run_query(spark, spec, query)})
+        # after each query: a long run stopped early leaves the queries it finished
+        Path(spec["results"]).write_text(json.dumps(results, default=str))
     spark.stop()
 
 
