@@ -236,6 +236,7 @@ def ratio_plots(out_dir: Path, results: list[StrategyResult]) -> list[Path]:
     if not found:
         return []
     plt = _pyplot()
+    from matplotlib.ticker import FuncFormatter
     panels = list(dict.fromkeys(joins for _, joins in found))
     figure, axes = plt.subplots(1, len(panels), figsize=(6.5 * len(panels), 4.2), squeeze=False)
     for axis, joins in zip(axes[0], panels):
@@ -249,6 +250,7 @@ def ratio_plots(out_dir: Path, results: list[StrategyResult]) -> list[Path]:
                 axis.annotate(query, (x, ratio), fontsize="x-small", xytext=(3, -8), textcoords="offset points")
         axis.axhline(1.0, color="#999999", linestyle="--", linewidth=1)
         axis.set_yscale("log", base=2)
+        axis.yaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}×"))
         axis.set_xlabel("share of the queries (sorted by ratio)")
         axis.set_ylabel("spark seconds / series seconds")
         axis.set_title(f"per-query ratio to spark — {joins} joins")
