@@ -32,7 +32,7 @@ class StageMetrics:
     measured_broadcasts: list[dict] = field(default_factory=list)  # joins made map-side by measured input sizes
     reused: bool = False  # its rows read from the stage-output cache, not computed
     job_group: str = ""  # the Spark job group ``shuffle`` is summed over, once the run ends (``executor``)
-    # its rows as estimated before the run, and the q-error against rows_written (``executor._record_estimates``)
+    # its rows as estimated before the run, and the q-error against rows_written (``executor.record_estimates``)
     estimate: dict = field(default_factory=dict)
 
 
