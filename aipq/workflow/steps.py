@@ -12,7 +12,6 @@ from aipq.app import execute
 from aipq.catalog import Catalog, Partition, TableEntry, split_name
 from aipq.engine.context import RunContext
 from aipq.engine.executor import StageListener
-from aipq.engine.report import run_dict
 from aipq.engine.statistics import collect_table
 from aipq.engine.tables import (
     TableWrite,
@@ -85,7 +84,7 @@ def select(doing: StepRun, step: QueryStep) -> StepOutcome:
         run.result.close()
     run.result = execute(doing.planned.planned, doing.context, doing.listener, result_format=doing.result_format)
     outcome = doing.outcome(f"{run.result.record.result_rows:,} row(s)")
-    outcome.run = run_dict(run.result.record)
+    outcome.record = run.result.record
     return outcome
 
 
@@ -112,7 +111,7 @@ def write_table(doing: StepRun, step: WriteStep) -> StepOutcome:
         query_run.close()
     verb = {"create": "created", "overwrite": "overwrote", "append": "appended to"}[write.mode]
     outcome = doing.outcome(f"{verb} {step.target}: {query_run.record.result_rows:,} row(s)")
-    outcome.run = run_dict(query_run.record)
+    outcome.record = query_run.record
     outcome.written = {"table": step.target, "mode": write.mode, "rows": query_run.record.result_rows}
     return outcome
 
