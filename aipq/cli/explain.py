@@ -87,8 +87,7 @@ def analyzed_info(result: app.QueryRun, context: RunContext) -> dict:
     for stage in info["stages"]:
         stage["measured"] = measured["stages"][stage["id"]]
     info["run"] = {k: v for k, v in measured.items() if k != "stages"}
-    add_estimates(info, app.stage_estimates(result.planned.dag, context, measured["stages"],
-                                            history_before=record.started_at, decisions=decisions))
+    add_estimates(info, {m.stage_id: m.estimate for m in record.stages})  # as the run recorded them
     return info
 
 
