@@ -22,8 +22,8 @@ def helper_bodies(path: Path) -> dict[str, str]:
 
 def test_no_helper_is_copied_between_test_files():
     where: dict[str, list[str]] = defaultdict(list)
-    for path in sorted(TESTS.glob("test_*.py")):
+    for path in sorted(TESTS.rglob("test_*.py")):
         for name, code in helper_bodies(path).items():
-            where[code].append(f"{path.name}:{name}")
+            where[code].append(f"{path.relative_to(TESTS)}:{name}")
     copies = [places for places in where.values() if len(places) > 1]
     assert not copies, f"the same helper in several test files (move it to conftest.py): {copies}"
