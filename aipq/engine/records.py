@@ -49,6 +49,7 @@ class RunRecord:
     replans: list[dict] = field(default_factory=list)  # each re-plan between stages (``Replanner``)
     dag: StageDag | None = None  # the DAG the run finished with, when a re-plan changed it
     started_at: float = 0.0  # wall-clock time the run started (what it records itself comes after)
+    handed_off: str = ""  # why the query ran as Spark plans it (``engine/handoff.py``); empty: aipq's plan ran
 
     @property
     def result(self) -> Result:
