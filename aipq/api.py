@@ -58,13 +58,17 @@ def sql(query: str, *, spark=None, home: str | Path | None = None,
     ``progress`` is told of each stage as it finishes."""
     context = _context(spark, home, options)
     planned = workflow.plan_workflow(app.SqlSource(query, "<sql>"), context)
-    ran = workflow.run_workflow(planned, _Progress(progress) if progress else None)
+    ran = workflow.run_workflow(planned, _Progress(progress) if progress else None, keep_frame=True)
     if ran.result is None:
         return None
     record = ran.result.record
-    # kept in the session's memory, cut from the result's files, which go with the run's work directory
-    kept = ran.result.spark.read.parquet(record.result_path).toDF(*record.output_names).localCheckpoint()
+    if ran.result.frame is not None:  # handed to Spark whole: its DataFrame, no files written or read back
+        kept = ran.result.frame.toDF(*record.output_names)
+    else:  # kept in the session's memory, cut from the result's files, which go with the run's work directory
+        kept = ran.result.spark.read.parquet(record.result_path).toDF(*record.output_names).localCheckpoint()
     rows = [tuple(row) for row in kept.collect()]
+    if ran.result.frame is not None:
+        record.result_rows = record.stages[-1].rows_written = len(rows)
     ran.result.close()
     return Result(tuple(record.output_names), rows, kept, run_dict(record))
 

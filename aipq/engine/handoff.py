@@ -24,6 +24,7 @@ from sqlglot import exp
 from aipq.catalog import SPARK_CATALOG_PREFIX, TableEntry
 from aipq.config import Settings
 from aipq.engine import jvm
+from aipq.engine.like_prefilter import with_like_prefilters
 from aipq.engine.records import RunRecord, StageMetrics
 from aipq.engine.session import sql_conf, stage_sql_conf, user_runtime_conf
 from aipq.engine.sink import TEXT_FORMATS, unique_names, write_text_frame
@@ -36,7 +37,7 @@ from aipq.planner.resolve import qualified_key, referenced_tables
 from aipq.planner.stages import StageDag
 
 HANDED_OFF = "SPARK"  # the operator a handed-off run's one stage is recorded with
-VIEW_PREFIX = "__aipq_handoff_"  # per-run views; a leading double underscore no registered table name has
+VIEW_PREFIX = "__aipq_handoff_"  # per-run views, with a random tag after it: no user view has such a name
 
 
 @dataclass(frozen=True)
@@ -71,7 +72,8 @@ def handoff_decision(settings: Settings, dag: StageDag, statement: exp.Expressio
                      decisions: Iterable[StageDecisions], forced_strategy: bool = False,
                      writes_table: bool = False, statistics_missing: bool = False) -> Handoff:
     """Whether a planned query is handed to Spark whole (``Handoff.why`` says why or why not): only under
-    ``--handoff auto`` with the default strategy and staging (a forcing switch runs aipq's plan), for a query
+    ``--handoff auto`` with the default strategy, staging and join order, without ``--reuse on`` (a forcing
+    switch runs aipq's plan), for a query
     (not a table write, which aipq commits itself), whose statistics are known (a run that collects them runs
     aipq's plan, so that later runs decide from them), and in which aipq's plan-time ``decisions`` and plan
     choose nothing of aipq's own (``aipq_interventions``)."""
@@ -81,6 +83,10 @@ def handoff_decision(settings: Settings, dag: StageDag, statement: exp.Expressio
         return Handoff(False, f"--ip {settings.ip} forces aipq's plan")
     if settings.staging != "adaptive":
         return Handoff(False, f"--staging {settings.staging} forces aipq's staging")
+    if settings.plan != "linear":
+        return Handoff(False, f"--plan {settings.plan} asks for aipq's join order")
+    if settings.reuse == "on":
+        return Handoff(False, "--reuse on reads aipq's kept stage outputs")
     if writes_table:
         return Handoff(False, "a table write runs aipq's plan (its commit is aipq's)")
     if not isinstance(statement, exp.Query):
@@ -125,7 +131,8 @@ def table_entries(dag: StageDag) -> dict[str, TableEntry]:
 def spark_sql_text(statement: exp.Expression, entries: dict[str, TableEntry], views: dict[str, str]) -> str:
     """The statement in Spark's SQL, each table read by the name Spark knows it by: a per-run view (``views``:
     ``database.name`` → view) for aipq's catalog tables, its own name for a table in Spark's catalog. A renamed
-    table keeps its name as an alias, so that columns qualified with it still resolve."""
+    table keeps its name as an alias, so that columns qualified with it still resolve. A LIKE that Spark matches
+    by regular expression gets aipq's prefilter (``like_prefilter``): the same rows, sooner."""
     tree = statement.copy()
     for table in referenced_tables(tree):
         key = qualified_key(table)
@@ -139,7 +146,7 @@ def spark_sql_text(statement: exp.Expression, entries: dict[str, TableEntry], vi
         table.set("this", exp.to_identifier(parts[-1]))
         table.set("db", exp.to_identifier(parts[-2]) if len(parts) > 1 else None)
         table.set("catalog", None)
-    return tree.sql(dialect="spark")
+    return with_like_prefilters(tree).sql(dialect="spark")
 
 
 def handed_off_frame(context, statement: exp.Expression, dag: StageDag) -> tuple[object, list[str]]:
