@@ -22,7 +22,7 @@ from aipq.engine.tables import partition_folders, rewrite_columns
 from aipq.engine.work_dirs import keep_work_dir, remove_work_dir
 from aipq.errors import BadInputError, ExecutionError
 from aipq.estimator.edge_inputs import EdgeEstimator, SessionFacts, adaptive_estimator
-from aipq.estimator.join_estimates import KnownTables, q_error, stage_row_estimates
+from aipq.estimator.join_estimates import KnownTables, stage_estimate_figures
 from aipq.ip.explain import explain_dict
 from aipq.ip.planner import IpPlanner, StageDecisions, Strategy
 from aipq.pipeline import PlannedQuery, worst_order_text
@@ -43,6 +43,9 @@ from aipq.tpch.queries import query_text
 class SqlSource:
     text: str
     name: str
+    # what a workflow given as text (``aipq.sql``) is known by, for its journal and the tables it created: a
+    # digest of the text; a file is known by its path
+    identity: str | None = None
 
 
 def load_sql(source: str | None, inline: str | None) -> SqlSource:
@@ -50,6 +53,13 @@ def load_sql(source: str | None, inline: str | None) -> SqlSource:
     ``--sql`` text; a leading UTF-8 byte-order mark (as some Windows editors write) is dropped."""
     found = _read_sql(source, inline)
     return SqlSource(found.text.removeprefix("\ufeff"), found.name)
+
+
+def statements_file(source: str | None) -> str | None:
+    """The SQL file a run's source names (None for stdin, tpch:N, tpcds:N or --sql), which it must never write."""
+    if source is None or source == "-" or source.lower().startswith(("tpch:", "tpcds:")):
+        return None
+    return source if Path(source).is_file() else None
 
 
 def _read_sql(source: str | None, inline: str | None) -> SqlSource:
@@ -140,24 +150,10 @@ def stage_estimates(dag: StageDag, context: RunContext, measured: dict[int, dict
     """Per stage, its output rows as estimated before it ran (from the same subplan's rows in a run recorded before
     ``history_before``, else from the tables' statistics; None: statistics alone), times the share the
     summaries its ``decisions`` chose were expected to keep, and, for a stage ``measured`` as written (a run's
-    figures by stage id), how far off they were: the q-error of its rows (a fused stage's rows are not
-    counted)."""
-    figures: dict[int, dict] = {}
+    figures by stage id), how far off they were (``estimator.join_estimates.stage_estimate_figures``)."""
     tables = KnownTables(context.repository, context.storage, history_before)
-    kept = {d.stage: d.rows_kept for d in decisions}
-    for stage_id, subplan_rows in stage_row_estimates(dag, tables).items():
-        share = kept.get(stage_id, 1.0)
-        rows = None if subplan_rows is None else subplan_rows * share
-        figure: dict = {"estimated_rows": None if rows is None else round(rows, 1),
-                        "estimated_from": "an earlier run of the same subplan"
-                        if tables.stage_rows(dag, stage_id) is not None else "the tables' statistics"}
-        if subplan_rows is not None and share < 1.0:
-            figure["estimated_subplan_rows"] = round(subplan_rows, 1)
-        ran = (measured or {}).get(stage_id)
-        if rows is not None and ran is not None and ran["materialized"]:
-            figure["q_error"] = round(q_error(rows, ran["rows_written"]), 2)
-        figures[stage_id] = figure
-    return figures
+    written = {stage_id: (bool(ran["materialized"]), ran["rows_written"]) for stage_id, ran in (measured or {}).items()}
+    return stage_estimate_figures(dag, tables, written, {d.stage: d.rows_kept for d in decisions})
 
 
 def statistics_plan(dag: StageDag, context: RunContext) -> list[dict]:

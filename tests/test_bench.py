@@ -378,3 +378,26 @@ def test_bench_estimates_reports_each_written_stages_q_error(aipq):
     assert result.exit_code == 0, result.output
     text = " ".join(result.output.split())
     assert "Q18" in text and "median" in text and "90th percentile" in text
+
+
+@pytest.mark.slow
+def test_bench_api_times_aipq_sql_against_spark_sql_on_one_user_session(aipq, tmp_path):
+    """``aipq bench api``: a user's program (its own process and session) times both sides and their A/A
+    controls until the rows are read; the report gives the fixed cost per call and the workload's totals."""
+    out = tmp_path / "api"
+    result = aipq("bench", "api", "--sf", str(SF), "--queries", "3", "--repeat", "1", "--warmup", "1",
+                  "--out", str(out))
+    assert result.exit_code == 0, result.output
+    data = json.loads((out / "results.json").read_text())
+    assert data["session"]["shuffle_partitions"] == "200" and data["session"]["adaptive"] == "true"
+    found = {(r["query"], r["strategy"]) for r in data["results"]}
+    assert found == {(q, s) for q in ("select 1", "count nation", "count supplier", "nation of region 1", "Q3")
+                     for s in ("aipq", "aipq-again", "spark", "spark-again")}
+    aipq_q3 = next(r for r in data["results"] if (r["query"], r["strategy"]) == ("Q3", "aipq"))
+    run = aipq_q3["runs"][0]
+    assert run["detail"]["result_rows"] == 10 and run["planning_seconds"] < run["seconds"]
+    assert {w["series"] for w in data["workload"]} == {"aipq", "aipq-again", "spark-again"}
+    report = (out / "report.md").read_text()
+    assert "A call's fixed cost, aipq.sql's median less spark.sql's: select 1" in report
+    assert "| aipq | broadcast | 5 |" in report and "![ratios.png](ratios.png)" in report
+    assert (out / "ratios.png").exists() and (out / "time.png").exists()

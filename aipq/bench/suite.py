@@ -14,6 +14,7 @@ from pathlib import Path
 
 from aipq import app
 from aipq.bench.series import parse_series
+from aipq.catalog import Catalog
 from aipq.config import MB, Settings
 from aipq.engine.context import RunContext
 from aipq.errors import BadInputError
@@ -80,6 +81,9 @@ def numbers(text: str, option: str, kind=int) -> list:
 
 
 def query_numbers(queries: str, benchmark: str, last: int) -> list[int]:
+    """``--queries``: numbers, comma-separated, or ``all`` (1 to ``last``: the whole workload)."""
+    if queries.strip().lower() == "all":
+        return list(range(1, last + 1))
     found = numbers(queries, "--queries")
     bad = [n for n in found if not 1 <= n <= last]
     if bad:
@@ -198,7 +202,7 @@ def run_stats(request: BenchRequest):
     from aipq.bench.stats import measure_collection
     from aipq.tpch.queries import query_text
 
-    found = numbers(request.queries, "--queries")
+    found = query_numbers(request.queries, "TPC-H", 22)
     precisions = numbers(request.extra["lg_ks"], "--lg-k")
     bad = [k for k in precisions if not 4 <= k <= 21]
     if bad:
@@ -223,7 +227,7 @@ def run_decisions(request: BenchRequest):
     from aipq.bench.steal import StealTally
     from aipq.tpch.queries import query_text
 
-    found, tolerance = numbers(request.queries, "--queries"), request.extra["tolerance"]
+    found, tolerance = query_numbers(request.queries, "TPC-H", 22), request.extra["tolerance"]
     prepare_tpch(replace(request, skew=None))
     workload = [(f"Q{n}", query_text(n)) for n in found]
     limits = thresholds(request.joins, request.settings)
@@ -243,7 +247,7 @@ def run_staging(request: BenchRequest):
     """aipq's staged run against plain spark.sql, same session settings, with and without broadcast joins."""
     from aipq.bench.staging import compare_staging
 
-    found = numbers(request.queries, "--queries")
+    found = query_numbers(request.queries, "TPC-H", 22)
     settings = request.paper_settings(ip="off", staging="hive")
     prepare_tpch(replace(request, skew=None))
     limits = [0, settings.broadcast_threshold or 10 * MB]
@@ -260,7 +264,7 @@ def run_batch(request: BenchRequest):
     """TPC-H's queries as one batch against one by one, in one session and as separate aipq commands."""
     from aipq.bench.batch import MODES, batch_report, measure_batches
 
-    found = numbers(request.queries, "--queries")
+    found = query_numbers(request.queries, "TPC-H", 22)
     prepare_tpch(replace(request, skew=None))
     with request.progress("bench batch", len(MODES) * (request.repeat + 1)) as step:
         results = measure_batches(request.context, found, request.repeat, step)
@@ -306,6 +310,50 @@ def run_estimates(request: BenchRequest):
             step()
     request.show("estimates", errors, f"TPC-H SF {request.scale_factor:g}: q-error of each written stage's rows")
     return errors
+
+
+def run_api(request: BenchRequest):
+    """``aipq.sql`` against ``spark.sql`` on one user session (``bench/api_calls.py``); ``extra``: workloads,
+    warmup, tables (catalog or views) and the knobs given to pass to ``aipq.sql``."""
+    import tempfile
+
+    from aipq.bench.api_calls import (
+        api_results,
+        api_workload,
+        fixed_cost_lines,
+        machine_line,
+        run_user_program,
+        tpch_views,
+        user_spec,
+    )
+    from aipq.bench.report import BenchContext, today, write_outputs
+
+    workloads = [w.strip() for w in request.extra["workloads"].split(",") if w.strip()]
+    workload = api_workload(workloads, query_numbers(request.queries, "TPC-H", 22))
+    prepare_tpch(replace(request, skew=None))
+    views = tpch_views(Catalog(request.home))
+    warmup, tables = request.extra["warmup"], request.extra["tables"]
+    with contextlib.ExitStack() as stack:
+        # views: aipq finds the tables as a user without its catalog would, only through the session
+        home = request.home if tables == "catalog" else Path(stack.enter_context(
+            tempfile.TemporaryDirectory(prefix="aipq-bench-api-home-")))
+        log = (request.out_dir or Path(stack.enter_context(tempfile.TemporaryDirectory()))) / "user-session.log"
+        log.parent.mkdir(parents=True, exist_ok=True)
+        spec = user_spec(request.settings, request.extra["options"], workload, views, home, request.repeat, warmup,
+                         log.with_name("user-session.json"))
+        with request.progress("bench api", len(workload) * 4 * (request.repeat + warmup)) as step:
+            found = run_user_program(spec, step, log)
+    results = api_results(found)
+    title = (f"aipq.sql against spark.sql on one user session, TPC-H SF {request.scale_factor:g} "
+             f"(median of {request.repeat})")
+    context = BenchContext(title, request.command, machine_line(found["session"]), today(),
+                           {"scale_factor": request.scale_factor, "repeat": request.repeat, "warmup_rounds": warmup,
+                            "tables": tables, "session": found["session"], "options": request.extra["options"]})
+    request.show("series", results, title)
+    if request.out_dir is not None:
+        _written(request, write_outputs(request.out_dir, context, results, notes=tuple(fixed_cost_lines(results)),
+                                        time_only=True))
+    return results
 
 
 # ---- every benchmark behind the document -----------------------------------------------------------------------

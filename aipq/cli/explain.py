@@ -89,8 +89,7 @@ def analyzed_info(result: app.QueryRun, context: RunContext) -> dict:
     info["run"] = {k: v for k, v in measured.items() if k != "stages"}
     if record.handed_off:
         info["handoff"] = measured["handoff"]
-    add_estimates(info, app.stage_estimates(result.planned.dag, context, measured["stages"],
-                                            history_before=record.started_at, decisions=decisions))
+    add_estimates(info, {m.stage_id: m.estimate for m in record.stages})  # as the run recorded them
     return info
 
 

@@ -18,12 +18,14 @@ import time
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
+from functools import partial
 
 from sqlglot import exp
 
 from aipq.catalog import SPARK_CATALOG_PREFIX, TableEntry
 from aipq.config import Settings
 from aipq.engine import jvm
+from aipq.engine.executor import record_estimates
 from aipq.engine.like_prefilter import with_like_prefilters
 from aipq.engine.records import RunRecord, StageMetrics
 from aipq.engine.session import sql_conf, stage_sql_conf, user_runtime_conf
@@ -31,6 +33,7 @@ from aipq.engine.sink import TEXT_FORMATS, unique_names, write_text_frame
 from aipq.engine.storage import join
 from aipq.engine.table_reads import session_table_reads
 from aipq.engine.work_dirs import new_work_dir, remove_work_dir
+from aipq.estimator.join_estimates import KnownTables
 from aipq.ip.planner import StageDecisions
 from aipq.planner.logical import Join, Scan
 from aipq.planner.resolve import qualified_key, referenced_tables
@@ -199,7 +202,11 @@ def run_handed_off(context, statement: exp.Expression, dag: StageDag, why: str, 
     metrics = StageMetrics(dag.final.id, HANDED_OFF, seconds, figures.output_records, figures.output_bytes,
                            shuffle=figures, staging=f"handed to Spark: {why}", job_group=group)
     record.stages.append(metrics)
-    record.seconds, record.result_rows, record.handed_off = seconds, figures.output_records, why
+    record.seconds, record.handed_off = seconds, why
+    record.result_rows = None if keep_frame else figures.output_records  # None: counted only when collected
+    if context.repository is not None:
+        record.estimating = partial(record_estimates, dag, KnownTables(context.repository, context.storage,
+                                                                       record.started_at))
     return record, frame if keep_frame else None
 
 

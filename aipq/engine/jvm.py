@@ -611,6 +611,11 @@ class HadoopFiles:
     def append_to_local(self, uris: Sequence[str], local_file: str) -> int:
         return self._storage.appendToLocal(self._conf, _RECORD.join(uris), local_file)
 
+    def content_digests(self, uris: Sequence[str]) -> list[str]:
+        """What identifies each file's content (the store's checksum, a parquet footer's digest or the bytes'),
+        in one call (``Storage.contentDigests``)."""
+        return self._storage.contentDigests(self._conf, _RECORD.join(uris)).split(_RECORD) if uris else []
+
 
 @dataclass(frozen=True)
 class ClusterShape:
@@ -630,6 +635,38 @@ def aipq_classes_loaded(spark: SparkSession) -> bool:
         return isinstance(_jvm(spark).aipq.spark.Frames, JavaClass)
     except Exception:  # noqa: BLE001 — any py4j failure: not loaded
         return False
+
+
+def session_stopped(spark: SparkSession) -> bool:
+    """Whether the session's SparkContext was stopped (PySpark drops its Java context then)."""
+    context = spark.sparkContext
+    return context._jsc is None or context._jsc.sc().isStopped()
+
+
+def clone_session(spark: SparkSession) -> SparkSession:
+    """A session of its own over ``spark``'s SparkContext, starting as a copy of its SQL settings, temporary
+    views and functions (the JVM's ``SparkSession.cloneSession``): settings changed on it are never seen by
+    ``spark``'s other users, and views made on ``spark`` later are not seen by it."""
+    return SparkSession(spark.sparkContext, spark._jsparkSession.cloneSession())
+
+
+def _session_catalog(spark: SparkSession):
+    return spark._jsparkSession.sessionState().catalog()
+
+
+def is_temporary_view(spark: SparkSession, name: str) -> bool:
+    """Whether the session has a (local) temporary view ``name``."""
+    return bool(_session_catalog(spark).getTempView(name).isDefined())
+
+
+def is_global_temporary_view(spark: SparkSession, name: str) -> bool:
+    """Whether the application has a global temporary view ``name`` (read as ``global_temp.name``)."""
+    return bool(_session_catalog(spark).getGlobalTempView(name).isDefined())
+
+
+def temporary_view_names(spark: SparkSession) -> list[str]:
+    """The names of the session's (local) temporary views."""
+    return _scala_strings(_session_catalog(spark).getTempViewNames())
 
 
 def stop_and_wait(spark: SparkSession, timeout_seconds: float) -> None:
@@ -677,6 +714,7 @@ class MetastoreTable:
     location: str
     provider: str  # a data source name (parquet, orc, csv), or "hive" for a Hive SerDe table
     input_format: str
+    serde: str  # a Hive SerDe's class name ("" for a data source table)
     storage_properties: dict[str, str]
     schema_json: str  # the columns, partition columns last
     partition_columns: tuple[str, ...]
@@ -737,9 +775,23 @@ def metastore_table(spark: SparkSession, database: str, name: str) -> MetastoreT
     storage = table.storage()
     location = str(storage.locationUri().get().toString()) if storage.locationUri().isDefined() else ""
     return MetastoreTable(database, name, location, _option(table.provider(), "hive").lower(),
-                          _option(storage.inputFormat()), _scala_map(storage.properties()), table.schema().json(),
+                          _option(storage.inputFormat()), _option(storage.serde()), _scala_map(storage.properties()),
+                          table.schema().json(),
                           tuple(_scala_strings(table.partitionColumnNames())), str(table.tableType().name()),
                           _scala_map(table.properties()))
+
+
+def class_loadable(spark: SparkSession, name: str) -> bool:
+    """Whether the driver can load the class ``name`` (a table's SerDe) the way Spark's Hive table scan does: from
+    the session's class loader, which holds the jars of ``spark.jars``."""
+    from py4j.protocol import Py4JError
+
+    jvm = _jvm(spark)
+    try:
+        jvm.java.lang.Class.forName(name, False, jvm.org.apache.spark.util.Utils.getContextOrSparkClassLoader())
+        return True
+    except Py4JError:
+        return False
 
 
 def metastore_partitions(spark: SparkSession, database: str, name: str) -> list[tuple[dict[str, str], str]]:

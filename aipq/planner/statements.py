@@ -80,9 +80,12 @@ class WriteStep(Step):
     partition: tuple[tuple[str, str | None], ...] | None = None
     partitioned_by: tuple[str, ...] = ()  # CREATE TABLE … PARTITIONED BY (dt) AS SELECT
     format: str = "parquet"  # CREATE TABLE … STORED AS ORC AS SELECT
+    or_replace: bool = False  # CREATE OR REPLACE TABLE … AS SELECT: an existing table is dropped, then created anew
 
     @property
     def kind(self) -> str:
+        if self.or_replace:
+            return "CREATE OR REPLACE TABLE AS"
         return {"create": "CREATE TABLE AS", "overwrite": "INSERT OVERWRITE", "append": "INSERT INTO"}[self.mode]
 
     def describe(self) -> str:
@@ -380,8 +383,8 @@ def _create_step(number: int, statement: exp.Create, sql: str, source_name: str 
         if isinstance(prop, (exp.LocationProperty, exp.ExternalProperty)):
             raise _unsupported("CREATE EXTERNAL TABLE or LOCATION with AS SELECT", prop, sql, source_name,
                                hint="create the table with its columns, then INSERT into it")
-    if statement.args.get("replace"):
-        return WriteStep(number, statement, _target_name(target), query, mode="overwrite",
+    if statement.args.get("replace"):  # Spark's CREATE OR REPLACE TABLE: the new table's columns and format
+        return WriteStep(number, statement, _target_name(target), query, mode="create", or_replace=True,
                          partitioned_by=partitioned_by, format=fmt)
     return WriteStep(number, statement, _target_name(target), query, mode="create",
                      if_not_exists=bool(statement.args.get("exists")), partitioned_by=partitioned_by, format=fmt)

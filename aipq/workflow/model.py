@@ -10,6 +10,7 @@ from aipq.app import QueryRun, SqlSource
 from aipq.catalog import TableEntry
 from aipq.config import Settings
 from aipq.engine.context import RunContext
+from aipq.engine.records import RunRecord
 from aipq.engine.report import run_dict
 from aipq.journal import Journal
 from aipq.pipeline import PlannedQuery
@@ -53,8 +54,14 @@ class StepOutcome:
     step: Step
     message: str
     seconds: float = 0.0
-    run: dict | None = None  # the run record of the query it ran (``engine/report.run_dict``)
+    record: RunRecord | None = None  # the run of the query it ran
     written: dict | None = None  # a table write's table, mode and rows
+
+    @property
+    def run(self) -> dict | None:
+        """The run of its query as plain data (``engine/report.run_dict``), made when asked: its stages'
+        estimates are computed then."""
+        return run_dict(self.record) if self.record is not None else None
 
     def as_dict(self) -> dict:
         return {"number": self.step.number, "statement": self.step.describe(), "message": self.message,
@@ -80,6 +87,8 @@ class WorkflowRun:
 
 def creator_id(source: SqlSource) -> str | None:
     """Tables a workflow file created in an earlier run count as its own (rerunning it needs no flag)."""
+    if source.identity is not None:
+        return f"workflow:{source.identity}"
     path = Path(source.name)
     return f"workflow:{path.resolve()}" if path.is_file() else None
 

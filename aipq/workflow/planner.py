@@ -23,6 +23,7 @@ from aipq.planner.resolve import referenced_tables
 from aipq.planner.statements import (
     WRITE_FORMATS,
     AnalyzeStep,
+    CreateDatabaseStep,
     CreateTableStep,
     DropStep,
     PartitionStep,
@@ -69,6 +70,7 @@ class WorkflowPlanner:
         # partitioned tables an earlier statement writes (not yet run): which partitions they will hold is
         # known only once it has
         self.written: set[str] = set()
+        self.databases: set[str] = set()  # the databases the workflow's CREATE DATABASE statements make
         self.resume = resume
 
     @classmethod
@@ -132,7 +134,8 @@ class WorkflowPlanner:
         if not self.may_replace(target, entry):
             raise self.error_at(step, f"would {verb} table {target}, which this workflow did not create",
                                 step.statement.this,
-                                hint="rerun with --allow-overwrite if that is what you want")
+                                hint="rerun with --allow-overwrite (allow_overwrite=True from Python) if that is "
+                                     "what you want")
 
     def plan_query(self, query: exp.Expression, table: TableShape | None = None) -> PlannedQuery:
         return plan_statement(self.view.expand_views(query), self.source.text, self.view, self.settings,
@@ -142,6 +145,9 @@ class WorkflowPlanner:
         existing = self.view.lookup(step.target)
         if step.mode == "create" and existing is not None and self.redoes(step, existing):
             existing = None  # replaced when it runs (``steps.write_table``)
+        if step.or_replace and existing is not None:  # dropped when it runs, then created anew
+            self.check_replace(step, step.target, existing, "replace")
+            existing = None
         if step.mode == "create" and existing is not None:
             if step.if_not_exists:
                 planned.skip_reason = "the table exists (IF NOT EXISTS)"
@@ -168,7 +174,19 @@ class WorkflowPlanner:
         planned.planned = self.plan_query(step.query, TableShape(step.target, existing.columns, step.columns,
                                                                  format=existing.format))
 
+    def plan_create_database(self, step: CreateDatabaseStep, planned: PlannedStep) -> None:
+        self.databases.add(step.database)
+
+    def check_database(self, step: Step, target: str) -> None:
+        """A new table or view goes into a database that exists (or that an earlier statement creates): Hive and
+        Spark refuse it otherwise, and so does aipq, before anything runs."""
+        database, _ = split_name(target)
+        if database not in self.databases and not self.view.base.database_exists(database):
+            raise self.error_at(step, f"[SCHEMA_NOT_FOUND] The schema `{database}` cannot be found",
+                                step.statement.this, hint=f"create it first: CREATE DATABASE {database}")
+
     def plan_new_table(self, step: WriteStep, planned: PlannedStep) -> None:
+        self.check_database(step, step.target)
         planned.planned = self.plan_query(step.query, TableShape(step.target, partition_by=step.partitioned_by,
                                                                  format=step.format))
         database, name = split_name(step.target)
@@ -227,6 +245,7 @@ class WorkflowPlanner:
                 return
             raise self.error_at(step, f"table {step.target} already exists", step.statement.this,
                                 hint="use CREATE TABLE IF NOT EXISTS, or DROP TABLE first")
+        self.check_database(step, step.target)
         self.view.changes[step.target] = new_table(self.context, step)
         self.created.add(step.target)
 
@@ -291,6 +310,7 @@ class WorkflowPlanner:
         if temporary:
             raise self.error_at(step, f"a view kept in the catalog cannot read the temporary view {temporary[0].name}",
                                 temporary[0], hint="make it a TEMPORARY VIEW too, or read the tables directly")
+        self.check_database(step, step.target)
         self.plan_query(view_query(step))  # only to check it
         self.view.kept_views[step.target] = view_query(step).sql(dialect="hive")
 
@@ -319,7 +339,7 @@ class WorkflowPlanner:
 _PLANNERS: dict[type, str] = {
     ShowStep: "plan_show", QueryStep: "plan_select", ViewStep: "plan_view", WriteStep: "plan_write",
     DropStep: "plan_drop", AnalyzeStep: "plan_analyze", CreateTableStep: "plan_create_table",
-    PartitionStep: "plan_partitions", SetStep: "plan_set",
+    PartitionStep: "plan_partitions", SetStep: "plan_set", CreateDatabaseStep: "plan_create_database",
 }
 
 
@@ -333,7 +353,8 @@ def plan_workflow(source: SqlSource, context: RunContext, allow_overwrite: bool 
     planner = WorkflowPlanner(source, context, allow_overwrite)
     walk = _ResumeWalk(journal if resume else None, planner)
     steps = []
-    database, views = DEFAULT_DATABASE, set()
+    database = context.current_database
+    views = context.session_temporary_views() if database != DEFAULT_DATABASE else set()
     for number, statement in enumerate(statements, start=1):
         step = to_step(number, in_database(statement, database, views), source.text, source.name)
         step = in_current_database(step, database)

@@ -8,13 +8,10 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-from sqlglot import exp
-
 from aipq.app import execute
 from aipq.catalog import Catalog, Partition, TableEntry, split_name
 from aipq.engine.context import RunContext
 from aipq.engine.executor import StageListener
-from aipq.engine.report import run_dict
 from aipq.engine.statistics import collect_table
 from aipq.engine.tables import (
     TableWrite,
@@ -87,7 +84,7 @@ def select(doing: StepRun, step: QueryStep) -> StepOutcome:
         run.result.close()
     run.result = execute(doing.planned.planned, doing.context, doing.listener, result_format=doing.result_format)
     outcome = doing.outcome(f"{run.result.record.result_rows:,} row(s)")
-    outcome.run = run_dict(run.result.record)
+    outcome.record = run.result.record
     return outcome
 
 
@@ -114,7 +111,7 @@ def write_table(doing: StepRun, step: WriteStep) -> StepOutcome:
         query_run.close()
     verb = {"create": "created", "overwrite": "overwrote", "append": "appended to"}[write.mode]
     outcome = doing.outcome(f"{verb} {step.target}: {query_run.record.result_rows:,} row(s)")
-    outcome.run = run_dict(query_run.record)
+    outcome.record = query_run.record
     outcome.written = {"table": step.target, "mode": write.mode, "rows": query_run.record.result_rows}
     return outcome
 
@@ -130,6 +127,9 @@ def _table_write(doing: StepRun, step: Step, result: str) -> TableWrite:
         catalog.drop(planned_write.target)
         remove_data(doing.context.storage, existing.path)
         existing = None
+    if existing is not None and planned_write.or_replace:  # as DROP TABLE would drop it (its data if managed)
+        drop(doing, DropStep(step.number, step.statement, target=planned_write.target))
+        existing = None
     write = _mode_now(planned_write, existing)
     database, name = split_name(write.target)
     location = existing.path if existing is not None else doing.context.managed_location(database, name)
@@ -144,8 +144,6 @@ def _mode_now(write: WriteStep, existing: TableEntry | None) -> WriteStep:
     created the table since this statement was planned."""
     if write.mode != "create" or existing is None:
         return write
-    if isinstance(write.statement, exp.Create) and write.statement.args.get("replace"):
-        return replace(write, mode="overwrite")  # CREATE OR REPLACE: replace what the other run created
     raise ExecutionError(f"table {write.target} was created by another run while this statement ran",
                          hint="rerun the statement; CREATE OR REPLACE TABLE replaces it")
 
@@ -256,13 +254,18 @@ def drop(doing: StepRun, step: DropStep) -> StepOutcome:
     entry = catalog.lookup(step.target)
     if entry is None:
         return doing.outcome("done")
+    managed = catalog.deletes_files_on_drop(step.target)  # a metastore's MANAGED table: the metastore deletes them
     catalog.drop(step.target)
     view.changes.pop(step.target, None)
+    if managed is not None:
+        return doing.outcome(f"dropped {step.target} and deleted its files at {managed} (a managed table)",
+                             timed=False)
     base = doing.planner.context  # the command's warehouse, not one a SET in the workflow gave
     if created_by(entry) is not None and base.in_managed_folder(entry):
         remove_data(base.storage, entry.path)
-        return doing.outcome(f"dropped {step.target} and its data", timed=False)
-    return doing.outcome(f"dropped {step.target} (its files at {entry.path} are kept)", timed=False)
+        return doing.outcome(f"dropped {step.target} and deleted its files at {entry.path}", timed=False)
+    where = "" if entry.source == "spark" else f" at {entry.path}"  # Spark reads it by name: its files are Spark's
+    return doing.outcome(f"dropped {step.target}; its files{where} are kept (an external table)", timed=False)
 
 
 # the handler of each kind of statement (a subclass finds its own before its base's); SET has none: its settings
