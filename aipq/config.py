@@ -286,11 +286,12 @@ KNOBS: tuple[Knob, ...] = (
          "--staging", "choice", ("hive", "adaptive", "none"),
          help="Materialize every stage boundary (hive), only where a summary needs it (adaptive), or none."),
     Knob("handoff", "auto", "A SELECT for which aipq's plan-time decisions choose nothing of its own (no summary, "
-         "no shared subplan, no pre-aggregation, no written stage), planned with the statistics it needs already "
-         "known, is handed to Spark whole: its SQL planned by Spark's optimizer as spark.sql would (join reordering, "
-         "runtime filters, dynamic partition pruning, adaptive execution), with aipq's session extensions on; "
-         "'off' always runs aipq's own plan. Forcing switches (--ip other than adaptive, --staging other than "
-         "adaptive) run aipq's plan too. Explain says which and why.",
+         "no shared subplan, no pre-aggregation, no semi join built from its preserved side), with the statistics it "
+         "needs already known, is handed to Spark whole: its SQL planned by Spark's optimizer as spark.sql would "
+         "(join reordering, runtime filters, dynamic partition pruning, adaptive execution), with aipq's session "
+         "extensions on; "
+         "'off' always runs aipq's own plan. Forcing switches (--ip, --staging or --plan other than the default, "
+         "--reuse on) run aipq's plan too. Explain says which and why.",
          "--handoff", "choice", ("auto", "off"),
          help="Hand a query aipq would change nothing in to Spark's own planner (auto), or never (off)."),
     Knob("reuse", "off", "Stage outputs kept in the stage-output cache by earlier commands are read instead of "
