@@ -231,8 +231,8 @@ def query_handoff(planned: PlannedQuery, context: RunContext, ip_strategy: Strat
     if not first.chosen:
         return first
     # statistics this run would collect (tables with files: a view of rows in memory has none to collect)
-    missing = settings.statistics == "collect" and any(need.missing and need.files.fingerprint
-                                                       for need in statistics_needs(dag, context))
+    missing = settings.statistics == "recollect" or (settings.statistics == "collect" and any(
+        need.missing and need.files.fingerprint for need in statistics_needs(dag, context)))
     decisions = IpPlanner(dag, settings, estimator=planning_estimator(dag, context)).plan_all()
     return decide(decisions, missing)
 
