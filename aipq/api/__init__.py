@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 from aipq import app, workflow
@@ -123,7 +124,8 @@ def _run(source: app.SqlSource, spark, home, progress, options: dict) -> Result 
                       query_run.close)
     # the caller's session reads the result's files, which stay until the Result is closed (api/result.py)
     frame = user.read.parquet(record.result_path).toDF(*record.output_names)
-    return Result(tuple(record.output_names), frame, run_dict(record), None if run.keep_work else query_run.close)
+    return Result(tuple(record.output_names), frame, partial(run_dict, record),
+                  None if run.keep_work else query_run.close)
 
 
 def _run_workflow(source: app.SqlSource, context: RunContext, run: RunOptions, with_output: bool,
