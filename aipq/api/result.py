@@ -107,5 +107,6 @@ class Result:
         self.close()
 
     def __repr__(self) -> str:
-        rows = f"{len(self._rows)} row(s)" if self._rows is not None else f"{self.run.get('result_rows', '?')} row(s)"
+        counted = len(self._rows) if self._rows is not None else self.run.get("result_rows")
+        rows = f"{'?' if counted is None else counted} row(s)"  # None: a handed-off DataFrame not yet collected
         return f"Result(columns={self.columns!r}, {rows})"
