@@ -13,6 +13,7 @@ from aipq.catalog import FORMATS, Catalog, Partition, TableEntry, split_name
 from aipq.config import master_cores
 from aipq.engine.context import RunContext
 from aipq.engine.executor import RunOptions, StageListener, run_dag
+from aipq.engine.handoff import Handoff, handoff_decision, run_handed_off
 from aipq.engine.records import RunRecord
 from aipq.engine.session import read_schema, table_rows
 from aipq.engine.statistics import collector_for
@@ -95,6 +96,7 @@ class QueryRun:
     planned: PlannedQuery
     record: RunRecord
     storage: Storage
+    frame: object | None = None  # a handed-off query's result as Spark's DataFrame, when asked for instead of files
 
     def close(self) -> None:
         remove_work_dir(self.storage, self.record.work_dir)
@@ -123,6 +125,8 @@ def planned_explain(query: PlannedQuery, context: RunContext) -> dict:
         stage.update(figures.get(stage["id"], {}))
         stage["known_output"] = known.get(stage["id"])
     info["statistics"] = statistics_plan(dag, context)
+    handoff = query_handoff(query, context)
+    info["handoff"] = {"chosen": handoff.chosen, "why": handoff.why}
     return info
 
 
@@ -177,12 +181,20 @@ def check_table_data(dag: StageDag, storage: Storage) -> None:
 
 def execute(planned: PlannedQuery, context: RunContext, listener: StageListener | None = None,
             analyze: bool = False, result_format: str | None = None, shared: frozenset[str] = frozenset(),
-            shared_scans: dict | None = None, ip_strategy: Strategy | None = None) -> QueryRun:
+            shared_scans: dict | None = None, ip_strategy: Strategy | None = None,
+            keep_frame: bool = False) -> QueryRun:
     """Run a planned query; Spark starts here, so bad SQL fails in planning without paying for a JVM. With
     ``result_format`` csv or json the result is written in that form straight away; ``shared``: the cache keys of
     stages other queries of a batch compute too, ``shared_scans`` its tables read once for all of them;
-    ``ip_strategy``: a strategy object instead of the settings' (a benchmark measuring one decision)."""
+    ``ip_strategy``: a strategy object instead of the settings' (a benchmark measuring one decision). A query in
+    which aipq chooses nothing is handed to Spark whole (``query_handoff``); with ``keep_frame`` its result is then
+    the run's DataFrame, not files."""
     check_table_data(planned.dag, context.storage)
+    handoff = query_handoff(planned, context, ip_strategy, bool(shared or shared_scans))
+    if handoff.chosen:
+        record, frame = run_handed_off(context, planned.statement, planned.dag, handoff.why,
+                                       result_format or "parquet", keep_frame)
+        return QueryRun(context.spark, planned, record, context.storage, frame)
     collector = collector_for(context, planned.dag, planned.source_name or "query")
     try:
         replanner = Reoptimizer(planned, context) if Reoptimizer.applies(planned, context) else None
@@ -200,6 +212,35 @@ def execute(planned: PlannedQuery, context: RunContext, listener: StageListener 
     if record.dag is not None:  # re-planned while it ran: the stages as they ran
         planned = replace(planned, dag=record.dag)
     return QueryRun(context.spark, planned, record, context.storage)
+
+
+def query_handoff(planned: PlannedQuery, context: RunContext, ip_strategy: Strategy | None = None,
+                  batch_shared: bool = False) -> Handoff:
+    """Whether ``planned`` is handed to Spark whole (``engine/handoff.py``), from what aipq knows before running
+    it: the decisions strategy ``adaptive``'s estimator makes now (those explain shows), the plan's own rewrites,
+    and whether the run would collect statistics. A query whose work a batch shares with others runs aipq's plan."""
+    settings, dag = context.settings, planned.dag
+    if batch_shared:
+        return Handoff(False, "a batch shares part of its work with other queries")
+
+    def decide(decisions=(), statistics_missing=False) -> Handoff:
+        return handoff_decision(settings, dag, planned.statement, decisions, ip_strategy is not None,
+                                planned.table is not None, statistics_missing)
+
+    first = decide()
+    if not first.chosen:
+        return first
+    # statistics this run would collect (tables with files: a view of rows in memory has none to collect)
+    missing = settings.statistics == "recollect" or (settings.statistics == "collect" and any(
+        need.missing and need.files.fingerprint for need in statistics_needs(dag, context)))
+    decisions = IpPlanner(dag, settings, estimator=planning_estimator(dag, context)).plan_all()
+    return decide(decisions, missing)
+
+
+def statistics_needs(dag: StageDag, context: RunContext) -> list:
+    if context.repository is None:
+        return []
+    return plan_statistics(dag, context.repository, context.storage, context.settings.stats_columns)
 
 
 def keep_stage_outputs(context: RunContext) -> str | None:

@@ -87,6 +87,8 @@ def analyzed_info(result: app.QueryRun, context: RunContext) -> dict:
     for stage in info["stages"]:
         stage["measured"] = measured["stages"][stage["id"]]
     info["run"] = {k: v for k, v in measured.items() if k != "stages"}
+    if record.handed_off:
+        info["handoff"] = measured["handoff"]
     add_estimates(info, {m.stage_id: m.estimate for m in record.stages})  # as the run recorded them
     return info
 

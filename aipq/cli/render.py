@@ -64,7 +64,7 @@ def explain_tree(info: dict[str, Any]) -> Tree:
         if stage["siblings"]:
             node.add(f"siblings: {', '.join(f'S{s}' for s in stage['siblings'])}")
         for source in stage["inputs"]:
-            if source["kind"] == "stage":
+            if source["kind"] == "stage" and source["stage"] in stages:  # a handed-off run measured only its last
                 add(node, source["stage"])
 
     add(root, info["final_stage"])
@@ -92,6 +92,11 @@ def _plan_header(info: dict[str, Any]) -> Tree:
                     else f"{partitions} shuffle partitions")
     root = Tree(f"[bold]{len(info['stages'])} stage(s)[/bold] · plan {settings['plan']['value']} · {broadcast} · "
                 f"{reduce_phase}")
+    handoff = info.get("handoff")
+    if handoff and handoff["chosen"]:
+        root.add(f"[bold yellow]handed to Spark[/bold yellow] [dim]({handoff['why']})[/dim]")
+    elif handoff:
+        root.add(f"[dim]aipq's plan runs: {handoff['why']}[/dim]")
     for note in info.get("join_order", []):
         root.add(f"[dim]join order: {note}[/dim]")
     for replan in info.get("run", {}).get("replans", []):
