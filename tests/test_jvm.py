@@ -1,4 +1,4 @@
-"""The py4j bridge (aipq/engine/jvm.py) against the real Spark: if an upgrade moves the internals it uses,
+"""The py4j bridge (the package aipq/engine/jvm/) against the real Spark: if an upgrade moves the internals it uses,
 these fail first and say which one."""
 
 from __future__ import annotations
