@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from aipq import app, workflow
+from aipq import workflow
 from aipq.config import KNOB, Settings, default_home
 from aipq.engine.context import RunContext
 from aipq.engine.executor import StageListener
@@ -24,7 +24,9 @@ from aipq.engine.records import StageMetrics
 from aipq.engine.report import run_dict
 from aipq.engine.session import check_classic_session
 from aipq.errors import BadInputError, EnvironmentProblem
+from aipq.explanation import explain_tree, planned_explain
 from aipq.setting_aliases import alias_for, apply_alias
+from aipq.workflow.source import SqlSource
 
 
 def spark_conf() -> dict[str, str]:
@@ -57,7 +59,7 @@ def sql(query: str, *, spark=None, home: str | Path | None = None,
     """Run ``query`` (one statement or a workflow of them); the result of its last SELECT (None without one).
     ``progress`` is told of each stage as it finishes."""
     context = _context(spark, home, options)
-    planned = workflow.plan_workflow(app.SqlSource(query, "<sql>"), context)
+    planned = workflow.plan_workflow(SqlSource(query, "<sql>"), context)
     ran = workflow.run_workflow(planned, _Progress(progress) if progress else None)
     if ran.result is None:
         return None
@@ -75,18 +77,16 @@ def explain(query: str, *, spark=None, home: str | Path | None = None, format: s
     if format not in ("tree", "json"):
         raise BadInputError(f"format {format!r} is not tree or json")
     context = _context(spark, home, options)
-    planned = workflow.plan_workflow(app.SqlSource(query, "<sql>"), context)
+    planned = workflow.plan_workflow(SqlSource(query, "<sql>"), context)
     queries = planned.queries
     if not queries:
         raise BadInputError("the text has no query to explain")
-    info = app.planned_explain(queries[-1].planned, context)
+    info = planned_explain(queries[-1].planned, context)
     if format == "json":
         return info
     from io import StringIO
 
     from rich.console import Console
-
-    from aipq.cli.render import explain_tree
 
     out = StringIO()
     Console(file=out, width=120, force_terminal=False).print(explain_tree(info))

@@ -13,10 +13,10 @@ import pytest
 import sqlglot
 from click.testing import CliRunner
 
-from aipq import app
 from aipq.catalog import Catalog
 from aipq.cli.main import cli
 from aipq.config import Settings
+from aipq.data import add_table, generate_tpch
 from aipq.engine.context import RunContext
 from aipq.engine.session import get_session
 from aipq.engine.storage import local_storage
@@ -58,7 +58,7 @@ def spark(home):
 def tpch(home) -> Catalog:
     """TPC-H at SF, registered without Spark: tests that only plan (explain, the planner, IP candidates, the
     estimator) start no JVM."""
-    app.generate_tpch(RunContext(home), SF, "default")
+    generate_tpch(RunContext(home), SF, "default")
     return Catalog(home)
 
 
@@ -142,7 +142,7 @@ def small_tables(home, tpch, duck, tmp_path_factory):
     for name, query in NULL_TABLES.items():
         path = folder / f"{name}.parquet"
         duck.execute(f"COPY ({query}) TO '{path}' (FORMAT parquet)")
-        app.add_table(RunContext(home), name, str(path), "parquet")
+        add_table(RunContext(home), name, str(path), "parquet")
         duck.execute(f"CREATE OR REPLACE VIEW {name} AS SELECT * FROM read_parquet('{path}')")
     return duck
 

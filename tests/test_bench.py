@@ -156,13 +156,13 @@ def test_a_series_without_prior_statistics_starts_each_run_with_none(tmp_path):
     repository of its own: the home's is neither read nor written."""
     import sqlite3
 
-    from aipq import app
     from aipq.bench.strategies import compare_strategies, tpch_workload
+    from aipq.data import collect_missing_statistics, generate_tpch
 
     home = tmp_path / "home"
-    app.generate_tpch(RunContext(home), SF, "default")
+    generate_tpch(RunContext(home), SF, "default")
     context = RunContext(home)
-    app.collect_missing_statistics(context, "test")
+    collect_missing_statistics(context, "test")
 
     def stored() -> list:
         with sqlite3.connect(home / "stats.db") as con:

@@ -23,7 +23,6 @@ from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
 
-from aipq.app import execute, stage_estimates
 from aipq.bench.series import SPARK, SPARK_ANCHORS, WITHOUT_SUMMARIES, Series
 from aipq.bench.staging import bench_session, spark_sql_text
 from aipq.bench.steal import steal_seconds, undisturbed_round
@@ -34,11 +33,13 @@ from aipq.engine.report import run_dict
 from aipq.engine.session import LONG_DECIMALS_SETTING, sql_conf
 from aipq.engine.storage import join
 from aipq.errors import ExecutionError
+from aipq.explanation import stage_estimates
 from aipq.ip.planner import Strategy
 from aipq.pipeline import plan_query
 from aipq.planner.stages import StageDag
 from aipq.stats.repository import StatsRepository
 from aipq.tpch.queries import NO_DATE_QUERIES, query_text, without_date_filters
+from aipq.workflow.query import execute
 
 # Untimed rounds before the timed ones (docs/decisions.md: why two).
 WARMUP_ROUNDS = 2
@@ -66,16 +67,16 @@ def tpch_workload(numbers: list[int]) -> list[BenchQuery]:
 
 
 def reorder_workload(context: RunContext, numbers: list[int]) -> list[BenchQuery]:
-    """Each query as written and in its worst connected order (``app.worst_order_tpch_query``), Q3 and Q10 also
+    """Each query as written and in its worst connected order (``worst_order_tpch_query``), Q3 and Q10 also
     without their date predicates (ADP's variants), after collecting the statistics the repository lacks for the
     TPC-H tables (the bad order is chosen from them)."""
-    from aipq import app
+    from aipq.data import collect_missing_statistics, worst_order_tpch_query
 
-    app.collect_missing_statistics(context, "aipq bench reopt")
+    collect_missing_statistics(context, "aipq bench reopt")
     workload = []
     for number in numbers:
         workload += [BenchQuery(f"Q{number}", query_text(number)),
-                     BenchQuery(f"Q{number} worst", app.worst_order_tpch_query(context, number))]
+                     BenchQuery(f"Q{number} worst", worst_order_tpch_query(context, number))]
         if number in NO_DATE_QUERIES:
             workload.append(BenchQuery(f"Q{number} no dates", without_date_filters(number)))
     return workload
@@ -169,7 +170,7 @@ class QueryRunner:
 
     def _aipq(self, text: str, runs: list[RunContext], strategy: Strategy | None) -> tuple[Measurement, list]:
         """``aipq`` with the context of each execution, the first also planning's; every execution runs as
-        ``aipq run`` does (``app.execute``), without the stage-output cache."""
+        ``aipq run`` does (``execute``), without the stage-output cache."""
         executions, run = len(runs), runs[0]
         planning = time.perf_counter()
         planned = plan_query(text, self.catalog, run.settings, run.storage, "aipq bench", run.join_costing())

@@ -12,11 +12,13 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from aipq import app
 from aipq.bench.series import parse_series
 from aipq.config import MB, Settings
+from aipq.data import generate_skewed_tpch, generate_tpcds, generate_tpch
 from aipq.engine.context import RunContext
 from aipq.errors import BadInputError
+from aipq.explanation import stage_estimates
+from aipq.workflow.query import execute
 
 TPCH_JOIN_HEAVY = "2,3,5,7,8,9,10,11,18,21"
 DEFAULT_STRATEGIES = "off,hip,always,adaptive,oracle,spark"
@@ -56,6 +58,7 @@ class BenchRequest:
     show: Callable[[str, object, str], None] = lambda kind, results, title: None
     told: Callable[[str], None] = lambda text: None
     extra: dict = field(default_factory=dict)  # a benchmark's own options (ratios, rows, lg_k, tolerance, …)
+    aipq_command: tuple[str, ...] = ()  # starts aipq as a process of its own (bench batch): the command line's
 
     def paper_settings(self, **paper: str) -> Settings:
         """The settings with the paper's value of each knob in ``paper`` the command line did not give.
@@ -96,9 +99,9 @@ def prepare_tpch(request: BenchRequest) -> None:
     """TPC-H generated (or found) and registered in the default database, Zipf-skewed with ``skew``."""
     with request.status(f"preparing TPC-H SF {request.scale_factor:g}…"):
         if request.skew is None:
-            app.generate_tpch(request.context, request.scale_factor, "default")
+            generate_tpch(request.context, request.scale_factor, "default")
         else:
-            app.generate_skewed_tpch(request.context, request.scale_factor, request.skew, "default")
+            generate_skewed_tpch(request.context, request.scale_factor, request.skew, "default")
 
 
 def bench_context(request: BenchRequest, title: str, settings: Settings, **parameters):
@@ -166,7 +169,7 @@ def run_tpcds(request: BenchRequest):
     workload = tpcds_workload(query_numbers(request.queries, "TPC-DS", 99))
     parse_series(request.strategies)
     with request.status(f"preparing TPC-DS SF {request.scale_factor:g}…"):
-        app.generate_tpcds(request.context, request.scale_factor, "tpcds")
+        generate_tpcds(request.context, request.scale_factor, "tpcds")
     return run_series(request, "TPC-DS", workload, scale_factor=request.scale_factor)
 
 
@@ -263,7 +266,7 @@ def run_batch(request: BenchRequest):
     found = numbers(request.queries, "--queries")
     prepare_tpch(replace(request, skew=None))
     with request.progress("bench batch", len(MODES) * (request.repeat + 1)) as step:
-        results = measure_batches(request.context, found, request.repeat, step)
+        results = measure_batches(request.context, found, request.repeat, request.aipq_command, step)
     context = bench_context(request, f"TPC-H SF {request.scale_factor:g}: {len(found)} queries as one batch and "
                             f"one by one (median of {request.repeat})", request.settings,
                             scale_factor=request.scale_factor, repeat=request.repeat, queries=found)
@@ -297,8 +300,8 @@ def run_estimates(request: BenchRequest):
     with request.progress("bench estimates", len(found)) as step:
         for number in found:
             planned = plan_query(query_text(number), context.catalog, context.settings, context.storage)
-            estimates = app.stage_estimates(planned.dag, context, history_before=None)
-            ran = app.execute(planned, context)
+            estimates = stage_estimates(planned.dag, context, history_before=None)
+            ran = execute(planned, context)
             errors[f"Q{number}"] = [q_error(estimates[m.stage_id]["estimated_rows"], m.rows_written)
                                     for m in ran.record.stages
                                     if m.materialized and estimates[m.stage_id]["estimated_rows"] is not None]

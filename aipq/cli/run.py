@@ -8,13 +8,11 @@ import sys
 import click
 from rich.console import Console
 
-from aipq import app, batch, workflow
+from aipq import batch, workflow
 from aipq.batch import is_batch
-from aipq.cli.explain import analyzed_info
 from aipq.cli.options import home_dir, planning_options
 from aipq.cli.progress import RichStageProgress
 from aipq.cli.render import (
-    explain_tree,
     result_caption,
     result_table,
     run_summary,
@@ -31,6 +29,9 @@ from aipq.engine.sink import (
     write_output,
 )
 from aipq.errors import BadInputError
+from aipq.explanation import analyzed_info, explain_tree
+from aipq.workflow.query import keep_stage_outputs
+from aipq.workflow.source import load_sql
 
 
 @click.command()
@@ -74,7 +75,7 @@ def run(ctx, sources, inline, settings: Settings, fmt, output, output_dir, force
                             "--analyze": analyze, "--keep-work": keep_work, "--report": report_path is not None})
         return
     source = sources[0] if sources else None
-    sql = app.load_sql(source, inline)
+    sql = load_sql(source, inline)
     if fmt == "parquet" and output is None:
         raise BadInputError("--format parquet needs --output PATH")
     if output is not None:
@@ -83,7 +84,7 @@ def run(ctx, sources, inline, settings: Settings, fmt, output, output_dir, force
     fmt = fmt or "table"
     if report_path is not None:
         report_path = context.storage.check_local_target(str(report_path), True, "--report")
-    cached_in = app.keep_stage_outputs(context) if keep_work else None
+    cached_in = keep_stage_outputs(context) if keep_work else None
     planned = workflow.plan_workflow(sql, context, allow_overwrite, record=True, resume=resume)
     if output is not None and not any(isinstance(s.step, workflow.QueryStep) for s in planned.steps):
         raise BadInputError("--output was given but the workflow has no SELECT whose rows could be written")

@@ -10,7 +10,6 @@ from dataclasses import dataclass, replace
 
 from sqlglot import exp
 
-from aipq.app import execute
 from aipq.catalog import Catalog, Partition, TableEntry, split_name
 from aipq.engine.context import RunContext
 from aipq.engine.executor import StageListener
@@ -24,8 +23,11 @@ from aipq.engine.tables import (
     remove_data,
 )
 from aipq.errors import BadInputError, ExecutionError
-from aipq.journal import Journal
-from aipq.planner.statements import (
+from aipq.workflow.journal import Journal
+from aipq.workflow.model import CREATED_BY, PlannedStep, StepOutcome, WorkflowRun, created_by
+from aipq.workflow.planner import WorkflowPlanner, matches, new_table, table_columns
+from aipq.workflow.query import execute
+from aipq.workflow.statements import (
     AnalyzeStep,
     CreateDatabaseStep,
     CreateTableStep,
@@ -38,8 +40,6 @@ from aipq.planner.statements import (
     WriteStep,
     view_query,
 )
-from aipq.workflow.model import CREATED_BY, PlannedStep, StepOutcome, WorkflowRun, created_by
-from aipq.workflow.planner import WorkflowPlanner, matches, new_table, table_columns
 
 
 @dataclass

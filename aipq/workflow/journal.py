@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from aipq.errors import warn
-from aipq.planner.statements import (
+from aipq.workflow.statements import (
     AnalyzeStep,
     CreateTableStep,
     DropStep,

@@ -2,7 +2,7 @@
 
 This module turns parsed statements into steps and keeps the workflow's view of the catalog (tables it has
 created or dropped so far, its temporary views), so the whole file can be planned — and its mistakes found —
-before anything runs. Running the steps is ``aipq.app``'s job.
+before anything runs. Running the steps is ``workflow/steps.py``'s job (``workflow/run.py`` in order).
 """
 
 from __future__ import annotations

@@ -1,0 +1,95 @@
+"""Run one planned query: the single-query path every command takes (``aipq run`` of a query, each SELECT and
+write of a workflow, a batch's files, the benchmarks, ``explain --analyze``). Spark starts here, so bad SQL fails
+in planning without paying for a JVM."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from aipq.engine.context import RunContext
+from aipq.engine.executor import RunOptions, StageListener, run_dag
+from aipq.engine.records import RunRecord
+from aipq.engine.statistics import collector_for
+from aipq.engine.storage import Storage
+from aipq.engine.work_dirs import keep_work_dir, remove_work_dir
+from aipq.errors import BadInputError, ExecutionError
+from aipq.ip.planner import Strategy
+from aipq.pipeline import PlannedQuery
+from aipq.planner.resolve import find_word
+from aipq.planner.stages import StageDag
+from aipq.replanner import Reoptimizer
+
+
+@dataclass
+class QueryRun:
+    spark: object
+    planned: PlannedQuery
+    record: RunRecord
+    storage: Storage
+
+    def close(self) -> None:
+        remove_work_dir(self.storage, self.record.work_dir)
+
+    def keep(self) -> None:
+        keep_work_dir(self.storage, self.record.work_dir)
+
+
+
+def check_table_data(dag: StageDag, storage: Storage) -> None:
+    """Every table the query reads still has its data, on any store (a data fault, exit 1, before any stage
+    runs)."""
+    for stage in dag.stages:
+        for node in stage.plan.walk():
+            table = getattr(node, "table", None)
+            if table is not None and table.source == "aipq" and not storage.exists(table.path):
+                raise ExecutionError(f"the data of table {table.qualified_name} is gone: no file or folder "
+                                     f"{table.path}",
+                                     hint="restore it, or register the table again with `aipq table add`")
+
+
+
+def execute(planned: PlannedQuery, context: RunContext, listener: StageListener | None = None,
+            analyze: bool = False, result_format: str | None = None, shared: frozenset[str] = frozenset(),
+            shared_scans: dict | None = None, ip_strategy: Strategy | None = None) -> QueryRun:
+    """Run a planned query; Spark starts here, so bad SQL fails in planning without paying for a JVM. With
+    ``result_format`` csv or json the result is written in that form straight away; ``shared``: the cache keys of
+    stages other queries of a batch compute too, ``shared_scans`` its tables read once for all of them;
+    ``ip_strategy``: a strategy object instead of the settings' (a benchmark measuring one decision)."""
+    check_table_data(planned.dag, context.storage)
+    collector = collector_for(context, planned.dag, planned.source_name or "query")
+    try:
+        replanner = Reoptimizer(planned, context) if Reoptimizer.applies(planned, context) else None
+        options = RunOptions(listener=listener or StageListener(), analyze=analyze, statistics=collector,
+                             result_format=result_format, replanner=replanner, cache=context.stage_cache,
+                             reuse=context.reuses_outputs, shared=shared, shared_scans=shared_scans,
+                             ip_strategy=ip_strategy)
+        record = run_dag(context, planned.dag, options)
+    except BadInputError as error:
+        name = getattr(error, "missing_name", None)
+        if error.position is None and name:
+            error.position = find_word(planned.sql, name.split(".")[-1])
+            error.source_name = planned.source_name
+        raise
+    if record.dag is not None:  # re-planned while it ran: the stages as they ran
+        planned = replace(planned, dag=record.dag)
+    return QueryRun(context.spark, planned, record, context.storage)
+
+
+
+def keep_stage_outputs(context: RunContext) -> str | None:
+    """``--keep-work``: the stage outputs this command moves into the stage-output cache stay there when it
+    completes, beside its work directory. Where they go (None: no cache)."""
+    cache = context.stage_cache
+    if cache is None:
+        return None
+    cache.keeping = True
+    return cache.root
+
+
+
+def finish_stage_cache(context: RunContext) -> None:
+    """The command is done: the stage outputs it kept go, unless it keeps them for later ones (``--reuse``)."""
+    cache = context.stage_cache
+    if cache is not None:
+        cache.finish(context.reuses_outputs)
+
