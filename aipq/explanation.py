@@ -17,8 +17,9 @@ from aipq.engine.report import run_dict
 from aipq.estimator.edge_inputs import EdgeEstimator, SessionFacts, adaptive_estimator
 from aipq.estimator.join_estimates import KnownTables, q_error, stage_row_estimates
 from aipq.files import format_size
+from aipq.ip.decisions import StageDecisions
 from aipq.ip.explain import explain_dict
-from aipq.ip.planner import IpPlanner, StageDecisions
+from aipq.ip.planner import IpPlanner
 from aipq.pipeline import PlannedQuery
 from aipq.planner.stages import StageDag
 from aipq.stats.fingerprint import data_files

@@ -264,7 +264,7 @@ def test_a_stage_no_run_has_stored_keeps_the_share_its_own_probes_leave(tpch):
     from aipq.config import Settings
     from aipq.estimator.edge_inputs import EdgeEstimator, SessionFacts
     from aipq.estimator.parameters import DEFAULT_UNIT_COSTS, Calibration
-    from aipq.ip.planner import Pruning
+    from aipq.ip.decisions import Pruning
     from aipq.pipeline import plan_query
     from aipq.tpch.queries import query_text
 

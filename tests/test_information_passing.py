@@ -131,7 +131,8 @@ def test_filters_sized_from_a_loose_bound_keep_the_hash_count_of_their_target_ra
     import math
 
     from aipq.config import Settings
-    from aipq.ip.planner import IpPlanner, bloom_items
+    from aipq.ip.bloom_sizing import bloom_items
+    from aipq.ip.planner import IpPlanner
     from aipq.pipeline import plan_query
 
     settings = Settings(ip="always", broadcast_threshold=0, alpha=64 * 1024, bloom_fpp=0.01)

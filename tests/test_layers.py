@@ -18,7 +18,7 @@ LAYERS = (
     ("aipq.stats",),
     ("aipq.estimator",),
     ("aipq.engine",),
-    ("aipq.replanner",),
+    ("aipq.reoptimizer",),
     ("aipq.workflow", "aipq.data"),
     ("aipq.explanation",),
     ("aipq.batch",),

@@ -44,7 +44,7 @@ DRIVER_FILES = {
     "options.py": "creating the home folder",
     "bench.py": "benchmark report files",
     "batch.py": "a batch's SQL files and its local output folder; bench batch's scratch folder",
-    "strategies.py": "a benchmark run's own statistics repository, in a temporary folder",
+    "runner.py": "a benchmark run's own statistics repository, in a temporary folder",
     "report.py": "benchmark report files",
     "suite.py": "benchmark report files and docs/benchmarks.md",
 }

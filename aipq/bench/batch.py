@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from aipq.batch import check_targets, plan_batch, run_batch
-from aipq.bench.strategies import canonical_rows
+from aipq.bench.runner import canonical_rows
 from aipq.config import KNOBS, Settings
 from aipq.engine.context import RunContext
 from aipq.errors import ExecutionError

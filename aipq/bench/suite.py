@@ -121,7 +121,7 @@ def run_series(request: BenchRequest, benchmark: str, workload, title: str | Non
                synthetic: bool = False, **parameters):
     """A workload's queries under each series, reported through ``show`` and written to ``out_dir``."""
     from aipq.bench.report import write_outputs
-    from aipq.bench.strategies import WARMUP_ROUNDS, compare_strategies
+    from aipq.bench.runner import WARMUP_ROUNDS, compare_strategies
 
     chosen = [s.name for s in parse_series(request.strategies)]
     limits = thresholds(request.joins, request.settings)
@@ -141,7 +141,7 @@ def run_series(request: BenchRequest, benchmark: str, workload, title: str | Non
 
 
 def run_tpch(request: BenchRequest):
-    from aipq.bench.strategies import tpch_workload
+    from aipq.bench.workloads import tpch_workload
 
     workload = tpch_workload(query_numbers(request.queries, "TPC-H", 22))
     parse_series(request.strategies)  # refused before the data is prepared
@@ -152,7 +152,7 @@ def run_tpch(request: BenchRequest):
 
 def run_reorder(request: BenchRequest):
     """Join orders: each query as written and in its worst connected order, with statistics collected first."""
-    from aipq.bench.strategies import reorder_workload
+    from aipq.bench.workloads import reorder_workload
 
     found = query_numbers(request.queries, "TPC-H", 22)
     parse_series(request.strategies)
@@ -164,7 +164,7 @@ def run_reorder(request: BenchRequest):
 
 
 def run_tpcds(request: BenchRequest):
-    from aipq.bench.strategies import tpcds_workload
+    from aipq.bench.workloads import tpcds_workload
 
     workload = tpcds_workload(query_numbers(request.queries, "TPC-DS", 99))
     parse_series(request.strategies)
@@ -176,7 +176,7 @@ def run_tpcds(request: BenchRequest):
 def run_synthetic(request: BenchRequest):
     """The paper's synthetic reference-ratio benchmark (its Figs. 7–8): ``extra`` holds ratios, rows, queries."""
     from aipq.bench import synthetic
-    from aipq.bench.strategies import BenchQuery
+    from aipq.bench.workloads import BenchQuery
 
     ratios, rows = numbers(request.extra["ratios"], "--ratios", float), request.extra["rows"]
     names = [q.strip().lower() for q in request.extra["queries"].split(",") if q.strip()]

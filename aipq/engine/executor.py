@@ -34,14 +34,9 @@ from aipq.estimator.parameters import PAGE_BYTES, parse_memory, sort_buffer_page
 from aipq.files import FileSource, Sizes
 from aipq.ip import staging
 from aipq.ip.candidates import distinct_bound
-from aipq.ip.planner import (
-    IpPlanner,
-    PredicateTransfer,
-    StageDecisions,
-    Strategy,
-    drops_output_rows,
-    keeping_output_exact,
-)
+from aipq.ip.decisions import StageDecisions, drops_output_rows, keeping_output_exact
+from aipq.ip.planner import IpPlanner
+from aipq.ip.strategies import PredicateTransfer, Strategy
 from aipq.planner import reducers
 from aipq.planner.logical import Join, Node
 from aipq.planner.physical import measured_broadcasts
@@ -58,7 +53,7 @@ class StageListener:
     def stage_finished(self, metrics: StageMetrics) -> None: ...
 
 
-class Replanner(Protocol):
+class Reoptimizer(Protocol):
     """Corrective re-optimization between stages: after a written stage, the plan of the stages not yet run made
     again from what is now known, or None to go on as planned; with a note of what was compared and changed
     (``--analyze`` lists them)."""
@@ -76,7 +71,7 @@ class RunOptions:
     statistics: StatisticsCollector | None = None  # piggybacked statistics to collect
     ip_strategy: Strategy | None = None  # a strategy object instead of the settings' (benchmarks)
     result_format: str | None = None  # csv or json: the final stage writes its rows in that form
-    replanner: Replanner | None = None  # the stages not yet run may be planned again after each written stage
+    reoptimizer: Reoptimizer | None = None  # the stages not yet run may be planned again after each written stage
     cache: StageCache | None = None  # stage outputs read from and kept in the stage-output cache
     reuse: bool = False  # entries of earlier commands are read too (--reuse)
     shared: frozenset[str] = frozenset()  # cache keys of stages other queries of a batch compute too
@@ -439,15 +434,15 @@ def record(run: DagRun, step: StageStep) -> bool:
     return True
 
 
-def replan(run: DagRun, step: StageStep) -> bool:
-    """After a written stage, the replanner may plan the stages not yet run again from what is now known."""
-    stage, replanner, statistics = step.stage, run.options.replanner, run.statistics
-    if replanner is None or stage is run.dag.final or run.fused_into:  # not while fused stages wait for their job
+def reoptimize(run: DagRun, step: StageStep) -> bool:
+    """After a written stage, the reoptimizer may plan the stages not yet run again from what is now known."""
+    stage, reoptimizer, statistics = step.stage, run.options.reoptimizer, run.statistics
+    if reoptimizer is None or stage is run.dag.final or run.fused_into:  # not while fused stages wait for their job
         return True
     if statistics is not None:
         statistics.settle_tables()  # the statistics earlier stages collected inform the re-plan
     distinct = statistics.output_distinct() if statistics is not None else {}
-    outcome = replanner.after_stage(run.dag, stage, run.written[stage.id], frozenset(run.done), dict(run.written),
+    outcome = reoptimizer.after_stage(run.dag, stage, run.written[stage.id], frozenset(run.done), dict(run.written),
                                     distinct)
     if outcome is not None:
         dag, note = outcome
@@ -460,7 +455,7 @@ def replan(run: DagRun, step: StageStep) -> bool:
 
 STAGE_STEPS: tuple[Callable[[DagRun, StageStep], bool], ...] = (
     run_gathered_passes, decide, gather_pass, serve_from_cache, choose_staging, fuse, run_job, keep, record,
-    replan,
+    reoptimize,
 )
 
 
@@ -473,7 +468,7 @@ def _passes_in_one_job(dag: StageDag, strategy: Strategy, options: RunOptions) -
         return False
     if isinstance(strategy, PredicateTransfer):
         return bool(dag.transfer_passes)
-    return options.replanner is None and any(stage.operator == "SCAN" for stage in dag.stages)
+    return options.reoptimizer is None and any(stage.operator == "SCAN" for stage in dag.stages)
 
 
 def _may_be_pass(run: DagRun, stage: Stage) -> bool:

@@ -34,7 +34,7 @@ from aipq.estimator.overlap import KeyRange, common_keys, span_keys
 from aipq.estimator.parameters import PAGE_BYTES, Calibration, parse_memory, sort_buffer_pages
 from aipq.files import FileSource, NoFiles
 from aipq.ip.candidates import Candidate, Target, distinct_bound, leaf_columns
-from aipq.ip.planner import NO_PRUNING, BuiltInfo, Pruning
+from aipq.ip.decisions import NO_PRUNING, BuiltInfo, Pruning
 from aipq.planner.logical import Join, Scan, path_to
 from aipq.planner.reducers import reduce_tasks, stage_input_bytes
 from aipq.planner.stages import Stage, StageDag, StageRead

@@ -20,10 +20,12 @@ from aipq.planner.partitions import value_fits
 from aipq.planner.resolve import referenced_tables
 from aipq.planner.table_output import TableShape
 from aipq.setting_aliases import alias_for, apply_alias
+from aipq.workflow.catalog_view import WorkflowCatalog, in_database, view_query
 from aipq.workflow.journal import Journal, durable
 from aipq.workflow.model import CREATED_BY, PlannedStep, Workflow, created_by, creator_id
 from aipq.workflow.resume import committed_before_kill, journal_for
 from aipq.workflow.source import SqlSource
+from aipq.workflow.statement_parser import to_step
 from aipq.workflow.statements import (
     WRITE_FORMATS,
     AnalyzeStep,
@@ -36,11 +38,7 @@ from aipq.workflow.statements import (
     Step,
     UseStep,
     ViewStep,
-    WorkflowCatalog,
     WriteStep,
-    in_database,
-    to_step,
-    view_query,
 )
 
 

@@ -13,11 +13,11 @@ from aipq.engine.statistics import collector_for
 from aipq.engine.storage import Storage
 from aipq.engine.work_dirs import keep_work_dir, remove_work_dir
 from aipq.errors import BadInputError, ExecutionError
-from aipq.ip.planner import Strategy
+from aipq.ip.strategies import Strategy
 from aipq.pipeline import PlannedQuery
 from aipq.planner.resolve import find_word
 from aipq.planner.stages import StageDag
-from aipq.replanner import Reoptimizer
+from aipq.reoptimizer import Reoptimizer
 
 
 @dataclass
@@ -58,9 +58,9 @@ def execute(planned: PlannedQuery, context: RunContext, listener: StageListener 
     check_table_data(planned.dag, context.storage)
     collector = collector_for(context, planned.dag, planned.source_name or "query")
     try:
-        replanner = Reoptimizer(planned, context) if Reoptimizer.applies(planned, context) else None
+        reoptimizer = Reoptimizer(planned, context) if Reoptimizer.applies(planned, context) else None
         options = RunOptions(listener=listener or StageListener(), analyze=analyze, statistics=collector,
-                             result_format=result_format, replanner=replanner, cache=context.stage_cache,
+                             result_format=result_format, reoptimizer=reoptimizer, cache=context.stage_cache,
                              reuse=context.reuses_outputs, shared=shared, shared_scans=shared_scans,
                              ip_strategy=ip_strategy)
         record = run_dag(context, planned.dag, options)

@@ -23,6 +23,7 @@ from aipq.engine.tables import (
     remove_data,
 )
 from aipq.errors import BadInputError, ExecutionError
+from aipq.workflow.catalog_view import view_query
 from aipq.workflow.journal import Journal
 from aipq.workflow.model import CREATED_BY, PlannedStep, StepOutcome, WorkflowRun, created_by
 from aipq.workflow.planner import WorkflowPlanner, matches, new_table, table_columns
@@ -38,7 +39,6 @@ from aipq.workflow.statements import (
     UseStep,
     ViewStep,
     WriteStep,
-    view_query,
 )
 
 
