@@ -131,6 +131,8 @@ class Catalog:
         self.home.mkdir(parents=True, exist_ok=True)
         self.path = self.home / "catalog.db"
         self.fallbacks = fallbacks
+        # looked up before this catalog's own tables: a given session's temporary views (``engine/context.py``)
+        self.shadowing: tuple[TableLookup, ...] = ()
         # a read-only home (or catalog file) still answers lookups; registering then says why it cannot
         self.read_only = not os.access(self.home, os.W_OK) or (self.path.exists()
                                                                 and not os.access(self.path, os.W_OK))
@@ -281,7 +283,12 @@ class Catalog:
             return [_entry_from_row(con, row) for row in rows]
 
     def find(self, database: str, name: str) -> TableEntry | None:
-        """The table in this catalog, else in its fallbacks (a given session's temporary views)."""
+        """The table as Spark would resolve its name: a shadowing lookup's (a given session's temporary view), else
+        this catalog's own, else its fallbacks' (the given session's catalog)."""
+        for lookup in self.shadowing:
+            found = lookup.find(database, name)
+            if found is not None:
+                return found
         found = self._find_own(database, name)
         if found is not None:
             return found

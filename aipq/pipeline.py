@@ -24,6 +24,7 @@ from aipq.planner.cartesian import check_cartesian
 from aipq.planner.join_order import JoinCosting, worst_connected_order
 from aipq.planner.joins import join_graph, order_joins
 from aipq.planner.logical import JoinBlock, QueryPlan
+from aipq.planner.parenthesized import unnest_parenthesized_joins
 from aipq.planner.parse import parse_statements
 from aipq.planner.partitions import prune_partitions
 from aipq.planner.physical import choose_physical_joins
@@ -65,7 +66,8 @@ def _build(statement: exp.Expression, sql: str, catalog, settings: Settings,
            source_name: str | None) -> tuple[exp.Expression, QueryPlan]:
     """The qualified statement and its logical plan, as written (join blocks unordered)."""
     tables = lookup_tables(statement, catalog, sql, source_name)
-    qualified = qualify_statement(statement, tables, sql, settings.dialect, source_name)
+    qualified = qualify_statement(unnest_parenthesized_joins(statement, tables), tables, sql, settings.dialect,
+                                  source_name)
     return qualified, build_plan(qualified, tables, sql, source_name, display_names(statement))
 
 

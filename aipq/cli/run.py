@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import json
 import sys
+from dataclasses import dataclass, replace
 
 import click
 from rich.console import Console
@@ -12,14 +12,10 @@ from aipq import batch, workflow
 from aipq.batch import is_batch
 from aipq.cli.options import home_dir, planning_options
 from aipq.cli.progress import RichStageProgress
-from aipq.cli.render import (
-    result_caption,
-    result_table,
-    run_summary,
-)
+from aipq.cli.render import result_caption, result_table, run_summary
+from aipq.cli.run_report import RunReport, check_distinct_files
 from aipq.config import Settings
 from aipq.engine.context import RunContext
-from aipq.engine.report import application
 from aipq.engine.sink import (
     OUTPUT_FORMATS,
     TEXT_FORMATS,
@@ -31,7 +27,7 @@ from aipq.engine.sink import (
 from aipq.errors import BadInputError
 from aipq.explanation import analyzed_info, explain_tree
 from aipq.workflow.query import keep_stage_outputs
-from aipq.workflow.source import load_sql
+from aipq.workflow.source import load_sql, statements_file
 
 
 @click.command()
@@ -46,7 +42,7 @@ from aipq.workflow.source import load_sql
 @click.option("--output-dir", "output_dir", type=click.Path(file_okay=False), default=None,
               help="With several FILEs or a directory (a batch): each file's result in this folder, as "
                    "NAME.parquet (or --format csv|json).")
-@click.option("--force", is_flag=True, help="Let --output replace an existing file.")
+@click.option("--force", is_flag=True, help="Let --output, --report and --output-dir's files replace existing files.")
 @click.option("--limit", "show_rows", type=click.IntRange(0), default=50, show_default=True,
               help="Rows shown with --format table.")
 @click.option("--keep-work", is_flag=True,
@@ -57,8 +53,9 @@ from aipq.workflow.source import load_sql
 @click.option("--quiet", is_flag=True, help="No per-stage summary.")
 @click.option("--analyze", is_flag=True, help="After the result, the stage tree with measured figures (stderr).")
 @click.option("--report", "report_path", type=click.Path(dir_okay=False), default=None,
-              help="Write a JSON record of the run here for a scheduler: each statement's outcome, rows, bytes, "
-                   "seconds, summaries and rows pruned per stage, and the tables written.")
+              help="Write a JSON record of the run here for a scheduler: its status (running, succeeded, or failed "
+                   "with the error), each completed statement's outcome, rows, bytes, seconds, summaries and rows "
+                   "pruned per stage, and the tables written.")
 @click.option("--resume", is_flag=True,
               help="Continue a workflow FILE whose last run failed or was killed: the statements it committed are "
                    "not run again.")
@@ -75,57 +72,94 @@ def run(ctx, sources, inline, settings: Settings, fmt, output, output_dir, force
                             "--analyze": analyze, "--keep-work": keep_work, "--report": report_path is not None})
         return
     source = sources[0] if sources else None
+    check_distinct_files({"--output": output, "--report": report_path,
+                          "the statements' file": statements_file(source)})
+    targets = _Targets(output, fmt, force, show_rows, keep_work, quiet, analyze)
+    if report_path is None:
+        _run_one(context, source, inline, targets, allow_overwrite, resume, None)
+        return
+    report = RunReport(context.storage.check_local_target(str(report_path), force, "--report"),
+                       "<--sql>" if inline is not None else str(source), context)
+    report.started()  # from here on the report tells this run's outcome, whatever it is
+    try:
+        ran = _run_one(context, source, inline, targets, allow_overwrite, resume, report)
+    except BaseException as error:
+        report.failed(error)
+        raise
+    if ran is not None:
+        report.succeeded(ran)
+
+
+@dataclass(frozen=True)
+class _Targets:
+    """Where and how ``aipq run`` puts a query's rows and what it says on stderr."""
+
+    output: str | None
+    fmt: str | None  # None: from --output's extension, else a table
+    force: bool
+    show_rows: int
+    keep_work: bool
+    quiet: bool
+    analyze: bool
+
+
+def _run_one(context: RunContext, source: str | None, inline: str | None, targets: _Targets, allow_overwrite: bool,
+             resume: bool, report: RunReport | None) -> workflow.WorkflowRun | None:
+    """Run one query or workflow and show or write its last SELECT's rows; the workflow's run."""
     sql = load_sql(source, inline)
-    if fmt == "parquet" and output is None:
+    if report is not None:
+        report.source = sql.name
+    if targets.fmt == "parquet" and targets.output is None:
         raise BadInputError("--format parquet needs --output PATH")
-    if output is not None:
-        fmt = output_format(str(output), fmt)
-        output = context.storage.check_local_target(str(output), force)
-    fmt = fmt or "table"
-    if report_path is not None:
-        report_path = context.storage.check_local_target(str(report_path), True, "--report")
-    cached_in = keep_stage_outputs(context) if keep_work else None
+    if targets.output is not None:
+        targets = replace(targets, fmt=output_format(str(targets.output), targets.fmt),
+                          output=context.storage.check_local_target(str(targets.output), targets.force))
+    targets = replace(targets, fmt=targets.fmt or "table")
+    cached_in = keep_stage_outputs(context) if targets.keep_work else None
     planned = workflow.plan_workflow(sql, context, allow_overwrite, record=True, resume=resume)
-    if output is not None and not any(isinstance(s.step, workflow.QueryStep) for s in planned.steps):
+    if targets.output is not None and not any(isinstance(s.step, workflow.QueryStep) for s in planned.steps):
         raise BadInputError("--output was given but the workflow has no SELECT whose rows could be written")
     err = Console(stderr=True)
 
-    def report(outcome: workflow.StepOutcome) -> None:
-        if not quiet:
+    def step_done(outcome: workflow.StepOutcome) -> None:
+        if report is not None:
+            report.step_done(outcome)
+        if not targets.quiet:
             took = f" [dim]({outcome.seconds:.1f} s)[/dim]" if outcome.seconds else ""
             err.print(f"[bold]{outcome.step.number}.[/bold] {outcome.step.describe()}: {outcome.message}{took}")
 
-    straight = fmt if fmt in TEXT_FORMATS else None  # the final stage writes CSV or JSON lines itself
-    if err.is_terminal and not quiet:
+    straight = targets.fmt if targets.fmt in TEXT_FORMATS else None  # the final stage writes CSV or JSON lines
+    if err.is_terminal and not targets.quiet:
         with RichStageProgress(context.spark, err) as listener:
-            ran = workflow.run_workflow(planned, listener, report, analyze, straight)
+            ran = workflow.run_workflow(planned, listener, step_done, targets.analyze, straight)
     else:
-        ran = workflow.run_workflow(planned, None, report, analyze, straight)
-    if report_path is not None:
-        record = {**ran.report(sql.name), "spark": application(context.started_spark)}
-        context.storage.write_local_atomically(report_path, json.dumps(record, indent=1) + "\n")
-    result = ran.result
-    if result is None:  # a workflow without a SELECT (--output was refused for it before it ran)
-        return
+        ran = workflow.run_workflow(planned, None, step_done, targets.analyze, straight)
+    if ran.result is not None:  # None: a workflow without a SELECT (--output was refused for it before it ran)
+        _deliver(context, ran.result, targets, cached_in, err)
+    return ran
+
+
+def _deliver(context: RunContext, result, targets: _Targets, cached_in: str | None, err: Console) -> None:
+    """The last SELECT's rows written to --output, shown, or streamed to stdout; then the run's summary."""
     try:
         record = result.record
-        if output is not None:
-            write_output(result.spark, context.storage, record.result, output, fmt)
-            err.print(f"wrote {record.result_rows:,} row(s) to {output}")
-        elif fmt == "table":
-            rows = head_rows(result.spark, record.result, show_rows)
+        if targets.output is not None:
+            write_output(result.spark, context.storage, record.result, targets.output, targets.fmt)
+            err.print(f"wrote {record.result_rows:,} row(s) to {targets.output}")
+        elif targets.fmt == "table":
+            rows = head_rows(result.spark, record.result, targets.show_rows)
             out = Console()
             out.print(result_table(record.output_names, rows))
             out.print(result_caption(len(rows), record.result_rows), soft_wrap=True)
         else:
             sys.stdout.flush()
-            stream_output(result.spark, context.storage, record.result, fmt, sys.stdout.buffer)
-        if not quiet:
+            stream_output(result.spark, context.storage, record.result, targets.fmt, sys.stdout.buffer)
+        if not targets.quiet:
             err.print(run_summary(record))
-        if analyze:
+        if targets.analyze:
             err.print(explain_tree(analyzed_info(result, context)))
     finally:
-        if keep_work:
+        if targets.keep_work:
             result.keep()
             err.print(f"stage outputs kept in {result.record.work_dir}")
             if context.stage_cache is not None and context.stage_cache.kept:

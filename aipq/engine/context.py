@@ -10,12 +10,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from aipq.catalog import Catalog, TableEntry
+from aipq.catalog import DEFAULT_DATABASE, Catalog, TableEntry
 from aipq.config import Settings, home_writable, master_cores
 from aipq.engine.footers import FooterStatistics, footer_statistics
+from aipq.engine.jvm import temporary_view_names
 from aipq.engine.metastore import URIS_SETTINGS, MetastoreCatalog, check_reachable
-from aipq.engine.session import TemporaryViewLookup, get_session, hive_catalog, launched_by_spark_submit
-from aipq.engine.stage_cache import FOLDER, StageCache, session_result_settings
+from aipq.engine.session import get_session, hive_catalog, launched_by_spark_submit
+from aipq.engine.session_tables import SessionCatalogTables, SessionTemporaryViews
+from aipq.engine.stage_cache import FOLDER, StageCache, session_result_settings, session_user_functions
 from aipq.engine.storage import Storage, is_local, join, local_path, parent
 from aipq.estimator.join_estimates import JoinEstimates, KnownTables, join_costing
 from aipq.estimator.parameters import Calibration, load_calibration
@@ -87,17 +89,32 @@ class RunContext:
     @property
     def catalog(self) -> Catalog:
         """The Hive metastore when the session is configured for one (``engine/metastore.py``), else aipq's own
-        catalog; a session handed to aipq adds its temporary views."""
+        catalog; a session handed to aipq adds its temporary views before it and its catalog's tables after it,
+        as ``spark.sql`` resolves names on it (``engine/session_tables.py``)."""
         if self._shared.catalog is None:
-            views = (TemporaryViewLookup(self.spark),) if self._shared.given else ()
+            tables = (SessionCatalogTables(self.spark),) if self._shared.given else ()
             if self.uses_metastore:
                 if not self._shared.given:  # before Spark starts: a metastore that is down fails in seconds
                     check_reachable(self.settings.spark_conf.get(URIS_SETTINGS[0], ""))
-                catalog: Catalog = MetastoreCatalog(self.home, self.spark, views)
+                catalog: Catalog = MetastoreCatalog(self.home, self.spark, tables)
             else:
-                catalog = Catalog(self.home, views)
+                catalog = Catalog(self.home, tables)
+            if self._shared.given:
+                catalog.shadowing = (SessionTemporaryViews(self.spark),)
             self._shared.catalog = catalog
         return self._shared.catalog
+
+    @property
+    def current_database(self) -> str:
+        """Where unqualified table names are before a workflow's USE: a given session's current database
+        (``USE`` or ``spark.catalog.setCurrentDatabase`` on it), else ``default``."""
+        if not self._shared.given:
+            return DEFAULT_DATABASE
+        return self.spark.catalog.currentDatabase().lower()
+
+    def session_temporary_views(self) -> set[str]:
+        """The names of a given session's temporary views (never put in a database), none for aipq's own."""
+        return {name.lower() for name in temporary_view_names(self.spark)} if self._shared.given else set()
 
     @property
     def uses_metastore(self) -> bool:
@@ -148,7 +165,8 @@ class RunContext:
             return None
         if self._shared.stage_cache is None:
             self._shared.stage_cache = StageCache(self.storage, join(self.runs_dir, FOLDER), self.settings.cache_size,
-                                                  session_settings=lambda: session_result_settings(self.spark))
+                                                  session_settings=lambda: session_result_settings(self.spark),
+                                                  user_functions=lambda: session_user_functions(self.spark))
         self._shared.stage_cache.limit = self.settings.cache_size  # a workflow's SET may change it
         return self._shared.stage_cache
 

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from aipq.catalog import DEFAULT_DATABASE, SPARK_CATALOG_PREFIX, TableEntry
+from aipq.catalog import SPARK_CATALOG_PREFIX, TableEntry
 from aipq.config import Settings
 from aipq.engine import class_archive
 from aipq.engine.footers import footer_rows
@@ -91,9 +91,9 @@ def get_session(settings: Settings, home: Path):
 
     from aipq.engine.jvm import COLLECTOR_JAR, disable_nagle
 
-    # the session is per thread in PySpark, and commands run on a thread of their own: the process's one
-    active = SparkSession.getActiveSession() or SparkSession._instantiatedSession
+    active = running_session()
     if active is not None:
+        check_aipq_classes(active, "this process's SparkSession")
         disable_nagle(active)  # this thread's connection may be new
         _check_fixed_settings(active, settings)
         return active
@@ -117,6 +117,29 @@ def get_session(settings: Settings, home: Path):
     _ready(spark)
     class_archive.build_when_missing(archive, driver_memory)
     return spark
+
+
+def running_session():
+    """The process's SparkSession if one runs (not one whose SparkContext was stopped): the session is per thread
+    in PySpark, and commands run on a thread of their own, so the thread's or else the process's first one."""
+    from pyspark.sql import SparkSession
+
+    from aipq.engine.jvm import session_stopped
+
+    for session in (SparkSession.getActiveSession(), SparkSession._instantiatedSession):
+        if session is not None and not session_stopped(session):
+            return session
+    return None
+
+
+def check_aipq_classes(spark, described: str) -> None:
+    """A session aipq runs on needs aipq's JVM classes on its driver, which only its start can put there."""
+    from aipq.engine.jvm import aipq_classes_loaded
+
+    if not aipq_classes_loaded(spark):
+        raise EnvironmentProblem(f"{described} was started without aipq's jar, so aipq cannot run on it",
+                                 hint="start it with aipq's settings: SparkSession.builder.config("
+                                      "map=aipq.spark_conf()).getOrCreate() (stop the running one first)")
 
 
 def launched_by_spark_submit() -> bool:
@@ -395,22 +418,3 @@ def java_message(error: Exception) -> str:
         return messages[-1]
     text = str(error).strip()
     return text.splitlines()[0] if text else type(error).__name__
-
-
-class TemporaryViewLookup:
-    """Finds the temporary views of a session aipq was handed (``aipq.sql(..., spark=…)``), read by name."""
-
-    def __init__(self, spark):
-        self.spark = spark
-
-    def find(self, database: str, name: str) -> TableEntry | None:
-        if database != DEFAULT_DATABASE:
-            return None
-        try:
-            if not any(t.name.lower() == name and t.isTemporary for t in self.spark.catalog.listTables()):
-                return None
-            schema = self.spark.table(name).schema
-        except Exception:  # noqa: BLE001 — the session cannot tell: not here
-            return None
-        columns = tuple((f.name.lower(), f.dataType.simpleString()) for f in schema.fields)
-        return TableEntry(database, name, f"{SPARK_CATALOG_PREFIX}{name}", "spark", columns, source="spark")

@@ -37,7 +37,7 @@ from aipq.engine.session import stage_sql_conf
 from aipq.engine.storage import Storage, join
 from aipq.errors import AipqError, warn
 from aipq.planner.stages import StageDag
-from aipq.stats.fingerprint import data_files
+from aipq.stats.fingerprint import DataFiles, data_files
 from aipq.stats.plan_key import stage_plan_text, tables_under
 from aipq.version import code_version
 
@@ -66,6 +66,14 @@ def session_result_settings(spark) -> dict[str, str]:
     values["spark.sql.session.timeZone"] = spark.conf.get("spark.sql.session.timeZone")
     values["spark.version"] = spark.version
     return values
+
+
+def session_user_functions(spark) -> frozenset[str]:
+    """The names (lower case, unqualified) of the functions a session has beyond Spark's own: its temporary
+    functions (Python UDFs, ``spark.udf.register``) and the catalog's. The cache sees a function's name, never its
+    code, which a UDF registered again under that name changes: a subplan calling one is never kept."""
+    return frozenset(str(row[0]).rsplit(".", 1)[-1].strip("`").lower()
+                     for row in spark.sql("SHOW USER FUNCTIONS").collect())
 
 
 # Functions whose value differs from run to run: a subplan calling one is never kept.
@@ -102,10 +110,12 @@ class StageCache:
     """The cache as one command sees it."""
 
     def __init__(self, storage: Storage, root: str, limit_bytes: int, command: str | None = None,
-                 session_settings: Callable[[], dict[str, str]] | None = None):
+                 session_settings: Callable[[], dict[str, str]] | None = None,
+                 user_functions: Callable[[], frozenset[str]] | None = None):
         self.storage = storage
-        # the running session's settings that can change a query's rows (read once, on the first key)
+        # the running session's settings that can change a query's rows, and its own functions (read once)
         self.session_settings = functools.cache(session_settings or dict)
+        self.user_functions = functools.cache(user_functions or frozenset)
         self.root = root
         self.limit = limit_bytes
         self.command = command or uuid.uuid4().hex[:12]
@@ -113,6 +123,7 @@ class StageCache:
         self.keeping = False  # ``--keep-work``: the entries stay when the command completes, as with ``--reuse``
         self._entries: dict[str, CacheEntry] | None = None
         self._pinned: set[str] = set()  # made or read by this command: never evicted while it runs
+        self._digests: dict[tuple[str, int, int], str] = {}  # (path, size, mtime) of a table file: its digest
         self.hits: list[CacheEntry] = []
         self.kept: list[CacheEntry] = []
 
@@ -128,9 +139,10 @@ class StageCache:
         """The key of a stage's output, or None when it cannot be cached: a non-deterministic function, or a
         table whose files cannot be fingerprinted. It covers everything that decides the output's rows: the
         subplan, how each table under it is read (format, options, schema) and the files at every location it
-        reads (each partition's too), the settings that change results, and the versions of aipq and Spark."""
+        reads (each partition's too), the settings that change results, and the versions of aipq and Spark. A subplan
+        calling a function of the session's own (a UDF: its code is not in the key) is not cached either."""
         text = stage_plan_text(dag, stage_id)
-        if _NON_DETERMINISTIC.search(text):
+        if _NON_DETERMINISTIC.search(text) or self._calls_user_function(text):
             return None
         inputs = []
         tables = tables_under(dag, stage_id)
@@ -144,17 +156,32 @@ class StageCache:
         whole = "\n".join([plan_key, *sorted(inputs), semantics])
         return CacheKey(hashlib.sha256(whole.encode()).hexdigest()[:32], plan_key, tuple(t.path for t in tables))
 
+    def _calls_user_function(self, plan_text: str) -> bool:
+        """Whether a subplan calls a function of the session's own (``session_user_functions``)."""
+        return any(re.search(rf"(?<![\w.`]){re.escape(name)}`?\s*\(", plan_text, re.IGNORECASE)
+                   for name in self.user_functions())
+
     def _table_input(self, table: TableEntry) -> str | None:
         """How a table is read and the fingerprint of the files at each location read, as text; None when an
         unpartitioned table's files cannot be fingerprinted (Spark's own catalog, nothing there)."""
         described = [table.path, table.format, sorted(table.options), list(table.columns),
                      list(table.partition_columns)]
         for path in table.data_paths():
-            fingerprint = data_files(self.storage, path).fingerprint
-            if not fingerprint and not table.partitioned:
+            found = data_files(self.storage, path)
+            if not found.fingerprint and not table.partitioned:
                 return None
-            described.append([path, fingerprint])  # an empty partition has none, and keys as such
+            # an empty partition has no files, and keys as such
+            described.append([path, found.fingerprint, self._content_digests(found)])
         return json.dumps(described)
+
+    def _content_digests(self, found: DataFiles) -> list[str]:
+        """What identifies each file's content (``Storage.content_digests``), read once per command and file
+        version: a file replaced by one of the same size and modification time changes the key."""
+        versions = list(zip(found.paths, found.sizes, found.modified_ms, strict=True))
+        missing = [v for v in versions if v not in self._digests]
+        digests = self.storage.content_digests([path for path, _, _ in missing])
+        self._digests.update(zip(missing, digests, strict=True))
+        return [self._digests[v] for v in versions]
 
     def result_settings(self, settings: Settings) -> dict[str, str]:
         """The Spark settings the stage's rows depend on: the session's (its time zone among them, which may come

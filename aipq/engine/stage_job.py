@@ -21,6 +21,7 @@ from aipq.engine.sink import TEXT_FORMATS, write_text_frame
 from aipq.engine.statistics import StatisticsCollector
 from aipq.engine.storage import Storage
 from aipq.engine.summaries import ProbeRecord, SummaryStore
+from aipq.engine.udf_errors import python_udf_failure
 from aipq.errors import AipqError, BadInputError, ExecutionError, warn
 from aipq.files import total_bytes
 from aipq.ip.decisions import StageDecisions, SummaryUse
@@ -316,6 +317,13 @@ def spark_error(error: Exception, where: str) -> Exception:
     """A Spark failure as an aipq error: analysis errors are the query's fault (exit 2), others runtime (1)."""
     from pyspark.errors import AnalysisException
 
+    udf = python_udf_failure(error)
+    if udf is not None:
+        failure = ExecutionError(f"{where} failed: a Python UDF raised {udf.exception}"
+                                 + (f" ({udf.where})" if udf.where else ""),
+                                 hint="fix the UDF or the rows it fails on; --debug shows its Python traceback")
+        failure.add_note(f"the UDF's Python traceback (in Spark's Python worker):\n{udf.traceback}")
+        return failure
     first = java_message(error)
     missing = _MISSING_FILE.search(first)
     if missing and f"/{stage_cache.FOLDER}/" in missing.group(1):

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import hashlib
 import os
 import shutil
 import stat as stat_module
@@ -159,6 +160,9 @@ class _LocalFiles:
         with open(local_file, "ab") as out:
             return self.copy_to(uris, out)
 
+    def content_digests(self, uris: Sequence[str]) -> list[str]:
+        return [_local_content_identity(local_path(uri)) for uri in uris]
+
 
 class _HadoopFiles:
     """The primitives through Hadoop's FileSystem in the JVM (started on first use)."""
@@ -279,6 +283,17 @@ class Storage:
             return 0
         return self._on(uris[0]).append_to_local(list(uris), local_file)
 
+    def content_digests(self, uris: Sequence[str]) -> list[str]:
+        """What identifies the content of each file ``uris`` (all on one store), beyond its size and modification
+        time, which copies keep (``cp -p``, ``rsync -t``, object stores' copies): the store's own checksum where
+        it keeps one (HDFS), else the SHA-256 of a parquet file's footer (its schema, row groups' rows, column
+        chunks' offsets, sizes and statistics: two reads at its end) or of any other file's bytes. A local file's
+        also names its inode and status-change time, which the kernel sets on every write or replacement and no
+        copy or ``utime`` sets back: that covers a rewrite a footer does not show."""
+        if not uris:
+            return []
+        return self._guarded(f"cannot read {uris[0]}", lambda: self._on(uris[0]).content_digests(list(uris)))
+
     def copy_to(self, uris: Sequence[str], out: BinaryIO) -> None:
         """Write the files ``uris`` in order to the stream ``out`` (a result on stdout): local files straight,
         others brought to a local file first."""
@@ -360,6 +375,36 @@ def _reason(error: Exception) -> str:
             return str(java.getMessage() or java.toString()).splitlines()[0]
     text = getattr(error, "strerror", None) or str(error).strip()
     return text.splitlines()[0] if text else type(error).__name__
+
+
+_PARQUET_MAGIC = b"PAR1"
+
+
+def _local_content_identity(path: str) -> str:
+    """``Storage.content_digests`` of a local file: its content digest, inode and status-change time."""
+    with open(path, "rb") as data:
+        found = os.fstat(data.fileno())
+        footer = _parquet_footer(data, found.st_size)
+        if footer is not None:
+            digest = f"parquet-footer:{hashlib.sha256(footer).hexdigest()}"
+        else:
+            data.seek(0)
+            digest = f"sha256:{hashlib.file_digest(data, 'sha256').hexdigest()}"
+    return f"{digest} inode:{found.st_dev}:{found.st_ino} ctime:{found.st_ctime_ns}"
+
+
+def _parquet_footer(data: BinaryIO, length: int) -> bytes | None:
+    """The footer of a parquet file of ``length`` bytes (``<footer><length: 4 bytes LE>PAR1`` at its end), or
+    None when the file does not end as parquet."""
+    if length < 12:
+        return None
+    data.seek(length - 8)
+    end = data.read(8)
+    footer_length = int.from_bytes(end[:4], "little")
+    if end[4:] != _PARQUET_MAGIC or not 0 < footer_length <= length - 12:
+        return None
+    data.seek(length - 8 - footer_length)
+    return data.read(footer_length)
 
 
 def local_storage() -> Storage:

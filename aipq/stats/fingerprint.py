@@ -17,6 +17,7 @@ class DataFiles:
     bytes: int
     sizes: tuple[int, ...]
     paths: tuple[str, ...] = ()  # the data files themselves, in the order of ``sizes``
+    modified_ms: tuple[int, ...] = ()  # their modification times, in the same order
 
     def splits(self, max_partition_bytes: int = 128 * 1024 * 1024, open_cost: int = 4 * 1024 * 1024,
                parallelism: int = 2) -> int:
@@ -46,4 +47,4 @@ def data_files(files: FileSource, path: str) -> DataFiles:
     for file in found:
         digest.update(f"{file.relative}\0{file.length}\0{file.modified_ms}\n".encode())
     return DataFiles(path, digest.hexdigest()[:32], len(found), sum(f.length for f in found),
-                     tuple(f.length for f in found), tuple(f.path for f in found))
+                     tuple(f.length for f in found), tuple(f.path for f in found), tuple(f.modified_ms for f in found))

@@ -43,7 +43,16 @@ class Journal:
         """The journal of the workflow file ``source`` (as it is now on disk, if it has one)."""
         resolved = str(Path(source).resolve())
         key = hashlib.sha256(resolved.encode()).hexdigest()[:16]
-        journal = cls(Path(home) / "journals" / f"{Path(source).stem}-{key}.json", resolved)
+        return cls._read(Path(home) / "journals" / f"{Path(source).stem}-{key}.json", resolved)
+
+    @classmethod
+    def for_identity(cls, home: Path, identity: str) -> Journal:
+        """The journal of a workflow given as text, known by ``identity`` (a digest of the text)."""
+        return cls._read(Path(home) / "journals" / f"{identity}.json", identity)
+
+    @classmethod
+    def _read(cls, path: Path, source: str) -> Journal:
+        journal = cls(path, source)
         try:
             journal.entries = json.loads(journal.path.read_text()).get("statements", {})
         except (OSError, ValueError):

@@ -81,6 +81,8 @@ class WorkflowRun:
 
 def creator_id(source: SqlSource) -> str | None:
     """Tables a workflow file created in an earlier run count as its own (rerunning it needs no flag)."""
+    if source.identity is not None:
+        return f"workflow:{source.identity}"
     path = Path(source.name)
     return f"workflow:{path.resolve()}" if path.is_file() else None
 

@@ -130,7 +130,8 @@ class WorkflowPlanner:
         if not self.may_replace(target, entry):
             raise self.error_at(step, f"would {verb} table {target}, which this workflow did not create",
                                 step.statement.this,
-                                hint="rerun with --allow-overwrite if that is what you want")
+                                hint="rerun with --allow-overwrite (allow_overwrite=True from Python) if that is "
+                                     "what you want")
 
     def plan_query(self, query: exp.Expression, table: TableShape | None = None) -> PlannedQuery:
         return plan_statement(self.view.expand_views(query), self.source.text, self.view, self.settings,
@@ -140,6 +141,9 @@ class WorkflowPlanner:
         existing = self.view.lookup(step.target)
         if step.mode == "create" and existing is not None and self.redoes(step, existing):
             existing = None  # replaced when it runs (``steps.write_table``)
+        if step.or_replace and existing is not None:  # dropped when it runs, then created anew
+            self.check_replace(step, step.target, existing, "replace")
+            existing = None
         if step.mode == "create" and existing is not None:
             if step.if_not_exists:
                 planned.skip_reason = "the table exists (IF NOT EXISTS)"
@@ -331,7 +335,8 @@ def plan_workflow(source: SqlSource, context: RunContext, allow_overwrite: bool 
     planner = WorkflowPlanner(source, context, allow_overwrite)
     walk = _ResumeWalk(journal if resume else None, planner)
     steps = []
-    database, views = DEFAULT_DATABASE, set()
+    database = context.current_database
+    views = context.session_temporary_views() if database != DEFAULT_DATABASE else set()
     for number, statement in enumerate(statements, start=1):
         step = to_step(number, in_database(statement, database, views), source.text, source.name)
         step = in_current_database(step, database)

@@ -16,8 +16,9 @@ from aipq.workflow.statements import Step, WriteStep
 
 
 def journal_for(source: SqlSource, context: RunContext, resume: bool) -> Journal | None:
-    """Where a workflow file's run records what it commits (None for other sources, or a read-only home)."""
-    if not Path(source.name).is_file():
+    """Where a workflow file's (or a text's with an identity: ``aipq.sql``) run records what it commits (None for
+    other sources, or a read-only home)."""
+    if source.identity is None and not Path(source.name).is_file():
         if resume:
             raise BadInputError("--resume continues a workflow FILE", hint="aipq run --resume workflow.sql")
         return None
@@ -26,6 +27,8 @@ def journal_for(source: SqlSource, context: RunContext, resume: bool) -> Journal
             raise BadInputError(f"{context.home} is read-only: no run of this workflow could record what it did",
                                 hint="run it without --resume")
         return None
+    if source.identity is not None:
+        return Journal.for_identity(Path(context.home), source.identity)
     return Journal.for_file(Path(context.home), source.name)
 
 

@@ -15,6 +15,9 @@ from aipq.tpch.queries import query_text
 class SqlSource:
     text: str
     name: str
+    # what a workflow given as text (``aipq.sql``) is known by, for its journal and the tables it created: a
+    # digest of the text; a file is known by its path
+    identity: str | None = None
 
 
 
@@ -24,6 +27,13 @@ def load_sql(source: str | None, inline: str | None) -> SqlSource:
     found = _read_sql(source, inline)
     return SqlSource(found.text.removeprefix("\ufeff"), found.name)
 
+
+
+def statements_file(source: str | None) -> str | None:
+    """The SQL file a run's source names (None for stdin, tpch:N, tpcds:N or --sql), which it must never write."""
+    if source is None or source == "-" or source.lower().startswith(("tpch:", "tpcds:")):
+        return None
+    return source if Path(source).is_file() else None
 
 
 def _read_sql(source: str | None, inline: str | None) -> SqlSource:

@@ -190,8 +190,8 @@ def _create_step(number: int, statement: exp.Create, sql: str, source_name: str 
         if isinstance(prop, (exp.LocationProperty, exp.ExternalProperty)):
             raise _unsupported("CREATE EXTERNAL TABLE or LOCATION with AS SELECT", prop, sql, source_name,
                                hint="create the table with its columns, then INSERT into it")
-    if statement.args.get("replace"):
-        return WriteStep(number, statement, _target_name(target), query, mode="overwrite",
+    if statement.args.get("replace"):  # Spark's CREATE OR REPLACE TABLE: the new table's columns and format
+        return WriteStep(number, statement, _target_name(target), query, mode="create", or_replace=True,
                          partitioned_by=partitioned_by, format=fmt)
     return WriteStep(number, statement, _target_name(target), query, mode="create",
                      if_not_exists=bool(statement.args.get("exists")), partitioned_by=partitioned_by, format=fmt)

@@ -76,9 +76,12 @@ class WriteStep(Step):
     partition: tuple[tuple[str, str | None], ...] | None = None
     partitioned_by: tuple[str, ...] = ()  # CREATE TABLE … PARTITIONED BY (dt) AS SELECT
     format: str = "parquet"  # CREATE TABLE … STORED AS ORC AS SELECT
+    or_replace: bool = False  # CREATE OR REPLACE TABLE … AS SELECT: an existing table is dropped, then created anew
 
     @property
     def kind(self) -> str:
+        if self.or_replace:
+            return "CREATE OR REPLACE TABLE AS"
         return {"create": "CREATE TABLE AS", "overwrite": "INSERT OVERWRITE", "append": "INSERT INTO"}[self.mode]
 
     def describe(self) -> str:

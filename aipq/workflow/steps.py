@@ -8,8 +8,6 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-from sqlglot import exp
-
 from aipq.catalog import Catalog, Partition, TableEntry, split_name
 from aipq.engine.context import RunContext
 from aipq.engine.executor import StageListener
@@ -130,6 +128,9 @@ def _table_write(doing: StepRun, step: Step, result: str) -> TableWrite:
         catalog.drop(planned_write.target)
         remove_data(doing.context.storage, existing.path)
         existing = None
+    if existing is not None and planned_write.or_replace:  # as DROP TABLE would drop it (its data if managed)
+        drop(doing, DropStep(step.number, step.statement, target=planned_write.target))
+        existing = None
     write = _mode_now(planned_write, existing)
     database, name = split_name(write.target)
     location = existing.path if existing is not None else doing.context.managed_location(database, name)
@@ -144,8 +145,6 @@ def _mode_now(write: WriteStep, existing: TableEntry | None) -> WriteStep:
     created the table since this statement was planned."""
     if write.mode != "create" or existing is None:
         return write
-    if isinstance(write.statement, exp.Create) and write.statement.args.get("replace"):
-        return replace(write, mode="overwrite")  # CREATE OR REPLACE: replace what the other run created
     raise ExecutionError(f"table {write.target} was created by another run while this statement ran",
                          hint="rerun the statement; CREATE OR REPLACE TABLE replaces it")
 

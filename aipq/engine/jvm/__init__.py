@@ -32,9 +32,11 @@ from aipq.engine.jvm.bloom import (
 from aipq.engine.jvm.driver import (
     ClusterShape,
     aipq_classes_loaded,
+    clone_session,
     cluster_shape,
     disable_nagle,
     java_version,
+    session_stopped,
     stop_and_wait,
 )
 from aipq.engine.jvm.figures import (
@@ -57,11 +59,14 @@ from aipq.engine.jvm.files import (
 from aipq.engine.jvm.gateway import AIPQ_EXTENSIONS, COLLECTOR_JAR, LONG_DECIMALS_EXTENSION, SKETCH_BATCHES_EXTENSION
 from aipq.engine.jvm.metastore import (
     MetastoreTable,
+    is_global_temporary_view,
+    is_temporary_view,
     metastore_database_location,
     metastore_databases,
     metastore_partitions,
     metastore_table,
     metastore_table_names,
+    temporary_view_names,
 )
 from aipq.engine.jvm.plans import (
     LazyPlan,
@@ -79,11 +84,12 @@ __all__ = [
     "AIPQ_EXTENSIONS", "BloomFilterShape", "COLLECTOR_JAR", "ClusterShape", "ColumnSketcher", "FooterColumn",
     "HadoopFiles", "LONG_DECIMALS_EXTENSION", "LazyPlan", "MetastoreTable", "ParquetFooters",
     "SKETCH_BATCHES_EXTENSION", "SKETCH_MEMORY_CLASS", "ShuffleFigures", "SketchedColumn", "aggregate_sets_sql",
-    "aipq_classes_loaded", "bloom_broadcast", "bloom_filter_agg", "bloom_filter_shape", "cluster_shape",
-    "codegen_compilations", "counted_filter", "destroy_broadcast", "disable_nagle", "filter_row_counts",
-    "gate_unprobed_rows", "hadoop_setting", "in_hash_set", "java_version", "job_group_figures",
-    "job_groups_figures", "join_strategies", "load_sketch_memory_quietly", "metastore_database_location",
-    "metastore_databases", "metastore_partitions", "metastore_table", "metastore_table_names", "might_contain",
-    "might_contain_column", "observe", "observed_metrics", "observed_value", "parquet_footer_statistics",
-    "parquet_footers", "probe_gate", "select_sql", "seq_size", "stop_and_wait", "swap_sql_conf",
+    "aipq_classes_loaded", "bloom_broadcast", "bloom_filter_agg", "bloom_filter_shape", "clone_session",
+    "cluster_shape", "codegen_compilations", "counted_filter", "destroy_broadcast", "disable_nagle",
+    "filter_row_counts", "gate_unprobed_rows", "hadoop_setting", "in_hash_set", "is_global_temporary_view",
+    "is_temporary_view", "java_version", "job_group_figures", "job_groups_figures", "join_strategies",
+    "load_sketch_memory_quietly", "metastore_database_location", "metastore_databases", "metastore_partitions",
+    "metastore_table", "metastore_table_names", "might_contain", "might_contain_column", "observe",
+    "observed_metrics", "observed_value", "parquet_footer_statistics", "parquet_footers", "probe_gate",
+    "select_sql", "seq_size", "session_stopped", "stop_and_wait", "swap_sql_conf", "temporary_view_names",
 ]

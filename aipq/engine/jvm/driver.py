@@ -69,6 +69,19 @@ def aipq_classes_loaded(spark: SparkSession) -> bool:
         return False
 
 
+def session_stopped(spark: SparkSession) -> bool:
+    """Whether the session's SparkContext was stopped (PySpark drops its Java context then)."""
+    context = spark.sparkContext
+    return context._jsc is None or context._jsc.sc().isStopped()
+
+
+def clone_session(spark: SparkSession) -> SparkSession:
+    """A session of its own over ``spark``'s SparkContext, starting as a copy of its SQL settings, temporary
+    views and functions (the JVM's ``SparkSession.cloneSession``): settings changed on it are never seen by
+    ``spark``'s other users, and views made on ``spark`` later are not seen by it."""
+    return SparkSession(spark.sparkContext, spark._jsparkSession.cloneSession())
+
+
 def stop_and_wait(spark: SparkSession, timeout_seconds: float) -> None:
     """Stop the session and wait for the JVM PySpark started to exit (it exits when its stdin closes)."""
     proc = getattr(spark.sparkContext._gateway, "proc", None)

@@ -115,6 +115,11 @@ class HadoopFiles:
     def append_to_local(self, uris: Sequence[str], local_file: str) -> int:
         return self._storage.appendToLocal(self._conf, _RECORD.join(uris), local_file)
 
+    def content_digests(self, uris: Sequence[str]) -> list[str]:
+        """What identifies each file's content (the store's checksum, a parquet footer's digest or the bytes'),
+        in one call (``Storage.contentDigests``)."""
+        return self._storage.contentDigests(self._conf, _RECORD.join(uris)).split(_RECORD) if uris else []
+
 
 def hadoop_setting(spark: SparkSession, key: str) -> str | None:
     """A setting of the session's Hadoop configuration (where hive-site.xml's land)."""

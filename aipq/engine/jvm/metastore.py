@@ -1,4 +1,5 @@
-"""Spark's external catalog (a Hive metastore) read into plain values."""
+"""Spark's catalogs read into plain values: the external catalog (a Hive metastore), and the session's
+temporary views."""
 
 from __future__ import annotations
 
@@ -88,3 +89,21 @@ def metastore_partitions(spark: SparkSession, database: str, name: str) -> list[
         found.append((_scala_map(partition.spec()), str(partition.location().toString())))
     return found
 
+
+def _session_catalog(spark: SparkSession):
+    return spark._jsparkSession.sessionState().catalog()
+
+
+def is_temporary_view(spark: SparkSession, name: str) -> bool:
+    """Whether the session has a (local) temporary view ``name``."""
+    return bool(_session_catalog(spark).getTempView(name).isDefined())
+
+
+def is_global_temporary_view(spark: SparkSession, name: str) -> bool:
+    """Whether the application has a global temporary view ``name`` (read as ``global_temp.name``)."""
+    return bool(_session_catalog(spark).getGlobalTempView(name).isDefined())
+
+
+def temporary_view_names(spark: SparkSession) -> list[str]:
+    """The names of the session's (local) temporary views."""
+    return _scala_strings(_session_catalog(spark).getTempViewNames())

@@ -6,12 +6,16 @@ import java.io.OutputStream;
 import java.nio.file.Files;
 import java.nio.file.Paths;
 import java.nio.file.StandardOpenOption;
+import java.security.MessageDigest;
+import java.security.NoSuchAlgorithmException;
 import java.util.ArrayList;
+import java.util.HexFormat;
 import java.util.List;
 
 import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.fs.FSDataInputStream;
 import org.apache.hadoop.fs.FSDataOutputStream;
+import org.apache.hadoop.fs.FileChecksum;
 import org.apache.hadoop.fs.FileStatus;
 import org.apache.hadoop.fs.FileSystem;
 import org.apache.hadoop.fs.LocatedFileStatus;
@@ -163,5 +167,73 @@ public final class Storage {
             }
         }
         return copied;
+    }
+
+    /** Parquet files end with the footer's length (4 bytes, little-endian) and this magic. */
+    private static final byte[] PARQUET_MAGIC = {'P', 'A', 'R', '1'};
+
+    /**
+     * What identifies the content of each file {@code uris} (RECORD-separated), RECORD-separated in the same order:
+     * "checksum:ALGORITHM:HEX" where the file system keeps one (HDFS's getFileChecksum), else for a parquet file
+     * "parquet-footer:HEX" (SHA-256 of its footer: schema, row groups' rows, column chunks' offsets, sizes and
+     * statistics; two reads at its end), else "sha256:HEX" of all its bytes. The stage-output cache keys on it.
+     */
+    public static String contentDigests(Configuration conf, String uris) throws IOException {
+        List<String> digests = new ArrayList<>();
+        for (String uri : uris.split(String.valueOf(RECORD), -1)) {
+            if (!uri.isEmpty()) {
+                digests.add(contentDigest(conf, new Path(uri)));
+            }
+        }
+        return String.join(String.valueOf(RECORD), digests);
+    }
+
+    private static String contentDigest(Configuration conf, Path path) throws IOException {
+        FileSystem fs = fs(conf, path);
+        FileChecksum checksum = fs.getFileChecksum(path);
+        if (checksum != null && checksum.getBytes() != null && checksum.getBytes().length > 0) {
+            return "checksum:" + checksum.getAlgorithmName() + ":" + HexFormat.of().formatHex(checksum.getBytes());
+        }
+        long length = fs.getFileStatus(path).getLen();
+        try (FSDataInputStream in = fs.open(path)) {
+            byte[] footer = parquetFooter(in, length);
+            if (footer != null) {
+                return "parquet-footer:" + HexFormat.of().formatHex(sha256().digest(footer));
+            }
+            in.seek(0);
+            MessageDigest digest = sha256();
+            byte[] buffer = new byte[1 << 20];
+            for (int read = in.read(buffer); read >= 0; read = in.read(buffer)) {
+                digest.update(buffer, 0, read);
+            }
+            return "sha256:" + HexFormat.of().formatHex(digest.digest());
+        }
+    }
+
+    /** The footer of a parquet file of {@code length} bytes, or null when the file does not end as parquet. */
+    private static byte[] parquetFooter(FSDataInputStream in, long length) throws IOException {
+        if (length < 12) {
+            return null;
+        }
+        byte[] end = new byte[8];
+        in.readFully(length - 8, end);
+        if (!java.util.Arrays.equals(end, 4, 8, PARQUET_MAGIC, 0, 4)) {
+            return null;
+        }
+        long footerLength = (end[0] & 0xffL) | (end[1] & 0xffL) << 8 | (end[2] & 0xffL) << 16 | (end[3] & 0xffL) << 24;
+        if (footerLength <= 0 || footerLength > length - 12) {
+            return null;
+        }
+        byte[] footer = new byte[(int) footerLength];
+        in.readFully(length - 8 - footerLength, footer);
+        return footer;
+    }
+
+    private static MessageDigest sha256() {
+        try {
+            return MessageDigest.getInstance("SHA-256");
+        } catch (NoSuchAlgorithmException missing) {
+            throw new IllegalStateException(missing);
+        }
     }
 }

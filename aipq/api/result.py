@@ -1,0 +1,103 @@
+"""What ``aipq.sql`` gives back: a DataFrame over the result, read lazily. Nothing is collected into Python until
+``rows`` (or ``to_pandas``) is read, so a result used as a DataFrame — written, joined, counted — never passes
+through the driver's Python process.
+
+The result's files live in the run's work directory: they stay until ``close()`` (or the end of a ``with`` block)
+or the end of the Python process, whichever comes first. They do not go when the Result is garbage-collected, since
+DataFrames derived from ``dataframe`` may still read them. A process that is killed leaves them to the next run's
+cleaning of work directories whose process is gone (``engine/work_dirs.py``)."""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import itertools
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from aipq.errors import EnvironmentProblem
+
+
+class _OpenResults:
+    """The release of every Result not yet closed, run when the process exits."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.releases: dict[int, Callable[[], None]] = {}
+        atexit.register(self.release_all)
+
+    def add(self, key: int, release: Callable[[], None]) -> None:
+        with self.lock:
+            self.releases[key] = release
+
+    def pop(self, key: int) -> Callable[[], None] | None:
+        with self.lock:
+            return self.releases.pop(key, None)
+
+    def release_all(self) -> None:
+        for key in list(self.releases):
+            release = self.pop(key)
+            if release is not None:
+                # at exit the session may be gone: the next run's cleaning of work directories does the rest
+                with contextlib.suppress(Exception):
+                    release()
+
+
+_OPEN = _OpenResults()
+_TOKENS = itertools.count()
+
+
+class Result:
+    """The rows of a query's (or a workflow's last) SELECT as a Spark DataFrame, and what the run did.
+
+    ``dataframe`` is the result on the caller's session, read from the result's files when it is acted on;
+    ``rows`` collects it once, when first read; ``run`` is the run record (stages with their rows, bytes, seconds,
+    summaries and rows pruned). ``close()`` removes the result's files (``rows`` read before stays)."""
+
+    def __init__(self, columns: tuple[str, ...], dataframe: Any, run: dict,
+                 release: Callable[[], None] | None = None):
+        self.columns = columns
+        self.dataframe = dataframe
+        self.run = run
+        self._rows: list[tuple] | None = None
+        self._closed = False
+        self._token = next(_TOKENS)  # not id(self): a collected Result's id is reused, its release must not be
+        if release is not None:
+            _OPEN.add(self._token, release)
+
+    @property
+    def rows(self) -> list[tuple]:
+        """The result's rows as tuples, collected into Python the first time they are read."""
+        if self._rows is None:
+            if self._closed:
+                raise EnvironmentProblem("this Result was closed before its rows were read",
+                                         hint="read Result.rows (or use Result.dataframe) before close()")
+            self._rows = [tuple(row) for row in self.dataframe.collect()]
+        return self._rows
+
+    def to_pandas(self):
+        """The rows as a pandas DataFrame (needs pandas installed)."""
+        try:
+            import pandas
+        except ImportError as error:
+            raise EnvironmentProblem("Result.to_pandas needs pandas, which is not installed",
+                                     hint="pip install pandas") from error
+        return pandas.DataFrame(self.rows, columns=list(self.columns))
+
+    def close(self) -> None:
+        """Remove the result's files now: ``dataframe`` (and DataFrames made from it) can no longer be read."""
+        self._closed = True
+        release = _OPEN.pop(self._token)
+        if release is not None:
+            release()
+
+    def __enter__(self) -> Result:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        rows = f"{len(self._rows)} row(s)" if self._rows is not None else f"{self.run.get('result_rows', '?')} row(s)"
+        return f"Result(columns={self.columns!r}, {rows})"

@@ -1,0 +1,61 @@
+"""What ``aipq.sql`` gives back is read lazily (issue 80, item 13): nothing of the result is collected into Python
+until ``Result.rows`` is read, ``Result.dataframe`` reads the result's files, and those files stay until the
+Result is closed (or the process ends)."""
+
+from __future__ import annotations
+
+import pytest
+from pyspark.sql import DataFrame
+
+import aipq
+from aipq.api import Result
+
+
+@pytest.fixture
+def collected(spark, monkeypatch) -> list[int]:
+    """The number of rows each ``DataFrame.collect`` of this test returned (the classic session's DataFrame class,
+    which has its own ``collect``)."""
+    counts: list[int] = []
+    frames = type(spark.range(0))
+    assert issubclass(frames, DataFrame)
+    collect = frames.collect
+
+    def counting(self):
+        rows = collect(self)
+        counts.append(len(rows))
+        return rows
+
+    monkeypatch.setattr(frames, "collect", counting)
+    return counts
+
+
+def test_the_rows_are_collected_only_when_read(spark, home, tpch, collected):
+    result = aipq.sql("select l_orderkey, l_linenumber from lineitem", spark=spark, home=home)
+    total = result.run["result_rows"]
+    assert total > 1000 and max(collected, default=0) < total, "the result went through Python"
+    assert result.dataframe.inputFiles(), "the DataFrame reads the result's files"
+    assert result.dataframe.count() == total and max(collected, default=0) < total
+    assert len(result.rows) == total and max(collected) == total
+    result.close()
+
+
+def test_the_results_files_stay_until_it_is_closed(spark, home, tpch):
+    result = aipq.sql("select n_name from nation where n_regionkey = 1", spark=spark, home=home)
+    derived = result.dataframe.where("n_name like 'A%'")
+    aipq.sql("select 1 as one", spark=spark, home=home).close()  # another run: it cleans stale work directories
+    assert derived.count() == 1 and len(result.rows) == 5
+    result.close()
+    assert len(result.rows) == 5, "rows read before close stay"
+    with pytest.raises(Exception):  # noqa: B017, PT011 — Spark's error for files that are gone
+        result.dataframe.collect()
+    with aipq.sql("select n_name from nation", spark=spark, home=home) as scoped:
+        files = scoped.dataframe.inputFiles()
+    from pathlib import Path
+
+    assert files and not any(Path(f.removeprefix("file:")).exists() for f in files)
+
+
+def test_a_result_wraps_any_dataframe_lazily(spark, collected):
+    wrapped = Result(("a",), spark.range(3).toDF("a"), {})
+    assert not collected
+    assert wrapped.rows == [(0,), (1,), (2,)] and collected == [3]
