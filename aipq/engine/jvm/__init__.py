@@ -56,7 +56,13 @@ from aipq.engine.jvm.files import (
     parquet_footer_statistics,
     parquet_footers,
 )
-from aipq.engine.jvm.gateway import AIPQ_EXTENSIONS, COLLECTOR_JAR, LONG_DECIMALS_EXTENSION, SKETCH_BATCHES_EXTENSION
+from aipq.engine.jvm.gateway import (
+    AIPQ_EXTENSIONS,
+    COLLECTOR_JAR,
+    LONG_DECIMALS_EXTENSION,
+    SKETCH_BATCHES_EXTENSION,
+    jar_spark_version,
+)
 from aipq.engine.jvm.metastore import (
     MetastoreTable,
     is_global_temporary_view,
@@ -87,9 +93,9 @@ __all__ = [
     "aipq_classes_loaded", "bloom_broadcast", "bloom_filter_agg", "bloom_filter_shape", "clone_session",
     "cluster_shape", "codegen_compilations", "counted_filter", "destroy_broadcast", "disable_nagle",
     "filter_row_counts", "gate_unprobed_rows", "hadoop_setting", "in_hash_set", "is_global_temporary_view",
-    "is_temporary_view", "java_version", "job_group_figures", "job_groups_figures", "join_strategies",
-    "load_sketch_memory_quietly", "metastore_database_location", "metastore_databases", "metastore_partitions",
-    "metastore_table", "metastore_table_names", "might_contain", "might_contain_column", "observe",
-    "observed_metrics", "observed_value", "parquet_footer_statistics", "parquet_footers", "probe_gate",
+    "is_temporary_view", "jar_spark_version", "java_version", "job_group_figures", "job_groups_figures",
+    "join_strategies", "load_sketch_memory_quietly", "metastore_database_location", "metastore_databases",
+    "metastore_partitions", "metastore_table", "metastore_table_names", "might_contain", "might_contain_column",
+    "observe", "observed_metrics", "observed_value", "parquet_footer_statistics", "parquet_footers", "probe_gate",
     "select_sql", "seq_size", "session_stopped", "stop_and_wait", "swap_sql_conf", "temporary_view_names",
 ]

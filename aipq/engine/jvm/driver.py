@@ -64,7 +64,7 @@ def aipq_classes_loaded(spark: SparkSession) -> bool:
     from py4j.java_gateway import JavaClass
 
     try:
-        return isinstance(_jvm(spark).aipq.spark.Frames, JavaClass)
+        return isinstance(_jvm(spark).aipq.spark.Plans, JavaClass)
     except Exception:  # noqa: BLE001 — any py4j failure: not loaded
         return False
 

@@ -4,6 +4,7 @@ aipq's JVM classes take and return."""
 
 from __future__ import annotations
 
+import zipfile
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -16,7 +17,14 @@ SKETCH_BATCHES_EXTENSION = "aipq.spark.SketchBatches"  # spark.sql.extensions: s
 # spark.sql.extensions: decimal sums on longs where the files prove it exact (while session.LONG_DECIMALS_SETTING)
 LONG_DECIMALS_EXTENSION = "aipq.spark.LongDecimalAggregates"
 AIPQ_EXTENSIONS = (SKETCH_BATCHES_EXTENSION, LONG_DECIMALS_EXTENSION)
+SPARK_VERSION_ENTRY = "META-INF/aipq-spark-version"  # written by java/build.sh: the Spark the jar was built for
 _RECORD, _FIELD = "\u0000", "\u0001"  # separators of the strings aipq's JVM classes take and return
+
+
+def jar_spark_version() -> str:
+    """The Spark version aipq's jar was built and tested against (``java/build.sh`` records it)."""
+    with zipfile.ZipFile(COLLECTOR_JAR) as jar:
+        return jar.read(SPARK_VERSION_ENTRY).decode().strip()
 
 
 def _jvm(spark: SparkSession):

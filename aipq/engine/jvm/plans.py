@@ -23,7 +23,7 @@ from aipq.engine.jvm.gateway import (
 def select_sql(df: DataFrame, expressions: Sequence[str]) -> DataFrame:
     """``df.selectExpr(*expressions)`` in one py4j call instead of about three per column."""
     spark = df.sparkSession
-    return _frame(spark, _aipq_class(spark, "Frames").select(df._jdf, _sql_list(expressions)))
+    return _frame(spark, _aipq_class(spark, "Plans").frameSelect(df._jdf, _sql_list(expressions)))
 
 
 def aggregate_sets_sql(df: DataFrame, groups: Sequence[str], sets: Sequence[Sequence[int]],
@@ -31,7 +31,7 @@ def aggregate_sets_sql(df: DataFrame, groups: Sequence[str], sets: Sequence[Sequ
     """``df`` grouped by each grouping set (indexes into the group columns ``groups``) with ``aggregates``."""
     spark = df.sparkSession
     text = ";".join(",".join(map(str, chosen)) for chosen in sets)
-    return _frame(spark, _aipq_class(spark, "Frames").aggregateSets(df._jdf, _sql_list(groups), text,
+    return _frame(spark, _aipq_class(spark, "Plans").frameAggregateSets(df._jdf, _sql_list(groups), text,
                                                                      _sql_list(aggregates)))
 
 
@@ -44,7 +44,7 @@ def observe(df: DataFrame, name: str, aggregates: Sequence[str],
     observation = Observation(name)
     observation._jvm = _jvm(spark)  # as ``Observation._on`` leaves it: ``get`` and ``observed_metrics`` read these
     observation._jo = _spark_class(spark, "org.apache.spark.sql.Observation")(name)
-    observed = _aipq_class(spark, "Frames").observe(df._jdf, observation._jo, _sql_list(aggregates),
+    observed = _aipq_class(spark, "Plans").frameObserve(df._jdf, observation._jo, _sql_list(aggregates),
                                                     [c._jc for c in more] if more else None)
     return _frame(spark, observed), observation
 
