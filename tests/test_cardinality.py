@@ -8,14 +8,8 @@ import sqlglot
 from conftest import LOCAL_FILES, local_bytes
 
 from aipq.catalog import TableEntry
-from aipq.estimator.cardinality import (
-    DEFAULT_LIKE,
-    DEFAULT_OTHER,
-    DEFAULT_RANGE,
-    Cardinality,
-    StatsLookup,
-    like_regex,
-)
+from aipq.estimator.cardinality import Cardinality, StatsLookup
+from aipq.estimator.selectivity import DEFAULT_LIKE, DEFAULT_OTHER, DEFAULT_RANGE, like_regex
 from aipq.planner.logical import Aggregate, Join, Scan, col
 from aipq.stats.repository import ColumnStats
 
