@@ -126,7 +126,14 @@ def check_targets(batch: Batch, output_dir: str, fmt: str, force: bool) -> dict[
         raise BadInputError(f"--output-dir {output_dir} cannot be created: {error.strerror or error}",
                             hint="choose a folder you can write to") from error
     storage = batch.context.storage
+    statements = [Path(q.workflow.source.name) for q in batch.queries if Path(q.workflow.source.name).is_file()]
     try:
+        for query in batch.queries:  # before the existence check: --force never writes over a statements' file
+            clash = next((s for s in statements if storage.same_local_file(str(folder / f"{query.name}.{fmt}"),
+                                                                            str(s))), None)
+            if clash is not None:
+                raise BadInputError(f"--output-dir's file for {query.name} is the statements' file {clash}",
+                                    hint="give the batch another --output-dir, or another --format")
         return {query.name: storage.check_local_target(str(folder / f"{query.name}.{fmt}"), force, "--output-dir")
                 for query in batch.queries}
     except BadInputError:

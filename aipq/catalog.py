@@ -86,6 +86,8 @@ class TableEntry:
     partition_columns: tuple[str, ...] = ()
     # the registered partitions; a scan's entry holds only those its filters (or summaries) leave
     partitions: tuple[Partition, ...] = ()
+    # why aipq refuses to read the table ("" when it can): a Hive SerDe whose class the session cannot load
+    unreadable: str = ""
 
     @property
     def qualified_name(self) -> str:
@@ -152,6 +154,7 @@ class Catalog:
                 "CREATE TABLE IF NOT EXISTS partitions (database TEXT NOT NULL, name TEXT NOT NULL,"
                 " partition_values TEXT NOT NULL, path TEXT NOT NULL, PRIMARY KEY (database, name, partition_values))"
             )
+            con.execute("CREATE TABLE IF NOT EXISTS databases (name TEXT NOT NULL PRIMARY KEY)")
 
     def check_writable(self) -> None:
         if self.read_only:
@@ -176,6 +179,7 @@ class Catalog:
                             " options TEXT, registered_at REAL, partition_columns TEXT)")
                 con.execute("CREATE TABLE partitions (database TEXT, name TEXT, partition_values TEXT, path TEXT)")
                 con.execute("CREATE TABLE views (database TEXT, name TEXT, query TEXT)")
+                con.execute("CREATE TABLE databases (name TEXT)")
             else:
                 raise BadInputError(f"cannot open the catalog {self.path}: {exc}",
                                     hint="check the permissions of the aipq home and of catalog.db") from exc
@@ -236,11 +240,36 @@ class Catalog:
             _insert_partitions(con, database, table, added)
 
     def create_database(self, database: str, location: str | None, if_not_exists: bool) -> bool:
-        """Databases here are made as tables name them: nothing to create (a LOCATION has no use here)."""
+        """A database recorded by name (tables and views name it; a LOCATION has no use here); True when new."""
         if location is not None:
             raise BadInputError(f"CREATE DATABASE {database} LOCATION: aipq's own catalog keeps no database folders",
                                 hint="leave LOCATION out, or use a Hive metastore (docs/cluster.md)")
+        if self.database_exists(database):
+            return False
+        with self._connect(write=True) as con:
+            con.execute("INSERT OR IGNORE INTO databases VALUES (?)", (database,))
+        return True
+
+    def database_exists(self, database: str) -> bool:
+        """Whether a statement may create a table in ``database``: the default one, one CREATE DATABASE made, or
+        one a registered table or view is in (``aipq table add db.name`` and ``tpch gen --database`` make it)."""
+        if database == DEFAULT_DATABASE:
+            return True
+        with self._connect() as con:
+            return any(con.execute(f"SELECT 1 FROM {kind} WHERE {column}=? LIMIT 1", (database,)).fetchone()
+                       for kind, column in (("databases", "name"), ("tables", "database"), ("views", "database")))
+
+    def records_statistics(self) -> bool:
+        """Whether the catalog keeps a table's row count and size for other engines (a Hive metastore does)."""
         return False
+
+    def record_statistics(self, name: str, rows: int, size: int, files: int) -> None:
+        """Keep what a write left in table ``name`` (aipq's own statistics live in its repository, not here)."""
+
+    def deletes_files_on_drop(self, name: str) -> str | None:
+        """Where the files are that dropping table ``name`` from the catalog deletes by itself (None: it deletes
+        none; aipq's registrations are names for files that stay)."""
+        return None
 
     def register_view(self, name: str, query: str) -> None:
         """A view kept in the catalog: its query's text (Hive's dialect), read in place of its name."""

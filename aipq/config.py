@@ -312,6 +312,10 @@ KNOBS: tuple[Knob, ...] = (
          "catalog entry switches to it: atomic where rename is a copy, as on object stores), 'auto' (versioned on "
          "s3a/gs/wasb and other object stores, rename elsewhere).",
          "--commit", "choice", ("auto", "rename", "versioned"), help="Table commit: rename, versioned, or auto."),
+    Knob("metastore_timeout", 60.0, "Seconds the Hive metastore's client waits for each answer of the metastore "
+         "(Hive's hive.metastore.client.socket.timeout, given to the session aipq starts unless --conf gives that "
+         "itself): a metastore that stops answering fails the command with exit 1 naming it, and the workflow can "
+         "be resumed with --resume.", kind="float", low=1, high=86400),
 )
 KNOB = {k.name: k for k in KNOBS}
 
@@ -357,6 +361,7 @@ class Settings:
     work_dir: str = default_of("work_dir")
     warehouse: str = default_of("warehouse")
     commit: str = default_of("commit")
+    metastore_timeout: float = default_of("metastore_timeout")
     spark_conf: dict[str, str] = field(default_factory=dict)
     master: str | None = None
 

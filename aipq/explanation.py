@@ -15,7 +15,7 @@ from aipq.config import master_cores
 from aipq.engine.context import RunContext
 from aipq.engine.report import run_dict
 from aipq.estimator.edge_inputs import EdgeEstimator, SessionFacts, adaptive_estimator
-from aipq.estimator.join_estimates import KnownTables, q_error, stage_row_estimates
+from aipq.estimator.join_estimates import KnownTables, stage_estimate_figures
 from aipq.files import format_size
 from aipq.ip.decisions import StageDecisions
 from aipq.ip.explain import explain_dict
@@ -80,8 +80,7 @@ def analyzed_info(result: QueryRun, context: RunContext) -> dict:
     for stage in info["stages"]:
         stage["measured"] = measured["stages"][stage["id"]]
     info["run"] = {k: v for k, v in measured.items() if k != "stages"}
-    add_estimates(info, stage_estimates(result.planned.dag, context, measured["stages"],
-                                            history_before=record.started_at, decisions=decisions))
+    add_estimates(info, {m.stage_id: m.estimate for m in record.stages})  # as the run recorded them
     return info
 
 
@@ -124,24 +123,10 @@ def stage_estimates(dag: StageDag, context: RunContext, measured: dict[int, dict
     """Per stage, its output rows as estimated before it ran (from the same subplan's rows in a run recorded before
     ``history_before``, else from the tables' statistics; None: statistics alone), times the share the
     summaries its ``decisions`` chose were expected to keep, and, for a stage ``measured`` as written (a run's
-    figures by stage id), how far off they were: the q-error of its rows (a fused stage's rows are not
-    counted)."""
-    figures: dict[int, dict] = {}
+    figures by stage id), how far off they were (``estimator.join_estimates.stage_estimate_figures``)."""
     tables = KnownTables(context.repository, context.storage, history_before)
-    kept = {d.stage: d.rows_kept for d in decisions}
-    for stage_id, subplan_rows in stage_row_estimates(dag, tables).items():
-        share = kept.get(stage_id, 1.0)
-        rows = None if subplan_rows is None else subplan_rows * share
-        figure: dict = {"estimated_rows": None if rows is None else round(rows, 1),
-                        "estimated_from": "an earlier run of the same subplan"
-                        if tables.stage_rows(dag, stage_id) is not None else "the tables' statistics"}
-        if subplan_rows is not None and share < 1.0:
-            figure["estimated_subplan_rows"] = round(subplan_rows, 1)
-        ran = (measured or {}).get(stage_id)
-        if rows is not None and ran is not None and ran["materialized"]:
-            figure["q_error"] = round(q_error(rows, ran["rows_written"]), 2)
-        figures[stage_id] = figure
-    return figures
+    written = {stage_id: (bool(ran["materialized"]), ran["rows_written"]) for stage_id, ran in (measured or {}).items()}
+    return stage_estimate_figures(dag, tables, written, {d.stage: d.rows_kept for d in decisions})
 
 
 

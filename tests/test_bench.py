@@ -97,8 +97,8 @@ def test_bench_off_again_runs_offs_plan_as_a_control_series(aipq, tmp_path):
 @pytest.mark.slow
 def test_bench_warms_up_each_query_and_join_setting_before_its_timed_rounds(home, tpch):
     """Every series runs WARMUP_ROUNDS untimed rounds, then ``repeat`` timed ones, per query and join setting."""
+    from aipq.bench.queries import tpch_workload
     from aipq.bench.runner import WARMUP_ROUNDS, compare_strategies
-    from aipq.bench.workloads import tpch_workload
 
     runs: list[int] = []
     results = compare_strategies(RunContext(home), tpch_workload([3, 11]), ["off", "adaptive"], [0], 1,
@@ -112,8 +112,8 @@ def test_bench_warms_up_each_query_and_join_setting_before_its_timed_rounds(home
 def test_a_short_query_runs_back_to_back_within_each_timed_run(home, tpch):
     """--min-run-seconds: every strategy of a query gets the same number of executions per timed run, from the
     warm-up's median; seconds are per execution and the other figures the first execution's."""
+    from aipq.bench.queries import tpch_workload
     from aipq.bench.runner import MAX_EXECUTIONS, compare_strategies, executions_for
-    from aipq.bench.workloads import tpch_workload
 
     assert executions_for(0, 0.5) == 1 and executions_for(4, 3.5) == 1 and executions_for(4, 1.1) == 4
     assert executions_for(4, 0.01) == MAX_EXECUTIONS
@@ -158,8 +158,8 @@ def test_a_series_without_prior_statistics_starts_each_run_with_none(tmp_path):
     repository of its own: the home's is neither read nor written."""
     import sqlite3
 
+    from aipq.bench.queries import tpch_workload
     from aipq.bench.runner import compare_strategies
-    from aipq.bench.workloads import tpch_workload
     from aipq.data import collect_missing_statistics, generate_tpch
 
     home = tmp_path / "home"
@@ -184,8 +184,8 @@ def test_a_series_without_prior_statistics_starts_each_run_with_none(tmp_path):
 def test_bench_runs_staging_series_and_the_forced_bloom_anchor(home, tpch):
     """``adaptive@adaptive`` and ``off@none`` run aipq with that staging, ``spark-bf`` spark.sql with its runtime
     Bloom filter forced; every series' rows are checked against the first's as the benchmark runs."""
+    from aipq.bench.queries import tpch_workload
     from aipq.bench.runner import compare_strategies
-    from aipq.bench.workloads import tpch_workload
 
     results = compare_strategies(RunContext(home), tpch_workload([9]), ["off", "adaptive@adaptive", "off@none",
                                                                           "spark-bf"], [0], 1)
@@ -382,3 +382,26 @@ def test_bench_estimates_reports_each_written_stages_q_error(aipq):
     assert result.exit_code == 0, result.output
     text = " ".join(result.output.split())
     assert "Q18" in text and "median" in text and "90th percentile" in text
+
+
+@pytest.mark.slow
+def test_bench_api_times_aipq_sql_against_spark_sql_on_one_user_session(aipq, tmp_path):
+    """``aipq bench api``: a user's program (its own process and session) times both sides and their A/A
+    controls until the rows are read; the report gives the fixed cost per call and the workload's totals."""
+    out = tmp_path / "api"
+    result = aipq("bench", "api", "--sf", str(SF), "--queries", "3", "--repeat", "1", "--warmup", "1",
+                  "--out", str(out))
+    assert result.exit_code == 0, result.output
+    data = json.loads((out / "results.json").read_text())
+    assert data["session"]["shuffle_partitions"] == "200" and data["session"]["adaptive"] == "true"
+    found = {(r["query"], r["strategy"]) for r in data["results"]}
+    assert found == {(q, s) for q in ("select 1", "count nation", "count supplier", "nation of region 1", "Q3")
+                     for s in ("aipq", "aipq-again", "spark", "spark-again")}
+    aipq_q3 = next(r for r in data["results"] if (r["query"], r["strategy"]) == ("Q3", "aipq"))
+    run = aipq_q3["runs"][0]
+    assert run["detail"]["result_rows"] == 10 and run["planning_seconds"] < run["seconds"]
+    assert {w["series"] for w in data["workload"]} == {"aipq", "aipq-again", "spark-again"}
+    report = (out / "report.md").read_text()
+    assert "A call's fixed cost, aipq.sql's median less spark.sql's: select 1" in report
+    assert "| aipq | broadcast | 5 |" in report and "![ratios.png](ratios.png)" in report
+    assert (out / "ratios.png").exists() and (out / "time.png").exists()

@@ -77,14 +77,14 @@ class Metastore:
     def confs(self) -> list[str]:
         return ["--conf", f"spark.hadoop.hive.metastore.uris={self.uri}"]
 
-    def pyspark(self, body: str) -> object:
-        """Run ``body`` in a plain PySpark session on this metastore, in a process of its own; what it assigns to
-        ``result`` comes back (as JSON)."""
+    def pyspark(self, body: str, jars: str = "") -> object:
+        """Run ``body`` in a plain PySpark session on this metastore (with ``jars`` on its classpath), in a process
+        of its own; what it assigns to ``result`` comes back (as JSON)."""
         script = textwrap.dedent(f"""
             import json
             from pyspark.sql import SparkSession
             spark = (SparkSession.builder.master("local[1]")
-                     .config("spark.hadoop.hive.metastore.uris", {self.uri!r})
+                     .config("spark.hadoop.hive.metastore.uris", {self.uri!r}).config("spark.jars", {jars!r})
                      .config("spark.sql.warehouse.dir", {str(self.folder / "warehouse")!r})
                      .config("spark.ui.enabled", "false").enableHiveSupport().getOrCreate())
             spark.sparkContext.setLogLevel("FATAL")

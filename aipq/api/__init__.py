@@ -15,7 +15,6 @@ aipq's JVM classes on its driver: start it with ``aipq.spark_conf()`` among its 
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Callable
 from pathlib import Path
 
@@ -23,18 +22,20 @@ from aipq import workflow
 from aipq.api.options import RunOptions, split_options
 from aipq.api.result import Result
 from aipq.api.session import callers_session, home_folder, thread_job_properties_kept
+from aipq.cli.run_report import RunReport, check_distinct_files
 from aipq.config import Settings, default_home
 from aipq.engine.context import RunContext
 from aipq.engine.executor import StageListener
 from aipq.engine.jvm import AIPQ_EXTENSIONS, COLLECTOR_JAR, clone_session
 from aipq.engine.records import StageMetrics
-from aipq.engine.report import application, run_dict
+from aipq.engine.report import run_dict
 from aipq.engine.session import running_session
 from aipq.engine.sink import output_format, write_output
 from aipq.errors import BadInputError
 from aipq.explanation import explain_tree, planned_explain
+from aipq.workflow import WorkflowRun
 from aipq.workflow.query import keep_stage_outputs
-from aipq.workflow.source import SqlSource, load_sql
+from aipq.workflow.source import SqlSource, load_sql, statements_file
 
 __all__ = ["Result", "explain", "run_file", "spark_conf", "sql"]
 
@@ -98,17 +99,18 @@ class _Progress(StageListener):
 def _run(source: SqlSource, spark, home, progress, options: dict) -> Result | None:
     settings, run = split_options(options)
     context, user = _context(spark, home, settings)
-    output, report = _checked_targets(context, run)
+    output, report = _checked_targets(context, run, source.name)
     with thread_job_properties_kept(user):
-        if run.keep_work:
-            keep_stage_outputs(context)
-        planned = workflow.plan_workflow(source, context, run.allow_overwrite, record=True, resume=run.resume)
-        if output is not None and not planned.queries:
-            raise BadInputError("output= was given but the workflow has no SELECT whose rows could be written")
-        ran = workflow.run_workflow(planned, _Progress(progress) if progress else None)
-        if report is not None:
-            record = {**ran.report(source.name), "spark": application(user)}
-            context.storage.write_local_atomically(report, json.dumps(record, indent=1) + "\n")
+        if report is None:
+            ran = _run_workflow(source, context, run, output is not None, progress, None)
+        else:
+            report.started()  # from here on the report tells this run's outcome, whatever it is
+            try:
+                ran = _run_workflow(source, context, run, output is not None, progress, report)
+            except BaseException as error:
+                report.failed(error)
+                raise
+            report.succeeded(ran)
     if ran.result is None:
         return None
     query_run = ran.result
@@ -122,14 +124,28 @@ def _run(source: SqlSource, spark, home, progress, options: dict) -> Result | No
     return Result(tuple(record.output_names), frame, run_dict(record), None if run.keep_work else query_run.close)
 
 
-def _checked_targets(context: RunContext, run: RunOptions) -> tuple[str | None, str | None]:
-    """``output`` and ``report`` checked before anything runs, as ``aipq run`` checks them."""
+def _run_workflow(source: SqlSource, context: RunContext, run: RunOptions, with_output: bool,
+                  progress: Callable[[StageMetrics], None] | None, report: RunReport | None) -> WorkflowRun:
+    if run.keep_work:
+        keep_stage_outputs(context)
+    planned = workflow.plan_workflow(source, context, run.allow_overwrite, record=True, resume=run.resume)
+    if with_output and not planned.queries:
+        raise BadInputError("output= was given but the workflow has no SELECT whose rows could be written")
+    return workflow.run_workflow(planned, _Progress(progress) if progress else None,
+                                 report.step_done if report is not None else None)
+
+
+def _checked_targets(context: RunContext, run: RunOptions, source: str) -> tuple[str | None, RunReport | None]:
+    """``output`` and ``report`` checked before anything runs, as ``aipq run`` checks them: writable, replaced
+    only with ``force``, and never the same file as each other or the workflow file."""
+    check_distinct_files({"output=": run.output, "report=": run.report,
+                          "the statements' file": statements_file(source)})
     output = report = None
     if run.output is not None:
         output_format(run.output, run.output_format)
         output = context.storage.check_local_target(run.output, run.force, "output=")
     if run.report is not None:
-        report = context.storage.check_local_target(run.report, True, "report=")
+        report = RunReport(context.storage.check_local_target(run.report, run.force, "report="), source, context)
     return output, report
 
 

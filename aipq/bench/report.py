@@ -19,6 +19,7 @@ from aipq.bench.results import CSV_COLUMNS, csv_rows, headlines, pruning_efficie
 from aipq.bench.runner import StrategyResult, joins_label
 from aipq.bench.series import OFF_AGAIN, SPARK, SPARK_AGAIN, SPARK_BF, WITHOUT_SUMMARIES
 from aipq.bench.steal import StealTally, steal_line
+from aipq.bench.workload import series_totals, slower_lines, sorted_ratios, total_lines
 from aipq.engine import jvm
 from aipq.stats.sketches import relative_standard_error
 
@@ -40,7 +41,8 @@ class BenchContext:
     parameters: dict
 
 
-def describe_machine(spark) -> str:
+def describe_host() -> str:
+    """The machine without Spark: cores, memory, system, Python."""
     memory = ""
     try:
         with open("/proc/meminfo") as meminfo:
@@ -48,9 +50,13 @@ def describe_machine(spark) -> str:
         memory = f", {kib / 1024 ** 2:.0f} GB RAM"
     except (OSError, ValueError, IndexError):
         pass
-    java = jvm.java_version(spark)
     return (f"{os.cpu_count()} cores{memory}, {platform.system()} {platform.machine()}, "
-            f"Python {platform.python_version()}, Spark {spark.version} ({spark.sparkContext.master}), Java {java}")
+            f"Python {platform.python_version()}")
+
+
+def describe_machine(spark) -> str:
+    java = jvm.java_version(spark)
+    return f"{describe_host()}, Spark {spark.version} ({spark.sparkContext.master}), Java {java}"
 
 
 def today() -> str:
@@ -58,13 +64,15 @@ def today() -> str:
 
 
 def write_outputs(out_dir: Path, context: BenchContext, results: list[StrategyResult],
-                  synthetic: bool = False) -> list[Path]:
-    """Write every output; returns the files written."""
+                  synthetic: bool = False, notes: tuple[str, ...] = (), time_only: bool = False) -> list[Path]:
+    """Write every output; returns the files written. ``notes``: the benchmark's own lines under "From this
+    run"; ``time_only``: no shuffle or pruning plots (series that measure neither)."""
     out_dir.mkdir(parents=True, exist_ok=True)
     rows = csv_rows(results)
     payload = {"title": context.title, "command": context.command, "machine": context.machine,
                "date": context.date, **context.parameters, "summary": rows,
                "headlines": [line.__dict__ for line in headlines(results)],
+               "workload": [total.as_dict() for total in series_totals(results)],
                "results": [r.as_dict() for r in results]}
     written = [out_dir / "results.json", out_dir / "results.csv"]
     # compact: every run's per-stage, per-summary and per-probe figures make an indented file of megabytes
@@ -73,20 +81,22 @@ def write_outputs(out_dir: Path, context: BenchContext, results: list[StrategyRe
         writer = csv.DictWriter(handle, fieldnames=CSV_COLUMNS)
         writer.writeheader()
         writer.writerows(rows)
-    plots = synthetic_plots(out_dir, results) if synthetic else tpch_plots(out_dir, results)
+    plots = synthetic_plots(out_dir, results) if synthetic else tpch_plots(out_dir, results, time_only)
+    plots += ratio_plots(out_dir, results)
     written += plots
     report = out_dir / "report.md"
-    report.write_text(markdown_report(context, results, [p.name for p in plots]))
+    report.write_text(markdown_report(context, results, [p.name for p in plots], notes=notes))
     written.append(report)
     return written
 
 
 def markdown_report(context: BenchContext, results: list[StrategyResult], plots: list[str],
-                    heading: str = "###") -> str:
+                    heading: str = "###", notes: tuple[str, ...] = ()) -> str:
     efficiency = pruning_efficiency(results)
     rows = {(r["query"], r["joins"], r["strategy"]): r for r in csv_rows(results)}
     lines = [f"{heading} {context.title}", "",
              f"Command: `{context.command}`  ", f"Machine: {context.machine}  ", f"Date: {context.date}", "",
+             *workload_lines(results),
              "| query | joins | strategy | stages | median s (min–max) | vs off | vs off, paired | vs spark | "
              "shuffle write | rows shuffled | pruning eff. |",
              "|---|---|---|--:|--:|--:|--:|--:|--:|--:|--:|"]
@@ -102,6 +112,7 @@ def markdown_report(context: BenchContext, results: list[StrategyResult], plots:
             f"{'' if eff is None else f'{eff:.0%}'} |")
     lines += ["", "From this run:", ""]
     lines += [f"- {line.text()}" for line in headlines(results)]
+    lines += [f"- {note}" for note in notes]
     reruns = {(r.query, r.broadcast_threshold): r.rerun_rounds for r in results}  # a round reruns every strategy
     lines.append("- " + steal_line(sum(reruns.values()), sum(m.steal_seconds for r in results for m in r.runs),
                                    sum(len(r.runs) for r in results)))
@@ -114,6 +125,16 @@ def markdown_report(context: BenchContext, results: list[StrategyResult], plots:
     lines += q_error_lines(results)
     lines += ["", *[f"![{name}]({name})" for name in plots], ""]
     return "\n".join(lines)
+
+
+def workload_lines(results: list[StrategyResult]) -> list[str]:
+    """The workload against ``spark`` before the per-query table: each series' geo-mean beside its total time,
+    and the queries it ran slower than ``spark`` beyond their A/A spread (``bench/workload.py``)."""
+    totals = series_totals(results)
+    if not totals:
+        return []
+    control = any(r.strategy == SPARK_AGAIN for r in results)
+    return [*total_lines(totals), "", *slower_lines(totals, control), ""]
 
 
 def q_error_lines(results: list[StrategyResult]) -> list[str]:
@@ -186,17 +207,53 @@ def _grouped_bars(path: Path, results: list[StrategyResult], value, ylabel: str,
     return path
 
 
-def tpch_plots(out_dir: Path, results: list[StrategyResult]) -> list[Path]:
+def tpch_plots(out_dir: Path, results: list[StrategyResult], time_only: bool = False) -> list[Path]:
     efficiency = pruning_efficiency(results)
+    time = _grouped_bars(out_dir / "time.png", results, lambda r: r.median_seconds, "seconds (median)",
+                         "time per query")
+    if time_only:
+        return [time]
     return [
-        _grouped_bars(out_dir / "time.png", results, lambda r: r.median_seconds, "seconds (median)",
-                      "time per query"),
+        time,
         _grouped_bars(out_dir / "shuffle.png", results, lambda r: r.shuffle_write_bytes / 1024 ** 2,
                       "shuffle write (MB)", "shuffled bytes"),
         _grouped_bars(out_dir / "pruning.png", results,
                       lambda r: efficiency.get((r.query, r.broadcast_threshold, r.strategy)),
                       "pruning efficiency (1 = oracle)", "pruning efficiency", skip=WITHOUT_SUMMARIES),
     ]
+
+
+def ratio_plots(out_dir: Path, results: list[StrategyResult]) -> list[Path]:
+    """ratios.png: per join setting, each series' per-query ratios to ``spark`` sorted from the lowest (a
+    distribution: the share of the workload below 1× reads off the x axis); none without a ``spark`` series."""
+    found = sorted_ratios(results)
+    if not found:
+        return []
+    plt = _pyplot()
+    from matplotlib.ticker import FuncFormatter
+    panels = list(dict.fromkeys(joins for _, joins in found))
+    figure, axes = plt.subplots(1, len(panels), figsize=(6.5 * len(panels), 4.2), squeeze=False)
+    for axis, joins in zip(axes[0], panels):
+        for (series, mine), values in found.items():
+            if mine != joins:
+                continue
+            share = [(index + 0.5) / len(values) for index in range(len(values))]
+            axis.plot(share, [ratio for _, ratio in values], marker="o", markersize=3, label=series,
+                      color=STRATEGY_COLOURS.get(series))
+            for (query, ratio), x in list(zip(values, share))[:3]:  # the worst three, named
+                axis.annotate(query, (x, ratio), fontsize="x-small", xytext=(3, -8), textcoords="offset points")
+        axis.axhline(1.0, color="#999999", linestyle="--", linewidth=1)
+        axis.set_yscale("log", base=2)
+        axis.yaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}×"))
+        axis.set_xlabel("share of the queries (sorted by ratio)")
+        axis.set_ylabel("spark seconds / series seconds")
+        axis.set_title(f"per-query ratio to spark — {joins} joins")
+        axis.legend(fontsize="small")
+    figure.tight_layout()
+    path = out_dir / "ratios.png"
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+    return [path]
 
 
 def final_stage_seconds(result: StrategyResult) -> float | None:

@@ -23,10 +23,10 @@ from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
 
+from aipq.bench.queries import BenchQuery
 from aipq.bench.series import Series
 from aipq.bench.staging import bench_session, spark_sql_text
 from aipq.bench.steal import steal_seconds, undisturbed_round
-from aipq.bench.workloads import BenchQuery
 from aipq.config import Settings
 from aipq.engine.context import RunContext
 from aipq.engine.records import RunRecord

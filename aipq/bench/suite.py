@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from aipq.bench.series import parse_series
+from aipq.catalog import Catalog
 from aipq.config import MB, Settings
 from aipq.data import generate_skewed_tpch, generate_tpcds, generate_tpch
 from aipq.engine.context import RunContext
@@ -83,6 +84,9 @@ def numbers(text: str, option: str, kind=int) -> list:
 
 
 def query_numbers(queries: str, benchmark: str, last: int) -> list[int]:
+    """``--queries``: numbers, comma-separated, or ``all`` (1 to ``last``: the whole workload)."""
+    if queries.strip().lower() == "all":
+        return list(range(1, last + 1))
     found = numbers(queries, "--queries")
     bad = [n for n in found if not 1 <= n <= last]
     if bad:
@@ -141,7 +145,7 @@ def run_series(request: BenchRequest, benchmark: str, workload, title: str | Non
 
 
 def run_tpch(request: BenchRequest):
-    from aipq.bench.workloads import tpch_workload
+    from aipq.bench.queries import tpch_workload
 
     workload = tpch_workload(query_numbers(request.queries, "TPC-H", 22))
     parse_series(request.strategies)  # refused before the data is prepared
@@ -152,7 +156,7 @@ def run_tpch(request: BenchRequest):
 
 def run_reorder(request: BenchRequest):
     """Join orders: each query as written and in its worst connected order, with statistics collected first."""
-    from aipq.bench.workloads import reorder_workload
+    from aipq.bench.queries import reorder_workload
 
     found = query_numbers(request.queries, "TPC-H", 22)
     parse_series(request.strategies)
@@ -164,7 +168,7 @@ def run_reorder(request: BenchRequest):
 
 
 def run_tpcds(request: BenchRequest):
-    from aipq.bench.workloads import tpcds_workload
+    from aipq.bench.queries import tpcds_workload
 
     workload = tpcds_workload(query_numbers(request.queries, "TPC-DS", 99))
     parse_series(request.strategies)
@@ -176,7 +180,7 @@ def run_tpcds(request: BenchRequest):
 def run_synthetic(request: BenchRequest):
     """The paper's synthetic reference-ratio benchmark (its Figs. 7–8): ``extra`` holds ratios, rows, queries."""
     from aipq.bench import synthetic
-    from aipq.bench.workloads import BenchQuery
+    from aipq.bench.queries import BenchQuery
 
     ratios, rows = numbers(request.extra["ratios"], "--ratios", float), request.extra["rows"]
     names = [q.strip().lower() for q in request.extra["queries"].split(",") if q.strip()]
@@ -201,7 +205,7 @@ def run_stats(request: BenchRequest):
     from aipq.bench.stats import measure_collection
     from aipq.tpch.queries import query_text
 
-    found = numbers(request.queries, "--queries")
+    found = query_numbers(request.queries, "TPC-H", 22)
     precisions = numbers(request.extra["lg_ks"], "--lg-k")
     bad = [k for k in precisions if not 4 <= k <= 21]
     if bad:
@@ -226,7 +230,7 @@ def run_decisions(request: BenchRequest):
     from aipq.bench.steal import StealTally
     from aipq.tpch.queries import query_text
 
-    found, tolerance = numbers(request.queries, "--queries"), request.extra["tolerance"]
+    found, tolerance = query_numbers(request.queries, "TPC-H", 22), request.extra["tolerance"]
     prepare_tpch(replace(request, skew=None))
     workload = [(f"Q{n}", query_text(n)) for n in found]
     limits = thresholds(request.joins, request.settings)
@@ -246,7 +250,7 @@ def run_staging(request: BenchRequest):
     """aipq's staged run against plain spark.sql, same session settings, with and without broadcast joins."""
     from aipq.bench.staging import compare_staging
 
-    found = numbers(request.queries, "--queries")
+    found = query_numbers(request.queries, "TPC-H", 22)
     settings = request.paper_settings(ip="off", staging="hive")
     prepare_tpch(replace(request, skew=None))
     limits = [0, settings.broadcast_threshold or 10 * MB]
@@ -263,7 +267,7 @@ def run_batch(request: BenchRequest):
     """TPC-H's queries as one batch against one by one, in one session and as separate aipq commands."""
     from aipq.bench.batch import MODES, batch_report, measure_batches
 
-    found = numbers(request.queries, "--queries")
+    found = query_numbers(request.queries, "TPC-H", 22)
     prepare_tpch(replace(request, skew=None))
     with request.progress("bench batch", len(MODES) * (request.repeat + 1)) as step:
         results = measure_batches(request.context, found, request.repeat, request.aipq_command, step)
@@ -309,6 +313,50 @@ def run_estimates(request: BenchRequest):
             step()
     request.show("estimates", errors, f"TPC-H SF {request.scale_factor:g}: q-error of each written stage's rows")
     return errors
+
+
+def run_api(request: BenchRequest):
+    """``aipq.sql`` against ``spark.sql`` on one user session (``bench/api_calls.py``); ``extra``: workloads,
+    warmup, tables (catalog or views) and the knobs given to pass to ``aipq.sql``."""
+    import tempfile
+
+    from aipq.bench.api_calls import (
+        api_results,
+        api_workload,
+        fixed_cost_lines,
+        machine_line,
+        run_user_program,
+        tpch_views,
+        user_spec,
+    )
+    from aipq.bench.report import BenchContext, today, write_outputs
+
+    workloads = [w.strip() for w in request.extra["workloads"].split(",") if w.strip()]
+    workload = api_workload(workloads, query_numbers(request.queries, "TPC-H", 22))
+    prepare_tpch(replace(request, skew=None))
+    views = tpch_views(Catalog(request.home))
+    warmup, tables = request.extra["warmup"], request.extra["tables"]
+    with contextlib.ExitStack() as stack:
+        # views: aipq finds the tables as a user without its catalog would, only through the session
+        home = request.home if tables == "catalog" else Path(stack.enter_context(
+            tempfile.TemporaryDirectory(prefix="aipq-bench-api-home-")))
+        log = (request.out_dir or Path(stack.enter_context(tempfile.TemporaryDirectory()))) / "user-session.log"
+        log.parent.mkdir(parents=True, exist_ok=True)
+        spec = user_spec(request.settings, request.extra["options"], workload, views, home, request.repeat, warmup,
+                         log.with_name("user-session.json"))
+        with request.progress("bench api", len(workload) * 4 * (request.repeat + warmup)) as step:
+            found = run_user_program(spec, step, log)
+    results = api_results(found)
+    title = (f"aipq.sql against spark.sql on one user session, TPC-H SF {request.scale_factor:g} "
+             f"(median of {request.repeat})")
+    context = BenchContext(title, request.command, machine_line(found["session"]), today(),
+                           {"scale_factor": request.scale_factor, "repeat": request.repeat, "warmup_rounds": warmup,
+                            "tables": tables, "session": found["session"], "options": request.extra["options"]})
+    request.show("series", results, title)
+    if request.out_dir is not None:
+        _written(request, write_outputs(request.out_dir, context, results, notes=tuple(fixed_cost_lines(results)),
+                                        time_only=True))
+    return results
 
 
 # ---- every benchmark behind the document -----------------------------------------------------------------------

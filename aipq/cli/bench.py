@@ -122,7 +122,7 @@ def with_strategy_options(fn):
 @bench.command("tpch")
 @scale_option
 @click.option("--queries", default="3,5,9", show_default=True,
-              help=f"TPC-H query numbers, comma-separated (the join-heavy set: {TPCH_JOIN_HEAVY}).")
+              help=f"TPC-H query numbers, comma-separated (the join-heavy set: {TPCH_JOIN_HEAVY}), or all.")
 @skew_option
 @with_strategy_options
 @planning_options
@@ -155,7 +155,7 @@ def bench_reopt(ctx, settings: Settings, **options):
 @bench.command("tpcds")
 @scale_option
 @click.option("--queries", default=TPCDS_JOIN_HEAVY, show_default=True,
-              help="TPC-DS query numbers (1 to 99), comma-separated.")
+              help="TPC-DS query numbers (1 to 99), comma-separated, or all (the whole workload).")
 @with_strategy_options
 @planning_options
 @click.pass_context
@@ -164,6 +164,33 @@ def bench_tpcds(ctx, settings: Settings, **options):
     from aipq.bench.suite import run_tpcds
 
     run_tpcds(request_from(ctx, settings, **options))
+
+
+@bench.command("api")
+@scale_option
+@click.option("--queries", default="all", show_default=True, help="TPC-H query numbers, comma-separated, or all.")
+@click.option("--workloads", default="trivial,tpch", show_default=True,
+              help="trivial (SELECT 1 and counts of small tables: a call's fixed cost) and/or tpch (--queries).")
+@click.option("--tables", type=click.Choice(["catalog", "views"]), default="catalog", show_default=True,
+              help="Where aipq.sql finds the tables: aipq's catalog, or only the session's temporary views "
+                   "(spark.sql reads the same files through the views either way).")
+@click.option("--repeat", type=click.IntRange(1), default=3, show_default=True,
+              help="Timed rounds per query (after the warm-up rounds).")
+@click.option("--warmup", type=click.IntRange(0), default=2, show_default=True, help="Untimed rounds per query.")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Write results.json, results.csv, report.md, PNG plots and the session's log here.")
+@planning_options
+@click.pass_context
+def bench_api(ctx, workloads, tables, warmup, settings: Settings, **options):
+    """aipq.sql against spark.sql(q).collect() on one user SparkSession (started with aipq.spark_conf(), Spark's
+    defaults otherwise), each call timed until its rows are read, interleaved with the A/A controls aipq-again
+    and spark-again; rows checked equal. Planning knobs given here are passed to aipq.sql; --conf and --master
+    start the user's session."""
+    from aipq.bench.suite import run_api
+
+    knobs = {name: str(value) for name, value in settings.knob_values().items() if _given(ctx, name)}
+    extra = {"workloads": workloads, "tables": tables, "warmup": warmup, "options": knobs}
+    run_api(request_from(ctx, settings, extra=extra, **options))
 
 
 @bench.command("synthetic")

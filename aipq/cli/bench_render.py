@@ -11,6 +11,7 @@ from aipq.bench.results import headlines, paired_speedup, pruning_efficiency, sp
 from aipq.bench.runner import joins_label
 from aipq.bench.staging import StagingResult
 from aipq.bench.stats import overhead_rows
+from aipq.bench.workload import series_totals
 from aipq.cli.render import format_size
 
 
@@ -47,8 +48,20 @@ def strategy_table(results, title: str) -> Table:
         table.add_row(r.query, joins, r.strategy, str(r.stages),
                       f"{r.median_seconds:.2f} ({min(times):.2f}–{max(times):.2f})", *cells,
                       format_size(r.shuffle_write_bytes), "" if eff is None else f"{eff:.0%}")
-    table.caption = "\n".join(line.text() for line in headlines(results))
+    table.caption = "\n".join([*(line.text() for line in headlines(results)), *workload_caption(results)])
     return table
+
+
+def workload_caption(results) -> list[str]:
+    """Per series against spark: geo-mean beside total time, and the queries slower beyond the A/A spread."""
+    lines = []
+    for total in series_totals(results):
+        slower = ", ".join(s.text() for s in total.slower[:10]) + (" …" if len(total.slower) > 10 else "")
+        lines.append(f"{total.series} vs spark ({total.joins} joins): geo-mean {total.geo_mean:.2f}×, total "
+                     f"{total.seconds:.1f} s against {total.spark_seconds:.1f} s ({total.total_ratio:.2f}×); "
+                     f"{len(total.slower)} of {total.queries} slower beyond the A/A spread"
+                     + (f": {slower}" if slower else ""))
+    return lines
 
 
 def stats_overhead_table(overheads, errors, title: str) -> Table:

@@ -147,10 +147,18 @@ def table_list(ctx, as_json, settings: Settings):
 @planning_options
 @click.pass_context
 def table_drop(ctx, name, settings: Settings):
-    """Forget a registration (the data files of an external table stay)."""
-    if not registering_catalog(RunContext(home_dir(ctx), settings)).drop(name):
+    """Forget a registration: the data files of an external table stay; a Hive metastore's MANAGED table's
+    files are deleted by the metastore, as its DROP TABLE does."""
+    catalog = registering_catalog(RunContext(home_dir(ctx), settings))
+    entry = catalog.lookup(name)
+    managed = catalog.deletes_files_on_drop(name)
+    if not catalog.drop(name):
         raise BadInputError(f"no registered table {name!r}", hint="see `aipq table list`")
-    Console(stderr=True).print(f"dropped {name}")
+    if managed is not None:
+        Console(stderr=True).print(f"dropped {name} and deleted its files at {managed} (a managed table)")
+    else:
+        kept = f" at {entry.path}" if entry is not None and entry.source != "spark" else ""
+        Console(stderr=True).print(f"dropped {name}; its files{kept} are kept (an external table)")
 
 
 @click.command()

@@ -26,19 +26,10 @@ def check_distinct_files(files: Mapping[str, str | None]) -> None:
         if path is None:
             continue
         for other_flag, other in seen:
-            if _same_file(path, other):
+            if Storage.same_local_file(path, other):
                 raise BadInputError(f"{other_flag} and {flag} are the same file ({os.path.abspath(other)})",
                                     hint="give each its own path: aipq never writes one of them over another")
         seen.append((flag, path))
-
-
-def _same_file(first: str, second: str) -> bool:
-    if os.path.realpath(os.path.expanduser(first)) == os.path.realpath(os.path.expanduser(second)):
-        return True
-    try:
-        return os.path.samefile(os.path.expanduser(first), os.path.expanduser(second))
-    except OSError:  # one of them does not exist yet: not the same file
-        return False
 
 
 class RunReport:

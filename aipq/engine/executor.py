@@ -12,6 +12,7 @@ import contextlib
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Protocol
 
 from aipq import faults
@@ -30,6 +31,7 @@ from aipq.engine.storage import join
 from aipq.engine.summaries import SummaryStore
 from aipq.engine.work_dirs import new_work_dir, remove_work_dir
 from aipq.estimator.edge_inputs import RunState, SessionFacts, adaptive_estimator
+from aipq.estimator.join_estimates import KnownTables, stage_estimate_figures
 from aipq.estimator.parameters import PAGE_BYTES, parse_memory, sort_buffer_pages
 from aipq.files import FileSource, Sizes
 from aipq.ip import staging
@@ -103,7 +105,30 @@ def run_dag(context: RunContext, dag: StageDag, options: RunOptions | None = Non
     if statistics is not None:
         record.statistics_seconds = statistics.seconds
         record.statistics_collected = statistics.collected_tables
+    record.estimating = _estimates_of(run)
     return record
+
+
+def _estimates_of(run: DagRun) -> Callable[[RunRecord], None] | None:
+    """How the record's stages get their estimates when first asked (``RunRecord.fill_estimates``; nothing
+    without a statistics repository)."""
+    context = run.context
+    if context.repository is None:
+        return None
+    return partial(record_estimates, run.dag, KnownTables(context.repository, context.storage,
+                                                          run.record.started_at))
+
+
+def record_estimates(dag: StageDag, tables: KnownTables, record: RunRecord) -> None:
+    """Each stage's estimated rows beside its actual rows, so that the q-error of any workload can be read from
+    its runs (``--report``, ``Result.run``): as estimated before the run (the rows an earlier run of the same
+    subplan recorded before this one started, else the tables' statistics), times the share of them its
+    summaries were expected to keep."""
+    measured = {m.stage_id: (m.materialized, m.rows_written) for m in record.stages}
+    kept = {m.decisions.stage: m.decisions.rows_kept for m in record.stages if m.decisions is not None}
+    figures = stage_estimate_figures(dag, tables, measured, kept)
+    for metrics in record.stages:
+        metrics.estimate = figures.get(metrics.stage_id, {})
 
 
 def _sum_shuffle_figures(spark, stages: list[StageMetrics]) -> None:

@@ -32,6 +32,7 @@ from aipq.catalog import (
     split_name,
 )
 from aipq.engine import jvm
+from aipq.engine.session import METASTORE_TIMEOUT_SETTING
 from aipq.engine.storage import is_local, local_path
 from aipq.errors import AipqError, ExecutionError
 
@@ -75,6 +76,13 @@ class MetastoreCatalog(Catalog):
         check_reachable(self.uris)
 
     @property
+    def timeout(self) -> str:
+        """How long the session's metastore client waits for an answer, as it is set (Hive's default: 600s)."""
+        value = self.spark.conf.get(METASTORE_TIMEOUT_SETTING, None) or jvm.hadoop_setting(
+            self.spark, METASTORE_TIMEOUT_SETTING.removeprefix("spark.hadoop.")) or "600s"
+        return f"{value}s" if str(value).isdigit() else str(value)
+
+    @property
     def described(self) -> str:
         return f"the Hive metastore at {self.uris}" if self.uris else "Spark's embedded Hive metastore"
 
@@ -92,6 +100,10 @@ class MetastoreCatalog(Catalog):
         except AipqError:
             raise
         except Exception as error:  # noqa: BLE001 — py4j and Spark errors alike
+            if _timed_out(error):
+                raise ExecutionError(f"{self.described} did not answer within {self.timeout} while {doing}",
+                                     hint="check that it runs and is not overloaded, then continue the workflow "
+                                          "with --resume (aipq.metastore.timeout sets the wait)") from error
             message = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
             raise ExecutionError(f"{self.described} failed while {doing}: {message}",
                                  hint="check that it runs and that this user may change it") from error
@@ -109,9 +121,12 @@ class MetastoreCatalog(Catalog):
         options = tuple((k, v) for k, v in table.properties.items() if k.startswith(PROPERTY_PREFIX))
         fmt, format_options = _format(table)
         partitioning = tuple(c.lower() for c in table.partition_columns)
-        if fmt is None or table.table_type == "VIEW":  # a view, or a SerDe aipq cannot read: Spark reads it by name
+        if fmt is None or table.table_type == "VIEW":  # a view, or a Hive SerDe table: Spark reads it by name
+            unreadable = ""
+            if table.serde and table.table_type != "VIEW" and not jvm.class_loadable(self.spark, table.serde):
+                unreadable = f"its SerDe {table.serde} is not on the classpath of this Spark session"
             return TableEntry(table.database, table.name, f"{SPARK_CATALOG_PREFIX}{table.database}.{table.name}",
-                              "spark", columns, options, source="spark")
+                              "spark", columns, options, source="spark", unreadable=unreadable)
         partitions = self._partitions(table, partitioning) if partitioning else ()
         return TableEntry(table.database, table.name, table.location, fmt, columns, (*format_options, *options),
                           partition_columns=partitioning, partitions=partitions)
@@ -195,6 +210,30 @@ class MetastoreCatalog(Catalog):
             self._sql(f"DROP TABLE `{database}`.`{table}`")
         return True
 
+    def records_statistics(self) -> bool:
+        return True
+
+    def record_statistics(self, name: str, rows: int, size: int, files: int) -> None:
+        """The table's row count and size as Hive's ``stats.autogather`` keeps them (``numRows``, ``totalSize``,
+        ``numFiles``), which Spark reads too when no ``ANALYZE TABLE`` has recorded its own: without them Spark and
+        Hive plan a table aipq wrote as empty."""
+        database, table = split_name(name)
+        stats = [("numRows", str(rows)), ("totalSize", str(size)), ("numFiles", str(files))]
+        with self._metastore(f"recording the statistics of {database}.{table}"):
+            self._sql(f"ALTER TABLE `{database}`.`{table}` SET TBLPROPERTIES ({_pairs(stats)})")
+
+    def deletes_files_on_drop(self, name: str) -> str | None:
+        """A MANAGED table's location: the metastore deletes its files when it is dropped (an EXTERNAL table's
+        stay, aipq's own tables are EXTERNAL)."""
+        database, table = split_name(name)
+        with self._metastore(f"looking up {database}.{table}"):
+            found = jvm.metastore_table(self.spark, database, table)
+        return found.location if found is not None and found.table_type == "MANAGED" else None
+
+    def database_exists(self, database: str) -> bool:
+        with self._metastore(f"looking up database {database}"):
+            return jvm.metastore_database_location(self.spark, database) is not None
+
     def entries(self) -> list[TableEntry]:
         with self._metastore("listing its tables"):
             found = []
@@ -243,13 +282,25 @@ class MetastoreCatalog(Catalog):
         self.spark.sql(text).collect()
 
 
+def _timed_out(error: Exception) -> bool:
+    """Whether a metastore call failed because the metastore did not answer in time (the Thrift client's read
+    timed out; Spark and Hive wrap it, the Java trace names it)."""
+    text = str(error)
+    return "SocketTimeoutException" in text or "Read timed out" in text
+
+
 def _format(table: jvm.MetastoreTable) -> tuple[str | None, tuple[tuple[str, str], ...]]:
-    """The data source aipq reads a metastore table with, and its options (a Hive text table's delimiter)."""
+    """The data source aipq reads a metastore table with itself, and its options; None for a table Spark reads by
+    name. Parquet and ORC files read the same whoever reads them (Spark converts a Hive parquet or ORC table to
+    its own reader too). A Hive SerDe's text (LazySimpleSerDe's delimiters, ``\\N`` for NULL, escapes and no quote
+    character; OpenCSVSerde's quoting; JSON, Avro, regular expressions) has rules of its own that Spark's CSV
+    reader only approximates, so such a table is read by Spark's Hive table scan, with its SerDe."""
     if table.provider in ("parquet", "orc"):
         return table.provider, ()
     if table.provider == "csv":
         keep = ("sep", "delimiter", "header", "quote", "escape", "nullValue")
-        return "csv", tuple((k, v) for k, v in table.storage_properties.items() if k in keep)
+        # Spark reads a CSV table without a header unless its options say so (aipq's default for files is one)
+        return "csv", (("header", "false"), *((k, v) for k, v in table.storage_properties.items() if k in keep))
     if table.provider != "hive":
         return None, ()
     serde_format = table.input_format.lower()
@@ -257,9 +308,6 @@ def _format(table: jvm.MetastoreTable) -> tuple[str | None, tuple[tuple[str, str
         return "parquet", ()
     if "orc" in serde_format:
         return "orc", ()
-    if serde_format.endswith("textinputformat"):
-        delimiter = table.storage_properties.get("field.delim", "\x01")
-        return "csv", (("header", "false"), ("sep", delimiter), ("inferSchema", "false"))
     return None, ()
 
 

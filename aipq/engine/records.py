@@ -3,6 +3,7 @@ result is and what it re-planned (rendered by cli/, written by ``engine/report.p
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from aipq.engine.jvm import ShuffleFigures
@@ -31,6 +32,8 @@ class StageMetrics:
     measured_broadcasts: list[dict] = field(default_factory=list)  # joins made map-side by measured input sizes
     reused: bool = False  # its rows read from the stage-output cache, not computed
     job_group: str = ""  # the Spark job group ``shuffle`` is summed over, once the run ends (``executor``)
+    # its rows as estimated before the run, and the q-error against rows_written (``executor.record_estimates``)
+    estimate: dict = field(default_factory=dict)
 
 
 @dataclass
@@ -49,6 +52,14 @@ class RunRecord:
     replans: list[dict] = field(default_factory=list)  # each re-plan between stages (``Reoptimizer``)
     dag: StageDag | None = None  # the DAG the run finished with, when a re-plan changed it
     started_at: float = 0.0  # wall-clock time the run started (what it records itself comes after)
+    # fills each stage's ``estimate`` when first asked (``fill_estimates``), not on every run's critical path
+    estimating: Callable[[RunRecord], None] | None = None
+
+    def fill_estimates(self) -> None:
+        """Each stage's estimated rows beside its actual rows (``executor.record_estimates``), computed once."""
+        if self.estimating is not None:
+            estimating, self.estimating = self.estimating, None
+            estimating(self)
 
     @property
     def result(self) -> Result:

@@ -14,6 +14,7 @@ def stage_measures(metrics: StageMetrics) -> dict[str, Any]:
         "seconds": round(metrics.seconds, 3),
         "decision_seconds": round(metrics.decision_seconds, 4),
         "rows_written": metrics.rows_written,
+        **metrics.estimate,  # estimated_rows, estimated_from, q_error: the estimate beside the actual rows
         "bytes_written": metrics.bytes_written,
         "reduce_tasks": metrics.reduce_tasks,
         "materialized": metrics.materialized,
@@ -37,6 +38,8 @@ def _first_on_input(probes, probe):
 
 
 def run_dict(record: RunRecord) -> dict[str, Any]:
+    """The run as plain data; each stage's estimated rows (and q-error) beside its actual rows."""
+    record.fill_estimates()
     return {
         "run_id": record.run_id,
         "strategy": record.strategy,

@@ -213,7 +213,13 @@ def _configured(builder, settings: Settings, home: Path, launched: bool = False)
     launcher = dict(SparkConf().getAll()) if launched else {}
     if hive_catalog(settings, launcher):
         builder = builder.enableHiveSupport()
+        if METASTORE_TIMEOUT_SETTING not in {**launcher, **settings.spark_conf}:
+            builder = builder.config(METASTORE_TIMEOUT_SETTING, f"{settings.metastore_timeout:g}s")
     return builder
+
+
+# How long the session's Hive metastore client waits for each answer (Hive's own default is 600 s, and it retries)
+METASTORE_TIMEOUT_SETTING = "spark.hadoop.hive.metastore.client.socket.timeout"
 
 
 def _ready(spark) -> None:

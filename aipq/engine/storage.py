@@ -349,6 +349,18 @@ class Storage:
         return target
 
     @staticmethod
+    def same_local_file(first: str, second: str) -> bool:
+        """Whether two driver-local paths name one file: written relative and absolute, through a symbolic link,
+        or a hard link to it (a path that does not exist yet names no file but its own)."""
+        first, second = os.path.expanduser(local_path(first)), os.path.expanduser(local_path(second))
+        if os.path.realpath(first) == os.path.realpath(second):
+            return True
+        try:
+            return os.path.samefile(first, second)
+        except OSError:
+            return False
+
+    @staticmethod
     def renames_atomically(uri: str) -> bool:
         """Whether a folder rename on this store is one atomic step (local file systems, HDFS) or a copy of
         each file (object stores)."""

@@ -23,7 +23,7 @@ from dataclasses import dataclass, replace
 
 from aipq import faults
 from aipq.catalog import Catalog, Partition, TableEntry, split_name, unescape_partition_value
-from aipq.engine.session import read_schema
+from aipq.engine.session import read_schema, table_rows
 from aipq.engine.storage import Storage, join, name, parent
 from aipq.errors import AipqError, BadInputError, ExecutionError
 
@@ -245,10 +245,25 @@ def partitions_written(storage: Storage, write: TableWrite) -> int:
 
 def commit_table_write(spark, storage: Storage, catalog: Catalog, write: TableWrite) -> None:
     """Put a finished write in place and tell the catalog: the data moved or switched in first, so that a reader
-    sees the old data or the new."""
+    sees the old data or the new; then the table's row count and size, for a catalog that keeps them."""
     if write.partitioned:
         _commit_partitions(storage, catalog, write)
+    else:
+        _commit_table(spark, storage, catalog, write)
+    if catalog.records_statistics():
+        record_statistics(spark, storage, catalog, write.target)
+
+
+def record_statistics(spark, storage: Storage, catalog: Catalog, target: str) -> None:
+    """The rows (a parquet table's from its footers), bytes and files of table ``target`` as it is now."""
+    entry = catalog.lookup(target)
+    if entry is None or entry.source == "spark":
         return
+    found = [f for path in entry.data_paths() for f in storage.data_files(path) or []]
+    catalog.record_statistics(target, table_rows(spark, storage, entry), sum(f.length for f in found), len(found))
+
+
+def _commit_table(spark, storage: Storage, catalog: Catalog, write: TableWrite) -> None:
     done = publish(storage, write.result, write.location, write.mode, write.commit, write.tag)
     if write.mode == "create":
         database, name = split_name(write.target)

@@ -157,6 +157,28 @@ def stage_row_estimates(dag: StageDag, tables: KnownTables) -> dict[int, float |
     return {stage.id: estimates.stage_estimate(stage.id) for stage in dag.stages}
 
 
+def stage_estimate_figures(dag: StageDag, tables: KnownTables, measured: dict[int, tuple[bool, int]] | None = None,
+                           kept: dict[int, float] | None = None) -> dict[int, dict]:
+    """Per stage, its output rows as estimated before it ran (``stage_row_estimates``) times the share of them
+    its summaries were expected to keep (``kept``, by stage id), and, for a stage ``measured`` as written (by stage
+    id: whether written, rows written), how far off they were: the q-error of its rows (a fused stage's rows are
+    not counted)."""
+    figures: dict[int, dict] = {}
+    for stage_id, subplan_rows in stage_row_estimates(dag, tables).items():
+        share = (kept or {}).get(stage_id, 1.0)
+        rows = None if subplan_rows is None else subplan_rows * share
+        figure: dict = {"estimated_rows": None if rows is None else round(rows, 1),
+                        "estimated_from": "an earlier run of the same subplan"
+                        if tables.stage_rows(dag, stage_id) is not None else "the tables' statistics"}
+        if subplan_rows is not None and share < 1.0:
+            figure["estimated_subplan_rows"] = round(subplan_rows, 1)
+        written, actual = (measured or {}).get(stage_id, (False, 0))
+        if rows is not None and written:
+            figure["q_error"] = round(q_error(rows, actual), 2)
+        figures[stage_id] = figure
+    return figures
+
+
 def q_error(estimate: float, actual: float) -> float:
     """How far an estimate is off, as a factor either way (Moerkotte et al.'s q-error; a count below one row
     counts as one)."""

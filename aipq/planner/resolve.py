@@ -50,6 +50,11 @@ def lookup_tables(statement: exp.Expression, catalog: Catalog, sql: str,
         entry = catalog.lookup(key)
         if entry is None:
             raise _unknown_table(table, catalog, sql, source_name)
+        if entry.unreadable:
+            raise BadInputError(f"cannot read table {entry.qualified_name}: {entry.unreadable}",
+                                position=node_position(table.this, sql), source_name=source_name,
+                                hint="put the SerDe's jar on the session's classpath (--conf spark.jars=…), or read "
+                                     "a copy of the table in a format Spark reads")
         found[key] = entry
     return found
 

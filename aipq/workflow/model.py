@@ -9,6 +9,7 @@ from pathlib import Path
 from aipq.catalog import TableEntry
 from aipq.config import Settings
 from aipq.engine.context import RunContext
+from aipq.engine.records import RunRecord
 from aipq.engine.report import run_dict
 from aipq.pipeline import PlannedQuery
 from aipq.workflow.journal import Journal
@@ -54,8 +55,14 @@ class StepOutcome:
     step: Step
     message: str
     seconds: float = 0.0
-    run: dict | None = None  # the run record of the query it ran (``engine/report.run_dict``)
+    record: RunRecord | None = None  # the run of the query it ran
     written: dict | None = None  # a table write's table, mode and rows
+
+    @property
+    def run(self) -> dict | None:
+        """The run of its query as plain data (``engine/report.run_dict``), made when asked: its stages'
+        estimates are computed then."""
+        return run_dict(self.record) if self.record is not None else None
 
     def as_dict(self) -> dict:
         return {"number": self.step.number, "statement": self.step.describe(), "message": self.message,

@@ -29,6 +29,7 @@ from aipq.workflow.statement_parser import to_step
 from aipq.workflow.statements import (
     WRITE_FORMATS,
     AnalyzeStep,
+    CreateDatabaseStep,
     CreateTableStep,
     DropStep,
     PartitionStep,
@@ -67,6 +68,7 @@ class WorkflowPlanner:
         # partitioned tables an earlier statement writes (not yet run): which partitions they will hold is
         # known only once it has
         self.written: set[str] = set()
+        self.databases: set[str] = set()  # the databases the workflow's CREATE DATABASE statements make
         self.resume = resume
 
     @classmethod
@@ -170,7 +172,19 @@ class WorkflowPlanner:
         planned.planned = self.plan_query(step.query, TableShape(step.target, existing.columns, step.columns,
                                                                  format=existing.format))
 
+    def plan_create_database(self, step: CreateDatabaseStep, planned: PlannedStep) -> None:
+        self.databases.add(step.database)
+
+    def check_database(self, step: Step, target: str) -> None:
+        """A new table or view goes into a database that exists (or that an earlier statement creates): Hive and
+        Spark refuse it otherwise, and so does aipq, before anything runs."""
+        database, _ = split_name(target)
+        if database not in self.databases and not self.view.base.database_exists(database):
+            raise self.error_at(step, f"[SCHEMA_NOT_FOUND] The schema `{database}` cannot be found",
+                                step.statement.this, hint=f"create it first: CREATE DATABASE {database}")
+
     def plan_new_table(self, step: WriteStep, planned: PlannedStep) -> None:
+        self.check_database(step, step.target)
         planned.planned = self.plan_query(step.query, TableShape(step.target, partition_by=step.partitioned_by,
                                                                  format=step.format))
         database, name = split_name(step.target)
@@ -229,6 +243,7 @@ class WorkflowPlanner:
                 return
             raise self.error_at(step, f"table {step.target} already exists", step.statement.this,
                                 hint="use CREATE TABLE IF NOT EXISTS, or DROP TABLE first")
+        self.check_database(step, step.target)
         self.view.changes[step.target] = new_table(self.context, step)
         self.created.add(step.target)
 
@@ -293,6 +308,7 @@ class WorkflowPlanner:
         if temporary:
             raise self.error_at(step, f"a view kept in the catalog cannot read the temporary view {temporary[0].name}",
                                 temporary[0], hint="make it a TEMPORARY VIEW too, or read the tables directly")
+        self.check_database(step, step.target)
         self.plan_query(view_query(step))  # only to check it
         self.view.kept_views[step.target] = view_query(step).sql(dialect="hive")
 
@@ -321,7 +337,7 @@ class WorkflowPlanner:
 _PLANNERS: dict[type, str] = {
     ShowStep: "plan_show", QueryStep: "plan_select", ViewStep: "plan_view", WriteStep: "plan_write",
     DropStep: "plan_drop", AnalyzeStep: "plan_analyze", CreateTableStep: "plan_create_table",
-    PartitionStep: "plan_partitions", SetStep: "plan_set",
+    PartitionStep: "plan_partitions", SetStep: "plan_set", CreateDatabaseStep: "plan_create_database",
 }
 
 

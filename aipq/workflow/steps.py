@@ -11,7 +11,6 @@ from dataclasses import dataclass, replace
 from aipq.catalog import Catalog, Partition, TableEntry, split_name
 from aipq.engine.context import RunContext
 from aipq.engine.executor import StageListener
-from aipq.engine.report import run_dict
 from aipq.engine.statistics import collect_table
 from aipq.engine.tables import (
     TableWrite,
@@ -85,7 +84,7 @@ def select(doing: StepRun, step: QueryStep) -> StepOutcome:
         run.result.close()
     run.result = execute(doing.planned.planned, doing.context, doing.listener, result_format=doing.result_format)
     outcome = doing.outcome(f"{run.result.record.result_rows:,} row(s)")
-    outcome.run = run_dict(run.result.record)
+    outcome.record = run.result.record
     return outcome
 
 
@@ -112,7 +111,7 @@ def write_table(doing: StepRun, step: WriteStep) -> StepOutcome:
         query_run.close()
     verb = {"create": "created", "overwrite": "overwrote", "append": "appended to"}[write.mode]
     outcome = doing.outcome(f"{verb} {step.target}: {query_run.record.result_rows:,} row(s)")
-    outcome.run = run_dict(query_run.record)
+    outcome.record = query_run.record
     outcome.written = {"table": step.target, "mode": write.mode, "rows": query_run.record.result_rows}
     return outcome
 
@@ -255,13 +254,18 @@ def drop(doing: StepRun, step: DropStep) -> StepOutcome:
     entry = catalog.lookup(step.target)
     if entry is None:
         return doing.outcome("done")
+    managed = catalog.deletes_files_on_drop(step.target)  # a metastore's MANAGED table: the metastore deletes them
     catalog.drop(step.target)
     view.changes.pop(step.target, None)
+    if managed is not None:
+        return doing.outcome(f"dropped {step.target} and deleted its files at {managed} (a managed table)",
+                             timed=False)
     base = doing.planner.context  # the command's warehouse, not one a SET in the workflow gave
     if created_by(entry) is not None and base.in_managed_folder(entry):
         remove_data(base.storage, entry.path)
-        return doing.outcome(f"dropped {step.target} and its data", timed=False)
-    return doing.outcome(f"dropped {step.target} (its files at {entry.path} are kept)", timed=False)
+        return doing.outcome(f"dropped {step.target} and deleted its files at {entry.path}", timed=False)
+    where = "" if entry.source == "spark" else f" at {entry.path}"  # Spark reads it by name: its files are Spark's
+    return doing.outcome(f"dropped {step.target}; its files{where} are kept (an external table)", timed=False)
 
 
 # the handler of each kind of statement (a subclass finds its own before its base's); SET has none: its settings

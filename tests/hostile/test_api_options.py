@@ -87,8 +87,12 @@ def test_run_file_writes_the_output_and_the_report(spark, home, source_table, tm
     result = aipq.run_file(script, spark=spark, home=home, output=str(out), report=str(report))
     assert result.rows == [(5,)]
     assert list(csv.reader(out.open())) == [["n"], ["5"]]
-    written = [s["written"] for s in json.loads(report.read_text())["statements"] if s["written"]]
-    assert written == [{"table": "default.api_job", "mode": "create", "rows": 5}]
+    said = json.loads(report.read_text())
+    written = [s["written"] for s in said["statements"] if s["written"]]
+    assert said["status"] == "succeeded" and written == [{"table": "default.api_job", "mode": "create", "rows": 5}]
+    with pytest.raises(BadInputError) as raised:  # the report over the workflow file it runs
+        aipq.run_file(script, spark=spark, home=home, report=str(script), force=True)
+    assert "same file" in raised.value.message
     with pytest.raises(BadInputError) as raised:  # an existing output needs force, as --output needs --force
         aipq.run_file(script, spark=spark, home=home, output=str(out))
     assert "exists" in raised.value.message

@@ -126,3 +126,15 @@ def test_a_killed_run_leaves_a_running_report_not_an_earlier_success(home, tpch,
     found = json.loads(report.read_text())
     assert found["status"] == "running" and found["process"] > 0
     assert [s["number"] for s in found["statements"]] == [1]
+
+
+def test_a_batch_output_over_one_of_its_statements_files_is_refused_even_with_force(aipq, tmp_path):
+    """A batch writes DIR/NAME.FORMAT for each file: a SQL file named like its own output (``q.csv``) in DIR."""
+    sql_named_csv = tmp_path / "counts.csv"
+    sql_named_csv.write_text("select count(*) as n from nation;\n")
+    other = tmp_path / "other.sql"
+    other.write_text("select count(*) as n from region;\n")
+    before = sql_named_csv.read_bytes()
+    _refused_before_running(aipq, [str(sql_named_csv), str(other), "--output-dir", str(tmp_path), "--format", "csv",
+                                   "--force"], "is the statements' file", {sql_named_csv: before,
+                                                                           tmp_path / "other.csv": None})

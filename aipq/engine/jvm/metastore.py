@@ -21,6 +21,7 @@ class MetastoreTable:
     location: str
     provider: str  # a data source name (parquet, orc, csv), or "hive" for a Hive SerDe table
     input_format: str
+    serde: str  # a Hive SerDe's class name ("" for a data source table)
     storage_properties: dict[str, str]
     schema_json: str  # the columns, partition columns last
     partition_columns: tuple[str, ...]
@@ -75,9 +76,23 @@ def metastore_table(spark: SparkSession, database: str, name: str) -> MetastoreT
     storage = table.storage()
     location = str(storage.locationUri().get().toString()) if storage.locationUri().isDefined() else ""
     return MetastoreTable(database, name, location, _option(table.provider(), "hive").lower(),
-                          _option(storage.inputFormat()), _scala_map(storage.properties()), table.schema().json(),
+                          _option(storage.inputFormat()), _option(storage.serde()), _scala_map(storage.properties()),
+                          table.schema().json(),
                           tuple(_scala_strings(table.partitionColumnNames())), str(table.tableType().name()),
                           _scala_map(table.properties()))
+
+
+def class_loadable(spark: SparkSession, name: str) -> bool:
+    """Whether the driver can load the class ``name`` (a table's SerDe) the way Spark's Hive table scan does: from
+    the session's class loader, which holds the jars of ``spark.jars``."""
+    from py4j.protocol import Py4JError
+
+    jvm = _jvm(spark)
+    try:
+        jvm.java.lang.Class.forName(name, False, jvm.org.apache.spark.util.Utils.getContextOrSparkClassLoader())
+        return True
+    except Py4JError:
+        return False
 
 
 def metastore_partitions(spark: SparkSession, database: str, name: str) -> list[tuple[dict[str, str], str]]:
