@@ -12,7 +12,8 @@ from conftest import LOCAL_FILES, assert_same_rows, local_bytes, oracle_rows
 
 from aipq.config import Settings
 from aipq.engine.context import RunContext
-from aipq.engine.executor import RunOptions, run_dag
+from aipq.engine.dag_run import RunOptions
+from aipq.engine.executor import run_dag
 from aipq.engine.work_dirs import remove_work_dir
 from aipq.estimator.edge_inputs import feeds_shuffle
 from aipq.ip.candidates import find_candidates

@@ -10,7 +10,7 @@ import pytest
 from conftest import ALL_QUERIES, LOCAL_FILES, REPARTITION_JOINS, analyzed, assert_same_rows, oracle_rows, run_to_rows
 
 from aipq.config import Settings
-from aipq.engine.executor import hash_join_bytes
+from aipq.engine.adaptive_joins import hash_join_bytes
 from aipq.estimator.edge_inputs import EdgeEstimator, SessionFacts
 from aipq.estimator.parameters import DEFAULT_UNIT_COSTS, Calibration
 from aipq.ip.planner import IpPlanner

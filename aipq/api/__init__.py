@@ -25,7 +25,7 @@ from aipq.api.session import callers_session, home_folder, thread_job_properties
 from aipq.cli.run_report import RunReport, check_distinct_files
 from aipq.config import Settings, default_home
 from aipq.engine.context import RunContext
-from aipq.engine.executor import StageListener
+from aipq.engine.dag_run import StageListener
 from aipq.engine.jvm import AIPQ_EXTENSIONS, COLLECTOR_JAR, clone_session
 from aipq.engine.records import StageMetrics
 from aipq.engine.report import run_dict

@@ -27,7 +27,8 @@ from aipq.engine.class_archive import (
     lock_path,
 )
 from aipq.engine.context import RunContext
-from aipq.engine.executor import RunOptions, run_dag
+from aipq.engine.dag_run import RunOptions
+from aipq.engine.executor import run_dag
 from aipq.engine.statistics import collector_for
 from aipq.engine.work_dirs import remove_work_dir
 from aipq.pipeline import plan_query

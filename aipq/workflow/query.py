@@ -7,7 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from aipq.engine.context import RunContext
-from aipq.engine.executor import RunOptions, StageListener, run_dag
+from aipq.engine.dag_run import RunOptions, StageListener
+from aipq.engine.executor import run_dag
 from aipq.engine.records import RunRecord
 from aipq.engine.statistics import collector_for
 from aipq.engine.storage import Storage

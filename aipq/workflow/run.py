@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from aipq import faults
-from aipq.engine.executor import StageListener
+from aipq.engine.dag_run import StageListener
 from aipq.errors import ExecutionError
 from aipq.workflow.journal import durable
 from aipq.workflow.model import StepOutcome, Workflow, WorkflowRun

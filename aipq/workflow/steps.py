@@ -10,7 +10,7 @@ from dataclasses import dataclass, replace
 
 from aipq.catalog import Catalog, Partition, TableEntry, split_name
 from aipq.engine.context import RunContext
-from aipq.engine.executor import StageListener
+from aipq.engine.dag_run import StageListener
 from aipq.engine.statistics import collect_table
 from aipq.engine.tables import (
     TableWrite,
