@@ -285,6 +285,15 @@ KNOBS: tuple[Knob, ...] = (
          "'none' (the statement as one Spark plan; only filtered tables' summary pre-passes pass information).",
          "--staging", "choice", ("hive", "adaptive", "none"),
          help="Materialize every stage boundary (hive), only where a summary needs it (adaptive), or none."),
+    Knob("handoff", "auto", "A SELECT for which aipq's plan-time decisions choose nothing of its own (no summary, "
+         "no shared subplan, no pre-aggregation, no semi join built from its preserved side), with the statistics it "
+         "needs already known, is handed to Spark whole: its SQL planned by Spark's optimizer as spark.sql would "
+         "(join reordering, runtime filters, dynamic partition pruning, adaptive execution), with aipq's session "
+         "extensions on; "
+         "'off' always runs aipq's own plan. Forcing switches (--ip, --staging or --plan other than the default, "
+         "--reuse on) run aipq's plan too. Explain says which and why.",
+         "--handoff", "choice", ("auto", "off"),
+         help="Hand a query aipq would change nothing in to Spark's own planner (auto), or never (off)."),
     Knob("reuse", "off", "Stage outputs kept in the stage-output cache by earlier commands are read instead of "
          "computed again when the same subplan runs over the same table files ('on'); a command always reads "
          "the outputs it kept itself (a workflow's later statements), and removes them when it completes unless "
@@ -355,6 +364,7 @@ class Settings:
     stats_columns: tuple[str, ...] = default_of("stats_columns")
     cartesian: str = default_of("cartesian")
     staging: str = default_of("staging")
+    handoff: str = default_of("handoff")
     reuse: str = default_of("reuse")
     shared_scans: str = default_of("shared_scans")
     cache_size: int = default_of("cache_size")

@@ -11,10 +11,8 @@ from typing import Any
 
 from rich.tree import Tree
 
-from aipq.config import master_cores
 from aipq.engine.context import RunContext
 from aipq.engine.report import run_dict
-from aipq.estimator.edge_inputs import EdgeEstimator, SessionFacts, adaptive_estimator
 from aipq.estimator.join_estimates import KnownTables, stage_estimate_figures
 from aipq.files import format_size
 from aipq.ip.decisions import StageDecisions
@@ -26,15 +24,7 @@ from aipq.stats.fingerprint import data_files
 from aipq.stats.plan_key import stage_plan_key
 from aipq.stats.planner import plan_statistics
 from aipq.workflow import PlannedStep
-from aipq.workflow.query import QueryRun, execute, finish_stage_cache
-
-
-def planning_estimator(dag: StageDag, context: RunContext) -> EdgeEstimator | None:
-    """For explain without running: strategy ``adaptive``'s estimator over what is known before the run."""
-    settings = context.settings
-    return adaptive_estimator(dag, settings, context.repository, context.calibration,
-                              lambda: SessionFacts(files=context.storage, parallelism=master_cores(settings.master)))
-
+from aipq.workflow.query import QueryRun, execute, finish_stage_cache, planning_estimator, query_handoff
 
 
 def planned_explain(query: PlannedQuery, context: RunContext) -> dict:
@@ -50,6 +40,8 @@ def planned_explain(query: PlannedQuery, context: RunContext) -> dict:
         stage.update(figures.get(stage["id"], {}))
         stage["known_output"] = known.get(stage["id"])
     info["statistics"] = statistics_plan(dag, context)
+    handoff = query_handoff(query, context)
+    info["handoff"] = {"chosen": handoff.chosen, "why": handoff.why}
     return info
 
 
@@ -80,6 +72,8 @@ def analyzed_info(result: QueryRun, context: RunContext) -> dict:
     for stage in info["stages"]:
         stage["measured"] = measured["stages"][stage["id"]]
     info["run"] = {k: v for k, v in measured.items() if k != "stages"}
+    if record.handed_off:
+        info["handoff"] = measured["handoff"]
     add_estimates(info, {m.stage_id: m.estimate for m in record.stages})  # as the run recorded them
     return info
 
@@ -174,7 +168,7 @@ def explain_tree(info: dict[str, Any]) -> Tree:
         if stage["siblings"]:
             node.add(f"siblings: {', '.join(f'S{s}' for s in stage['siblings'])}")
         for source in stage["inputs"]:
-            if source["kind"] == "stage":
+            if source["kind"] == "stage" and source["stage"] in stages:  # a handed-off run measured only its last
                 add(node, source["stage"])
 
     add(root, info["final_stage"])
@@ -221,6 +215,11 @@ def _plan_header(info: dict[str, Any]) -> Tree:
                     else f"{partitions} shuffle partitions")
     root = Tree(f"[bold]{len(info['stages'])} stage(s)[/bold] · plan {settings['plan']['value']} · {broadcast} · "
                 f"{reduce_phase}")
+    handoff = info.get("handoff")
+    if handoff and handoff["chosen"]:
+        root.add(f"[bold yellow]handed to Spark[/bold yellow] [dim]({handoff['why']})[/dim]")
+    elif handoff:
+        root.add(f"[dim]aipq's plan runs: {handoff['why']}[/dim]")
     for note in info.get("join_order", []):
         root.add(f"[dim]join order: {note}[/dim]")
     for replan in info.get("run", {}).get("replans", []):

@@ -37,3 +37,16 @@ def test_the_runs_report_carries_each_stages_estimate(aipq, tmp_path):
     _check_estimates(found["result"]["stages"])
     _check_estimates(found["statements"][-1]["run"]["stages"])
     assert any(s.get("q_error") is not None for s in found["result"]["stages"].values())
+
+
+def test_a_calls_estimates_are_computed_only_when_its_run_is_read(spark, home, tpch, monkeypatch):
+    """``aipq.sql`` does not wait for the stages' estimates (planning work of milliseconds per query): they are
+    computed when ``Result.run`` is first read, once."""
+    from aipq.engine import executor
+
+    computed = []
+    estimate = executor.record_estimates
+    monkeypatch.setattr(executor, "record_estimates", lambda *args: computed.append(1) or estimate(*args))
+    result = aipq.sql(QUERY, spark=spark, home=home)
+    assert result.rows and not computed
+    assert result.run["stages"] and result.run["result_rows"] == 5 and computed == [1]

@@ -47,6 +47,8 @@ DRIVER_FILES = {
     "runner.py": "a benchmark run's own statistics repository, in a temporary folder",
     "report.py": "benchmark report files",
     "suite.py": "benchmark report files and docs/benchmarks.md",
+    "api_calls.py": "bench api's child program: its spec, log and results files in a temporary folder",
+    "user_session.py": "bench api's child program: its spec and results files",
 }
 FILE_MODULES = {"shutil", "tempfile", "glob"}
 OS_FUNCTIONS = {"rename", "replace", "remove", "unlink", "rmdir", "makedirs", "mkdir", "listdir", "scandir", "walk",

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 from aipq import workflow
@@ -119,9 +120,13 @@ def _run(source: SqlSource, spark, home, progress, options: dict) -> Result | No
         write_output(user, context.storage, record.result, output, output_format(output, run.output_format))
     if run.keep_work:
         query_run.keep()
+    if query_run.frame is not None:  # handed to Spark whole: its DataFrame as it is, no files written or read back
+        return Result(tuple(record.output_names), query_run.frame.toDF(*record.output_names), run_dict(record),
+                      query_run.close)
     # the caller's session reads the result's files, which stay until the Result is closed (api/result.py)
     frame = user.read.parquet(record.result_path).toDF(*record.output_names)
-    return Result(tuple(record.output_names), frame, run_dict(record), None if run.keep_work else query_run.close)
+    return Result(tuple(record.output_names), frame, partial(run_dict, record),
+                  None if run.keep_work else query_run.close)
 
 
 def _run_workflow(source: SqlSource, context: RunContext, run: RunOptions, with_output: bool,
@@ -132,7 +137,8 @@ def _run_workflow(source: SqlSource, context: RunContext, run: RunOptions, with_
     if with_output and not planned.queries:
         raise BadInputError("output= was given but the workflow has no SELECT whose rows could be written")
     return workflow.run_workflow(planned, _Progress(progress) if progress else None,
-                                 report.step_done if report is not None else None)
+                                 report.step_done if report is not None else None,
+                                 keep_frame=not with_output and not run.keep_work)
 
 
 def _checked_targets(context: RunContext, run: RunOptions, source: str) -> tuple[str | None, RunReport | None]:

@@ -55,16 +55,24 @@ class Result:
     ``rows`` collects it once, when first read; ``run`` is the run record (stages with their rows, bytes, seconds,
     summaries and rows pruned). ``close()`` removes the result's files (``rows`` read before stays)."""
 
-    def __init__(self, columns: tuple[str, ...], dataframe: Any, run: dict,
+    def __init__(self, columns: tuple[str, ...], dataframe: Any, run: dict | Callable[[], dict],
                  release: Callable[[], None] | None = None):
         self.columns = columns
         self.dataframe = dataframe
-        self.run = run
+        self._run = run  # or how to make it: the stages' estimates are computed when it is first read
         self._rows: list[tuple] | None = None
         self._closed = False
         self._token = next(_TOKENS)  # not id(self): a collected Result's id is reused, its release must not be
         if release is not None:
             _OPEN.add(self._token, release)
+
+    @property
+    def run(self) -> dict:
+        """The run record, made the first time it is read (each stage's estimated rows cost a few milliseconds
+        of planning work that a caller who never reads it should not wait for)."""
+        if callable(self._run):
+            self._run = self._run()
+        return self._run
 
     @property
     def rows(self) -> list[tuple]:
@@ -99,5 +107,6 @@ class Result:
         self.close()
 
     def __repr__(self) -> str:
-        rows = f"{len(self._rows)} row(s)" if self._rows is not None else f"{self.run.get('result_rows', '?')} row(s)"
+        counted = len(self._rows) if self._rows is not None else self.run.get("result_rows")
+        rows = f"{'?' if counted is None else counted} row(s)"  # None: a handed-off DataFrame not yet collected
         return f"Result(columns={self.columns!r}, {rows})"

@@ -42,7 +42,7 @@ class RunRecord:
     work_dir: str
     result_path: str
     output_names: tuple[str, ...]
-    result_rows: int
+    result_rows: int | None  # None: a handed-off result kept as a DataFrame, not counted until collected
     stages: list[StageMetrics] = field(default_factory=list)
     seconds: float = 0.0
     strategy: str = "off"
@@ -52,6 +52,7 @@ class RunRecord:
     replans: list[dict] = field(default_factory=list)  # each re-plan between stages (``Reoptimizer``)
     dag: StageDag | None = None  # the DAG the run finished with, when a re-plan changed it
     started_at: float = 0.0  # wall-clock time the run started (what it records itself comes after)
+    handed_off: str = ""  # why the query ran as Spark plans it (``engine/handoff.py``); empty: aipq's plan ran
     # fills each stage's ``estimate`` when first asked (``fill_estimates``), not on every run's critical path
     estimating: Callable[[RunRecord], None] | None = None
 

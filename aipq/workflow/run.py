@@ -17,10 +17,11 @@ from aipq.workflow.steps import run_step
 
 def run_workflow(workflow: Workflow, listener: StageListener | None = None,
                  on_step: Callable[[StepOutcome], None] | None = None, analyze: bool = False,
-                 result_format: str | None = None, finish_cache: bool = True) -> WorkflowRun:
+                 result_format: str | None = None, finish_cache: bool = True, keep_frame: bool = False) -> WorkflowRun:
     """Run the steps in order; the last SELECT's rows are the result (written as ``result_format``, csv or
     json, straight away when given). The stage outputs the command kept go at the end, unless ``finish_cache``
-    is False (a batch, whose later files read them too)."""
+    is False (a batch, whose later files read them too). ``keep_frame``: a single query handed to Spark whole keeps
+    its result as a DataFrame instead of writing it (the Python API)."""
     context = workflow.context
     journal = workflow.journal
     if journal is not None and not workflow.resuming:
@@ -29,7 +30,7 @@ def run_workflow(workflow: Workflow, listener: StageListener | None = None,
     if cache is not None:
         cache.resuming = workflow.resuming
     try:
-        ran = _run_steps(workflow, listener, on_step, analyze, result_format)
+        ran = _run_steps(workflow, listener, on_step, analyze, result_format, keep_frame)
     except BaseException:
         if journal is None and finish_cache:  # nothing can resume it: its stage outputs go
             finish_stage_cache(context)
@@ -40,12 +41,12 @@ def run_workflow(workflow: Workflow, listener: StageListener | None = None,
 
 
 def _run_steps(workflow: Workflow, listener: StageListener | None, on_step: Callable[[StepOutcome], None] | None,
-               analyze: bool, result_format: str | None) -> WorkflowRun:
+               analyze: bool, result_format: str | None, keep_frame: bool = False) -> WorkflowRun:
     context, journal = workflow.context, workflow.journal
     if workflow.is_single_query:
         planned = workflow.steps[0].planned
         assert planned is not None
-        return WorkflowRun(execute(planned, context, listener, analyze, result_format))
+        return WorkflowRun(execute(planned, context, listener, analyze, result_format, keep_frame=keep_frame))
     run = WorkflowRun(None)
     planner = WorkflowPlanner.for_run(workflow)
     try:

@@ -1,0 +1,104 @@
+"""Do no harm (issue 82): a query in which aipq chooses nothing runs as Spark plans its SQL, with DuckDB's rows;
+forcing switches and aipq's own techniques keep aipq's plan; explain says which."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+import pytest
+from conftest import ALL_QUERIES, assert_same_rows, oracle_rows, run_to_rows
+
+import aipq
+from aipq.config import Settings
+from aipq.engine.context import RunContext
+from aipq.engine.handoff import HANDED_OFF, VIEW_PREFIX, run_handed_off
+from aipq.pipeline import plan_query
+from aipq.tpch.queries import query_text
+from aipq.workflow.query import QueryRun, execute, query_handoff
+
+# The default lane runs a few (a subquery, an outer join, NOT IN, a disjunction across a join); the matrix all 22.
+QUICK = (3, 13, 16, 19)
+QUERIES = [pytest.param(n, marks=() if n in QUICK else pytest.mark.matrix) for n in ALL_QUERIES]
+
+
+def _planned(context: RunContext, sql: str):
+    return plan_query(sql, context.catalog, context.settings, context.storage, costing=context.join_costing())
+
+
+@pytest.fixture(scope="module")
+def context(home, spark, tpch_statistics) -> RunContext:
+    return RunContext(home, Settings()).on_session(spark)
+
+
+@pytest.mark.parametrize("number", QUERIES)
+def test_every_tpch_query_handed_to_spark_gives_duckdbs_rows(context, spark, duck, number):
+    sql = query_text(number)
+    planned = _planned(context, sql)
+    record, _ = run_handed_off(context, planned.statement, planned.dag, "test")
+    try:
+        rows = [tuple(r) for r in spark.read.parquet(record.result_path).collect()]
+        assert [m.operator for m in record.stages] == [HANDED_OFF]
+        assert record.result_rows == record.stages[0].rows_written == len(rows)
+    finally:
+        QueryRun(spark, planned, record, context.storage).close()
+    assert_same_rows(rows, oracle_rows(duck, sql), ordered="order by" in sql.lower())
+    assert not [v for v in spark.catalog.listTables() if v.name.startswith(VIEW_PREFIX)], "its views are dropped"
+
+
+@pytest.mark.parametrize("number", QUERIES)
+def test_a_query_where_aipq_builds_a_summary_is_never_handed_off(context, number):
+    """The rule reads the plan-time decisions; a run of aipq's plan that builds a summary must not have been a
+    query the rule hands to Spark (run with aipq's plan, β low so that summaries are chosen)."""
+    settings = Settings(beta=-1000.0, broadcast_threshold=0)
+    own = context.with_settings(replace(settings, handoff="off"))
+    planned = _planned(own, query_text(number))
+    ran = execute(planned, own)
+    try:
+        built = [s for m in ran.record.stages for s in m.summaries]
+    finally:
+        ran.close()
+    handoff = query_handoff(planned, context.with_settings(settings))
+    if built:
+        assert not handoff.chosen, f"Q{number} built {len(built)} summaries but was handed off: {handoff.why}"
+    else:
+        assert handoff.chosen or "aipq's plan" in handoff.why
+
+
+def test_a_simple_query_is_handed_off_and_says_so(aipq, tmp_path, tpch_statistics):
+    sql = "SELECT n_regionkey, count(*) AS c FROM nation GROUP BY n_regionkey ORDER BY n_regionkey"
+    report = tmp_path / "report.json"
+    result = aipq("run", "--sql", sql, "--output", str(tmp_path / "out.csv"), "--force", "--quiet",
+                  "--report", str(report))
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "out.csv").read_text().splitlines()[1:] == [f"{r},5" for r in range(5)]
+    run = json.loads(report.read_text())["result"]
+    assert run["handoff"]["chosen"] and [s["staging"][:15] for s in run["stages"].values()] == ["handed to Spark"]
+    explained = aipq("explain", "--sql", sql)
+    assert "handed to Spark" in explained.output
+    assert "handed to Spark" in aipq("explain", "--sql", sql, "--analyze").output
+
+
+@pytest.mark.parametrize("forcing", [["--ip", "always"], ["--ip", "off"], ["--staging", "hive"],
+                                     ["--handoff", "off"]])
+def test_forcing_switches_run_aipqs_plan(aipq, tmp_path, duck, tpch_statistics, forcing):
+    sql = "SELECT n_regionkey, count(*) AS c FROM nation GROUP BY n_regionkey"
+    explained = aipq("explain", "--sql", sql, *forcing)
+    assert "handed to Spark" not in explained.output and "aipq's plan runs" in explained.output
+    assert_same_rows(run_to_rows(aipq, tmp_path, "--sql", sql, *forcing), oracle_rows(duck, sql), ordered=False)
+    report = tmp_path / "report.json"
+    assert aipq("run", "--sql", sql, "--quiet", "--report", str(report), *forcing).exit_code == 0
+    run = json.loads(report.read_text())["result"]
+    assert run["handoff"] is None and not any("handed to Spark" in s["staging"] for s in run["stages"].values())
+
+
+def test_the_api_hands_back_sparks_dataframe_and_sees_the_users_views(spark, home, tpch, tpch_statistics):
+    spark.createDataFrame([(0,), (1,)], "r int").createOrReplaceTempView("handoff_regions")
+    sql = ("SELECT n_regionkey, count(*) AS c FROM nation JOIN handoff_regions ON n_regionkey = r "
+           "GROUP BY n_regionkey ORDER BY n_regionkey")
+    for _ in range(2):  # the first run may collect the view's statistics
+        result = aipq.sql(sql, spark=spark, home=home)
+    assert result.rows == [(0, 5), (1, 5)] and result.run["handoff"]["chosen"]
+    assert result.run["result_rows"] is None  # Spark's DataFrame, not collected by the call
+    assert [tuple(r) for r in result.dataframe.collect()] == result.rows
+    assert result.dataframe.columns == ["n_regionkey", "c"]
