@@ -1,7 +1,7 @@
 """Run a stage DAG on Spark: each stage in dependency order, its output written as parquet in the run's work
 directory and read back by its consumers (the paper's job plan, with each job's T_r as a parquet write).
 
-Each stage goes through one pipeline of steps (``STAGE_STEPS``), in order, until one of them finishes it:
+Each stage goes through the same steps (``STAGE_STEPS``), in order, until one of them finishes it:
 decide its summaries, serve it from the stage-output cache, choose whether its output is written, fuse it into
 its consumer or run its job, keep its output in the cache, record what it measured, and re-plan the stages not yet
 run. The state the steps share is one ``DagRun``."""
@@ -97,7 +97,7 @@ def _sum_shuffle_figures(spark, stages: list[StageMetrics]) -> None:
 
 
 def _run_stages(run: DagRun) -> None:
-    """Every stage through the pipeline, under the run's Spark settings."""
+    """Every stage through the stage steps, under the run's Spark settings."""
     with sql_conf(run.context.spark, run.conf):
         while (step := run.next_stage()) is not None:
             for handle in STAGE_STEPS:
@@ -105,7 +105,7 @@ def _run_stages(run: DagRun) -> None:
                     break
 
 
-# ---- the pipeline: each step returns whether the stage goes on to the next ------------------------------------
+# ---- the stage steps: each returns whether the stage goes on to the next -------------------------------------
 def run_gathered_passes(run: DagRun, step: StageStep) -> bool:
     """Before the first stage that is not a summary pass, the passes gathered so far run as one job."""
     if run.passes is not None and run.passes.pending and not _may_be_pass(run, step.stage):
