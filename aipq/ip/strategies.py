@@ -1,5 +1,6 @@
 """The information passing strategies (``--ip``): each chooses among the admissible edges (``ip/candidates.py``,
-``ip/transfer.py``) which summaries a stage builds and which it uses, for ``IpPlanner`` (``ip/planner.py``):
+``ip/transfer.py``) which summaries a stage builds and which it uses, for ``IpPlanner`` (``ip/planner.py``,
+read through ``PlannerView``):
 
 - ``off``: Hive — nothing.
 - ``hip``: the HIP baseline — every stage whose output a later JOIN stage reads builds a list of the distinct
@@ -21,8 +22,9 @@
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
+from typing import Protocol
 
+from aipq.config import Settings
 from aipq.ip.bloom_sizing import (
     AUTO_BLOOM_CAP_BYTES,
     MIN_BLOOM_BITS,
@@ -30,33 +32,47 @@ from aipq.ip.bloom_sizing import (
     bloom_bits,
 )
 from aipq.ip.candidates import Candidate
-from aipq.ip.decisions import (
-    BuiltInfo,
-    SummaryKind,
-)
-from aipq.planner.stages import Stage
+from aipq.ip.decisions import BuiltInfo, Estimate, SummaryKind
+from aipq.planner.stages import Stage, StageDag
 
-if TYPE_CHECKING:
-    from aipq.ip.planner import IpPlanner
+
+class PlannerView(Protocol):
+    """What a strategy reads of the IP planner that asks it (``ip/planner.IpPlanner``): the DAG, the settings, the
+    admissible edges and the planner's estimates."""
+
+    dag: StageDag
+    settings: Settings
+    candidates: list[Candidate]
+
+    def estimate(self, candidate: Candidate, built: BuiltInfo | None,
+                 anticipated: tuple[tuple[tuple, float], ...] = ()) -> Estimate | None: ...
+
+    def creation_benefit(self, producer: int, column: str) -> float | None: ...
+
+    def best_edge(self, producer: int, column: str) -> Estimate | None: ...
+
+    def probed_when_planned(self, producer: int, column: str) -> bool: ...
+
+    def materialization_cost(self, stage: Stage) -> float: ...
 
 
 class Strategy:
     name = "off"
     kind: SummaryKind = "bloom"
 
-    def filter_bits(self, planner: IpPlanner, stage: Stage, column: str) -> int | None:
+    def filter_bits(self, planner: PlannerView, stage: Stage, column: str) -> int | None:
         """The Bloom filter size this strategy chose for a summary (None: the planner's sizing rule)."""
         return None
 
-    def creation(self, planner: IpPlanner, stage: Stage) -> list[tuple[str, str]]:
+    def creation(self, planner: PlannerView, stage: Stage) -> list[tuple[str, str]]:
         """(column, reason) for each summary ``stage`` should build."""
         return []
 
-    def usage(self, planner: IpPlanner, candidate: Candidate, built: BuiltInfo) -> str | None:
+    def usage(self, planner: PlannerView, candidate: Candidate, built: BuiltInfo) -> str | None:
         """The reason to use ``candidate`` now that its summary exists, or None to skip it (see rejection)."""
         return None
 
-    def rejection(self, planner: IpPlanner, candidate: Candidate, built: BuiltInfo | None) -> str:
+    def rejection(self, planner: PlannerView, candidate: Candidate, built: BuiltInfo | None) -> str:
         return "strategy off"
 
 
