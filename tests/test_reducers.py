@@ -95,12 +95,22 @@ def test_cli_and_workflow_take_hives_setting_and_reject_a_bad_one(aipq, tmp_path
     assert bad.exit_code != 0 and "hive.exec.reducers.bytes.per.reducer" in bad.output
 
 
-def _physical_plans_since(spark, first: int) -> list[str]:
-    """The physical plans of the SQL executions the session ran from the ``first``-th on."""
+def _last_execution_id(spark) -> int:
+    """The id of the session's latest SQL execution (-1: none yet)."""
+    store = spark._jsparkSession.sharedState().statusStore()
+    count = store.executionsCount()
+    return store.executionsList(count - 1, 1).apply(0).executionId() if count else -1
+
+
+def _physical_plans_since(spark, last_id: int) -> list[str]:
+    """The physical plans of the SQL executions the session ran after execution ``last_id`` (looked up by id: the
+    status store keeps a bounded number of executions, so counts stop growing in a long test session)."""
     store = spark._jsparkSession.sharedState().statusStore()
     spark.sparkContext._jsc.sc().listenerBus().waitUntilEmpty(10_000)
-    executions = store.executionsList(first, store.executionsCount() - first)
-    return [executions.apply(i).physicalPlanDescription() for i in range(executions.size())]
+    count = store.executionsCount()
+    recent = store.executionsList(max(0, count - 200), min(count, 200))
+    executions = [recent.apply(i) for i in range(recent.size())]
+    return [e.physicalPlanDescription() for e in executions if e.executionId() > last_id]
 
 
 @pytest.mark.parametrize("sql", [
@@ -114,7 +124,7 @@ def test_the_result_is_sorted_in_one_task_without_range_partitioning_and_keeps_i
     where Spark would sample them in a job of its own to range-partition them over every reduce task."""
     settings = Settings(ip="adaptive", staging="hive", reducer_bytes=1, **REPARTITION)  # eight reduce tasks
     context = RunContext(home, settings)
-    first = spark._jsparkSession.sharedState().statusStore().executionsCount()
+    first = _last_execution_id(spark)
     record = run_dag(context, plan_query(sql, tpch, settings, LOCAL_FILES).dag)
     try:
         plans = _physical_plans_since(spark, first)

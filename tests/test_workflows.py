@@ -185,6 +185,7 @@ def test_use_puts_unqualified_names_in_that_database(aipq, home, duck, tmp_path)
     CTEs keep their own names, and default.t still reaches the default database."""
     script = tmp_path / "use.sql"
     script.write_text("""
+        create database if not exists wf_db;
         use wf_db;
         drop table if exists wf_regions;
         create table wf_regions as select r_regionkey, r_name from default.region;
@@ -221,6 +222,7 @@ def test_a_view_kept_in_the_catalog_serves_later_runs(aipq, home, duck, tmp_path
     made = aipq("run", "--sql", """
         create or replace view wf_rich (custkey, total) as
           select o_custkey, sum(o_totalprice) from orders group by o_custkey having sum(o_totalprice) > 1500000;
+        create database if not exists wf_views;
         use wf_views;
         create or replace view wf_rich_names as
           select c_name, total from default.customer join default.wf_rich on c_custkey = custkey""")
