@@ -17,7 +17,7 @@ from aipq.engine.footers import FooterStatistics, footer_statistics
 from aipq.estimator.join_estimates import JoinEstimates, KnownTables, join_costing
 from aipq.estimator.parameters import load_calibration
 from aipq.pipeline import plan_query, replan_dag
-from aipq.planner.collapse import references_resolve
+from aipq.planner.reoptimize import references_resolve
 from aipq.planner.stages import StageRead
 from aipq.tpch.queries import query_text, without_date_filters
 

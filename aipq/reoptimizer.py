@@ -18,7 +18,7 @@ MAX_REPLANS = 16  # a bound on re-planning one query, though each re-plan needs 
 
 
 class Reoptimizer:
-    """``engine.executor.Replanner`` for one planned query."""
+    """``engine.executor.Reoptimizer`` for one planned query."""
 
     def __init__(self, planned: PlannedQuery, context: RunContext):
         self.planned = planned

@@ -1,6 +1,6 @@
-"""Corrective re-optimization (ADP, Ives/Halevy/Weld): the logical plan of a query some of whose stages have
-run, with each finished join of a block's relations standing in that block as one relation that reads the
-stage's output, so that ordering the joins again plans only the work not yet done.
+"""Re-optimization's plan (``aipq/reoptimizer.py`` decides when to re-optimize): the logical plan of a query
+some of whose stages have run, with each finished join of a block's relations standing in that block as one
+relation that reads the stage's output, so that ordering the joins again plans only the work not yet done.
 
 A finished stage is matched to the plan built again from the query by its base-table scans: internal column
 names are unique in a query, so a scan of the stage's plan names the scan of the rebuilt plan it came from.

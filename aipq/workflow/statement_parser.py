@@ -1,237 +1,33 @@
-"""A workflow: ``;``-separated statements run in order, later ones seeing what earlier ones created.
-
-This module turns parsed statements into steps and keeps the workflow's view of the catalog (tables it has
-created or dropped so far, its temporary views), so the whole file can be planned — and its mistakes found —
-before anything runs. Running the steps is ``aipq.app``'s job.
-"""
+"""Parsed SQL statements into workflow steps (``to_step``), with a clear error, at the statement's position,
+for every statement or form aipq does not run."""
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from typing import Any
 
 from sqlglot import exp, parse_one
 
-from aipq.catalog import DEFAULT_DATABASE, Catalog, TableEntry, split_name
+from aipq.catalog import split_name
 from aipq.errors import BadInputError, UnsupportedSqlError
 from aipq.planner.parse import node_position
-from aipq.planner.resolve import qualified_key, referenced_tables
-from aipq.setting_aliases import alias_for
-
-# Settings a Hive workflow sets for MapReduce that have no meaning here; accepted and ignored (except those
-# naming one of aipq's knobs: setting_aliases).
-# the formats aipq writes tables in (Spark data source names, as Hive's STORED AS names them)
-WRITE_FORMATS = ("parquet", "orc")
-IGNORED_SETTING_PREFIXES = ("hive.", "mapred.", "mapreduce.", "tez.", "yarn.", "dfs.", "io.")
-
-
-@dataclass(frozen=True)
-class Step:
-    number: int
-    statement: exp.Expression
-
-    @property
-    def kind(self) -> str:
-        raise NotImplementedError
-
-    def describe(self) -> str:
-        return self.kind
-
-
-@dataclass(frozen=True)
-class QueryStep(Step):
-    """A SELECT (or set operation): its rows are the workflow's result if it is the last one."""
-
-    @property
-    def kind(self) -> str:
-        return "SELECT"
-
-    @property
-    def query(self) -> exp.Expression:
-        return self.statement
-
-
-@dataclass(frozen=True)
-class ShowStep(QueryStep):
-    """SHOW TABLES [IN db], SHOW PARTITIONS t, DESCRIBE t: the catalog's answer as rows, like a SELECT's (the
-    workflow plans it as literal rows once it knows what the catalog holds at that point)."""
-
-    what: str = "tables"  # tables | partitions | describe
-    target: str = ""  # the database (tables) or the table
-
-    @property
-    def kind(self) -> str:
-        return {"tables": "SHOW TABLES", "partitions": "SHOW PARTITIONS", "describe": "DESCRIBE"}[self.what]
-
-    def describe(self) -> str:
-        return f"{self.kind} {self.target}"
-
-
-@dataclass(frozen=True)
-class WriteStep(Step):
-    """CREATE TABLE … AS SELECT, INSERT OVERWRITE TABLE or INSERT INTO: a query whose rows go to a table."""
-
-    target: str  # database.name
-    query: exp.Expression = field(default=None)  # type: ignore[assignment]
-    mode: str = "create"  # create | overwrite | append
-    if_not_exists: bool = False
-    columns: tuple[str, ...] = ()  # INSERT INTO t (a, b): the target columns the query fills, in order
-    # INSERT … PARTITION (dt='2024-01-01', country): (column, static value or None for a dynamic one)
-    partition: tuple[tuple[str, str | None], ...] | None = None
-    partitioned_by: tuple[str, ...] = ()  # CREATE TABLE … PARTITIONED BY (dt) AS SELECT
-    format: str = "parquet"  # CREATE TABLE … STORED AS ORC AS SELECT
-    or_replace: bool = False  # CREATE OR REPLACE TABLE … AS SELECT: an existing table is dropped, then created anew
-
-    @property
-    def kind(self) -> str:
-        if self.or_replace:
-            return "CREATE OR REPLACE TABLE AS"
-        return {"create": "CREATE TABLE AS", "overwrite": "INSERT OVERWRITE", "append": "INSERT INTO"}[self.mode]
-
-    def describe(self) -> str:
-        return f"{self.kind} {self.target}"
-
-
-@dataclass(frozen=True)
-class ViewStep(Step):
-    """CREATE TEMPORARY VIEW (for the rest of the workflow) or CREATE VIEW (kept in the catalog, ``target``
-    database.name)."""
-
-    name: str = ""
-    query: exp.Expression = field(default=None)  # type: ignore[assignment]
-    columns: tuple[str, ...] = ()
-    replace: bool = False
-    persistent: bool = False
-    target: str = ""
-    if_not_exists: bool = False
-
-    @property
-    def kind(self) -> str:
-        return "CREATE VIEW"
-
-    def describe(self) -> str:
-        return f"CREATE VIEW {self.target}" if self.persistent else f"CREATE TEMPORARY VIEW {self.name}"
-
-
-@dataclass(frozen=True)
-class DropStep(Step):
-    target: str = ""
-    if_exists: bool = False
-    view: bool = False
-
-    @property
-    def kind(self) -> str:
-        return "DROP VIEW" if self.view else "DROP TABLE"
-
-    def describe(self) -> str:
-        return f"{self.kind} {self.target}"
-
-
-@dataclass(frozen=True)
-class AnalyzeStep(Step):
-    """ANALYZE TABLE t COMPUTE STATISTICS [FOR COLUMNS a, b]: statistics collected now, in one pass (as
-    ``aipq stats collect``); NOSCAN reads no rows (file sizes are read at planning anyway)."""
-
-    target: str = ""
-    columns: tuple[str, ...] = ()  # none: every column
-    scan: bool = True
-
-    @property
-    def kind(self) -> str:
-        return "ANALYZE TABLE"
-
-    def describe(self) -> str:
-        return f"ANALYZE TABLE {self.target}"
-
-
-@dataclass(frozen=True)
-class CreateTableStep(Step):
-    """CREATE [EXTERNAL] TABLE t (columns) [PARTITIONED BY (columns)] [STORED AS …] [LOCATION …]: an empty
-    table (or, with LOCATION, the data already there), registered in the catalog."""
-
-    target: str = ""
-    columns: tuple[tuple[str, str], ...] = ()  # data columns, then partition columns (Spark types)
-    partition_columns: tuple[str, ...] = ()
-    format: str = "parquet"
-    location: str | None = None
-    if_not_exists: bool = False
-    options: tuple[tuple[str, str], ...] = ()  # how Spark reads the format (a text table's delimiter)
-
-    @property
-    def kind(self) -> str:
-        return "CREATE TABLE"
-
-    def describe(self) -> str:
-        return f"CREATE TABLE {self.target}"
-
-
-@dataclass(frozen=True)
-class PartitionStep(Step):
-    """ALTER TABLE t ADD|DROP PARTITION (…) [LOCATION …], or MSCK REPAIR TABLE t (``action`` repair): the
-    table's registered partitions changed."""
-
-    target: str = ""
-    action: str = "add"  # add | drop | repair
-    specs: tuple[tuple[tuple[str, str], ...], ...] = ()  # each partition's (column, value)
-    locations: tuple[str | None, ...] = ()
-    if_exists: bool = False  # ADD IF NOT EXISTS, DROP IF EXISTS
-
-    @property
-    def kind(self) -> str:
-        return "MSCK REPAIR TABLE" if self.action == "repair" else f"ALTER TABLE {self.action.upper()} PARTITION"
-
-    def describe(self) -> str:
-        return f"{self.kind} {self.target}"
-
-
-@dataclass(frozen=True)
-class UseStep(Step):
-    """USE db: unqualified table names in the statements after it are in ``db`` (the workflow's own temporary
-    views excepted)."""
-
-    database: str = ""
-
-    @property
-    def kind(self) -> str:
-        return "USE"
-
-    def describe(self) -> str:
-        return f"USE {self.database}"
-
-
-@dataclass(frozen=True)
-class CreateDatabaseStep(Step):
-    """CREATE DATABASE [IF NOT EXISTS] db [LOCATION '…']: a database of the metastore (aipq's own catalog makes
-    databases as tables name them)."""
-
-    database: str = ""
-    location: str | None = None
-    if_not_exists: bool = False
-
-    @property
-    def kind(self) -> str:
-        return "CREATE DATABASE"
-
-    def describe(self) -> str:
-        return f"CREATE DATABASE {self.database}"
-
-
-@dataclass(frozen=True)
-class SetStep(Step):
-    key: str = ""
-    value: str = ""
-
-    @property
-    def kind(self) -> str:
-        return "SET"
-
-    def describe(self) -> str:
-        return f"SET {self.key}={self.value}"
-
-    @property
-    def ignored(self) -> bool:
-        key = self.key.lower()
-        return key.startswith(IGNORED_SETTING_PREFIXES) and alias_for(key) is None
+from aipq.planner.resolve import qualified_key
+from aipq.workflow.statements import (
+    WRITE_FORMATS,
+    AnalyzeStep,
+    CreateDatabaseStep,
+    CreateTableStep,
+    DropStep,
+    PartitionStep,
+    QueryStep,
+    SetStep,
+    ShowStep,
+    Step,
+    UseStep,
+    ViewStep,
+    WriteStep,
+)
 
 
 def _unsupported(what: str, node: exp.Expression, sql: str, source_name: str | None,
@@ -243,76 +39,85 @@ def _unsupported(what: str, node: exp.Expression, sql: str, source_name: str | N
     return UnsupportedSqlError(f"unsupported SQL: {what}", position=position, source_name=source_name, hint=hint)
 
 
+
 def _target_name(table: exp.Expression) -> str:
     return qualified_key(table) if isinstance(table, exp.Table) else ".".join(split_name(table.sql()))
 
 
+
 def to_step(number: int, statement: exp.Expression, sql: str, source_name: str | None) -> Step:
+    """The step the parsed ``statement`` (number ``number`` of ``source_name``, whose text is ``sql``) is; an
+    ``UnsupportedSqlError`` at its position for a statement aipq does not run."""
     if isinstance(statement, (exp.Select, exp.SetOperation, exp.Subquery)):
         return QueryStep(number, statement)
-    if isinstance(statement, exp.Create):
-        return _create_step(number, statement, sql, source_name)
-    if isinstance(statement, exp.Insert):
-        target = statement.this
-        columns: tuple[str, ...] = ()
-        if isinstance(target, exp.Schema):
-            columns = tuple(c.name.lower() for c in target.expressions)
-            target = target.this
-        partition = None
-        if isinstance(target, exp.Table) and target.args.get("partition") is not None:
-            partition = _partition_spec(target.args["partition"], sql, source_name, static_only=False)
-        if not isinstance(target, exp.Table):
-            raise _unsupported("INSERT into something other than a table", statement, sql, source_name)
-        query = statement.expression
-        if isinstance(query, exp.Values):  # INSERT … VALUES: a SELECT of the literal rows, filled by position
-            width = len(query.expressions[0].expressions) if isinstance(query.expressions[0], exp.Tuple) else 1
-            aliased = query.copy()
-            aliased.set("alias", exp.TableAlias(this=exp.to_identifier("_values"),
-                                                columns=[exp.to_identifier(f"_c{i}") for i in range(width)]))
-            query = exp.select("*").from_(aliased)
-        if not isinstance(query, (exp.Select, exp.SetOperation, exp.Subquery)):
-            raise _unsupported(f"INSERT … {query.key.upper()}", statement, sql, source_name,
-                               hint="write INSERT … SELECT or INSERT … VALUES")
-        return WriteStep(number, statement, _target_name(target), query,
-                         mode="overwrite" if statement.args.get("overwrite") else "append", columns=columns,
-                         partition=partition)
-    if isinstance(statement, exp.Drop):
-        kind = (statement.args.get("kind") or "").upper()
-        if kind not in ("TABLE", "VIEW"):
-            raise _unsupported(f"DROP {kind}", statement, sql, source_name)
-        tables = statement.args.get("tables") or [statement.this]
-        if len(tables) != 1:
-            raise _unsupported("DROP of several tables in one statement", statement, sql, source_name)
-        return DropStep(number, statement, _target_name(tables[0]), bool(statement.args.get("exists")),
-                        view=kind == "VIEW")
-    if isinstance(statement, exp.Set):
-        items = statement.expressions
-        if len(items) != 1 or not isinstance(items[0].this, exp.EQ):
-            raise _unsupported("SET without KEY=VALUE", statement, sql, source_name, hint="write SET key=value")
-        assignment = items[0].this
-        key = assignment.this.sql(dialect="hive").replace(" ", "")
-        value = assignment.expression
-        text = value.name if isinstance(value, (exp.Literal, exp.Column, exp.Identifier)) else value.sql("hive")
-        return SetStep(number, statement, key, str(text))
-    if isinstance(statement, exp.Analyze):
-        return _analyze_step(number, statement, sql, source_name)
     if isinstance(statement, exp.Alter) and any(isinstance(a, exp.DropPartition) for a in statement.actions):
         return _drop_partitions(number, statement, sql, source_name)
     if isinstance(statement, exp.Alter) and any(isinstance(a, exp.AddPartition) for a in statement.actions):
         return _add_partitions(number, statement, sql, source_name)
-    if isinstance(statement, exp.Command):
-        return _command_step(number, statement, sql, source_name)
     if isinstance(statement, exp.Describe) and isinstance(statement.this, exp.Table):
         return ShowStep(number, statement, "describe", _target_name(statement.this))
-    if isinstance(statement, exp.Use):
-        kind = statement.args.get("kind")
-        if kind is not None and kind.name.upper() not in ("DATABASE", "SCHEMA"):
-            raise _unsupported(f"USE {kind.name.upper()}", statement, sql, source_name, hint="write USE database")
-        return UseStep(number, statement, statement.this.name.lower())
+    for kind, make in _STEP_MAKERS:
+        if isinstance(statement, kind):
+            return make(number, statement, sql, source_name)
     raise _unsupported(f"{statement.key.upper()} statements", statement, sql, source_name,
                        hint="aipq runs SELECT, CREATE TABLE [AS SELECT], CREATE DATABASE, INSERT OVERWRITE/INTO … "
                             "SELECT, CREATE TEMPORARY VIEW, DROP TABLE/VIEW, ALTER TABLE ADD/DROP PARTITION, "
                             "MSCK REPAIR TABLE, ANALYZE TABLE, USE and SET")
+
+
+def _insert_step(number: int, statement: exp.Insert, sql: str, source_name: str | None) -> Step:
+    target = statement.this
+    columns: tuple[str, ...] = ()
+    if isinstance(target, exp.Schema):
+        columns = tuple(c.name.lower() for c in target.expressions)
+        target = target.this
+    partition = None
+    if isinstance(target, exp.Table) and target.args.get("partition") is not None:
+        partition = _partition_spec(target.args["partition"], sql, source_name, static_only=False)
+    if not isinstance(target, exp.Table):
+        raise _unsupported("INSERT into something other than a table", statement, sql, source_name)
+    query = statement.expression
+    if isinstance(query, exp.Values):  # INSERT … VALUES: a SELECT of the literal rows, filled by position
+        width = len(query.expressions[0].expressions) if isinstance(query.expressions[0], exp.Tuple) else 1
+        aliased = query.copy()
+        aliased.set("alias", exp.TableAlias(this=exp.to_identifier("_values"),
+                                            columns=[exp.to_identifier(f"_c{i}") for i in range(width)]))
+        query = exp.select("*").from_(aliased)
+    if not isinstance(query, (exp.Select, exp.SetOperation, exp.Subquery)):
+        raise _unsupported(f"INSERT … {query.key.upper()}", statement, sql, source_name,
+                           hint="write INSERT … SELECT or INSERT … VALUES")
+    return WriteStep(number, statement, _target_name(target), query,
+                     mode="overwrite" if statement.args.get("overwrite") else "append", columns=columns,
+                     partition=partition)
+
+
+def _drop_step(number: int, statement: exp.Drop, sql: str, source_name: str | None) -> Step:
+    kind = (statement.args.get("kind") or "").upper()
+    if kind not in ("TABLE", "VIEW"):
+        raise _unsupported(f"DROP {kind}", statement, sql, source_name)
+    tables = statement.args.get("tables") or [statement.this]
+    if len(tables) != 1:
+        raise _unsupported("DROP of several tables in one statement", statement, sql, source_name)
+    return DropStep(number, statement, _target_name(tables[0]), bool(statement.args.get("exists")),
+                    view=kind == "VIEW")
+
+
+def _set_step(number: int, statement: exp.Set, sql: str, source_name: str | None) -> Step:
+    items = statement.expressions
+    if len(items) != 1 or not isinstance(items[0].this, exp.EQ):
+        raise _unsupported("SET without KEY=VALUE", statement, sql, source_name, hint="write SET key=value")
+    assignment = items[0].this
+    key = assignment.this.sql(dialect="hive").replace(" ", "")
+    value = assignment.expression
+    text = value.name if isinstance(value, (exp.Literal, exp.Column, exp.Identifier)) else value.sql("hive")
+    return SetStep(number, statement, key, str(text))
+
+
+def _use_step(number: int, statement: exp.Use, sql: str, source_name: str | None) -> Step:
+    kind = statement.args.get("kind")
+    if kind is not None and kind.name.upper() not in ("DATABASE", "SCHEMA"):
+        raise _unsupported(f"USE {kind.name.upper()}", statement, sql, source_name, hint="write USE database")
+    return UseStep(number, statement, statement.this.name.lower())
 
 
 def _analyze_step(number: int, statement: exp.Analyze, sql: str, source_name: str | None) -> Step:
@@ -331,12 +136,14 @@ def _analyze_step(number: int, statement: exp.Analyze, sql: str, source_name: st
     return AnalyzeStep(number, statement, _target_name(tables[0]), columns, scan=how != "NOSCAN")
 
 
+
 def _create_database_step(number: int, statement: exp.Create) -> CreateDatabaseStep:
     properties = statement.args.get("properties")
     location = next((p.this.name for p in (properties.expressions if properties else [])
                      if isinstance(p, exp.LocationProperty)), None)
     return CreateDatabaseStep(number, statement, statement.this.name.lower(), location,
                               bool(statement.args.get("exists")))
+
 
 
 def _create_step(number: int, statement: exp.Create, sql: str, source_name: str | None) -> Step:
@@ -390,8 +197,10 @@ def _create_step(number: int, statement: exp.Create, sql: str, source_name: str 
                      if_not_exists=bool(statement.args.get("exists")), partitioned_by=partitioned_by, format=fmt)
 
 
+
 def _spark_type(kind: exp.DataType) -> str:
     return kind.sql(dialect="spark").lower()
+
 
 
 def _create_table_step(number: int, statement: exp.Create, sql: str, source_name: str | None) -> Step:
@@ -437,6 +246,7 @@ def _create_table_step(number: int, statement: exp.Create, sql: str, source_name
                            bool(statement.args.get("exists")), options)
 
 
+
 def _partition_spec(partition: exp.Expression, sql: str, source_name: str | None,
                     static_only: bool) -> tuple[tuple[str, str | None], ...]:
     """PARTITION (dt='2024-01-01', country): (column, value text), None for a dynamic column (Hive: after the
@@ -459,6 +269,7 @@ def _partition_spec(partition: exp.Expression, sql: str, source_name: str | None
     return tuple(spec)
 
 
+
 def _drop_partitions(number: int, statement: exp.Alter, sql: str, source_name: str | None) -> Step:
     specs, if_exists = [], False
     for action in statement.actions:
@@ -469,6 +280,7 @@ def _drop_partitions(number: int, statement: exp.Alter, sql: str, source_name: s
             specs.append(_partition_spec(partition, sql, source_name, static_only=True))
     return PartitionStep(number, statement, _target_name(statement.this), "drop", tuple(specs),
                          tuple(None for _ in specs), if_exists)
+
 
 
 def _add_partitions(number: int, statement: exp.Alter, sql: str, source_name: str | None) -> Step:
@@ -484,11 +296,16 @@ def _add_partitions(number: int, statement: exp.Alter, sql: str, source_name: st
                          if_not_exists)
 
 
+
 _ADD_PARTITION = re.compile(
     r"^\s*table\s+(?P<table>[\w.`]+)\s+add\s+(?P<exists>if\s+not\s+exists\s+)?(?P<rest>partition\b.*)$",
     re.IGNORECASE | re.DOTALL)
+
+
+
 _ONE_PARTITION = re.compile(r"\s*partition\s*(?P<spec>\([^)]*\))(?:\s*location\s+(?P<location>'[^']*'|\"[^\"]*\"))?",
                             re.IGNORECASE)
+
 
 
 def _command_step(number: int, statement: exp.Command, sql: str, source_name: str | None) -> Step:
@@ -530,86 +347,7 @@ def _command_step(number: int, statement: exp.Command, sql: str, source_name: st
                        source_name, hint="aipq runs ALTER TABLE … ADD/DROP PARTITION and MSCK REPAIR TABLE")
 
 
-def in_database(statement: exp.Expression, database: str, views: set[str]) -> exp.Expression:
-    """The statement with every unqualified table name (not a CTE, not one of the workflow's temporary
-    ``views``) put in ``database``, as ``USE database`` asks."""
-    kind = str(statement.args.get("kind") or "").upper() if isinstance(statement, (exp.Create, exp.Drop)) else ""
-    if database == DEFAULT_DATABASE:
-        return statement
-    statement = statement.copy()
-    ctes = {cte.alias_or_name.lower() for cte in statement.find_all(exp.CTE)}
-    properties = statement.args.get("properties") if kind == "VIEW" else None
-    temporary = properties is not None and any(isinstance(p, exp.TemporaryProperty) for p in properties.expressions)
-    view_name = statement.find(exp.Table) if kind == "VIEW" and temporary else None
-    for table in statement.find_all(exp.Table):
-        if table.name and not table.db and table is not view_name and table.name.lower() not in ctes | views:
-            table.set("db", exp.to_identifier(database))
-    return statement
-
-
-class WorkflowCatalog:
-    """The catalog as the workflow sees it at one point: the base catalog plus the tables and views earlier
-    statements created (or dropped) and the temporary views they defined."""
-
-    def __init__(self, base: Catalog):
-        self.base = base
-        self.changes: dict[str, TableEntry | None] = {}  # database.name → entry (None: dropped)
-        self.views: dict[str, exp.Expression] = {}  # name → the view's query, views inside it expanded
-        self.kept_views: dict[str, str | None] = {}  # database.name → a catalog view's query text (None: dropped)
-
-    def lookup(self, name: str) -> TableEntry | None:
-        key = ".".join(split_name(name))
-        if key in self.changes:
-            return self.changes[key]
-        return self.base.lookup(key)
-
-    def view_query(self, name: str) -> str | None:
-        """The query text of a view kept in the catalog (as this workflow left it), None if there is none."""
-        key = ".".join(split_name(name))
-        return self.kept_views[key] if key in self.kept_views else self.base.view_query(key)
-
-    def known_names(self) -> list[str]:
-        names = set(self.base.known_names()) | set(self.views) | set(self.base.view_names())
-        for key, entry in [*self.changes.items(), *self.kept_views.items()]:
-            short = key.removeprefix("default.")
-            if entry is None:
-                names.discard(short)
-            else:
-                names.add(short)
-        return sorted(names)
-
-    def expand_views(self, statement: exp.Expression, depth: int = 0) -> exp.Expression:
-        """The statement with every reference to a view replaced by the view's query: a temporary view's, or
-        one kept in the catalog (whose own views are expanded in turn)."""
-        statement = statement.copy()
-        for table in referenced_tables(statement):
-            view = None
-            if not table.db and table.name.lower() in self.views:
-                view = self.views[table.name.lower()].copy()
-            else:
-                text = self.view_query(qualified_key(table))
-                if text is not None:
-                    if depth > 32:
-                        raise BadInputError(f"view {qualified_key(table)} reads itself, through other views",
-                                            hint="drop and recreate one of the views")
-                    view = self.expand_views(parse_one(text, read="hive"), depth + 1)
-            if view is not None:
-                alias = table.alias or table.name
-                table.replace(exp.Subquery(this=view, alias=exp.TableAlias(this=exp.to_identifier(alias))))
-        return statement
-
-    def define_view(self, step: ViewStep, sql: str, source_name: str | None) -> None:
-        if step.name in self.views and not step.replace:
-            raise BadInputError(f"view {step.name!r} already exists", position=node_position(step.statement.this,
-                                                                                               sql),
-                                source_name=source_name, hint="use CREATE OR REPLACE TEMPORARY VIEW")
-        self.views[step.name] = self.expand_views(view_query(step))
-
-
-def view_query(step: ViewStep) -> exp.Expression:
-    """The view's query, its columns renamed as the view's column list says."""
-    if not step.columns:
-        return step.query
-    return exp.select(*[exp.column(f"_c{i}").as_(c) for i, c in enumerate(step.columns)]).from_(
-        exp.Subquery(this=step.query, alias=exp.TableAlias(
-            this=exp.to_identifier("_view"), columns=[exp.to_identifier(f"_c{i}") for i in range(len(step.columns))])))
+# Each kind of statement (after those ``to_step`` tells apart by more than their kind) and the step it makes.
+_STEP_MAKERS: tuple[tuple[type[exp.Expression], Callable[[int, Any, str, str | None], Step]], ...] = (
+    (exp.Create, _create_step), (exp.Insert, _insert_step), (exp.Drop, _drop_step), (exp.Set, _set_step),
+    (exp.Analyze, _analyze_step), (exp.Command, _command_step), (exp.Use, _use_step))

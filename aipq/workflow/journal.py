@@ -18,15 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from aipq.errors import warn
-from aipq.planner.statements import (
-    AnalyzeStep,
-    CreateTableStep,
-    DropStep,
-    PartitionStep,
-    Step,
-    ViewStep,
-    WriteStep,
-)
+from aipq.workflow.statements import AnalyzeStep, CreateTableStep, DropStep, PartitionStep, Step, ViewStep, WriteStep
 
 
 def durable(step: Step) -> bool:

@@ -1,6 +1,8 @@
-"""The background builder of the driver's class-data-sharing archive (``engine/class_archive.py``): runs a
-training workload under ``-XX:ArchiveClassesAtExit`` and moves the archive into place. It lives at the top of the
-package, beside ``app``, because it runs whole queries; the engine only starts it."""
+"""The background builder of the driver's class-data-sharing archive (``engine/class_archive.py``), started as
+``python -m aipq.engine.class_archive_builder``: runs a training workload under ``-XX:ArchiveClassesAtExit`` and
+moves the archive into place. The workload is a few TPC-H queries planned by ``pipeline`` and run by the engine's
+``run_dag`` with statistics collected in passing, as a command runs them: the JVM classes a run loads, without
+reaching above the engine."""
 
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ import uuid
 from dataclasses import replace
 from pathlib import Path
 
-from aipq import app
+from aipq.catalog import Catalog, TableEntry
 from aipq.config import Settings
 from aipq.engine import jvm
 from aipq.engine.class_archive import (
@@ -25,7 +27,12 @@ from aipq.engine.class_archive import (
     lock_path,
 )
 from aipq.engine.context import RunContext
+from aipq.engine.dag_run import RunOptions
+from aipq.engine.executor import run_dag
+from aipq.engine.statistics import collector_for
+from aipq.engine.work_dirs import remove_work_dir
 from aipq.pipeline import plan_query
+from aipq.tpch import generate as tpch_generate
 from aipq.tpch.queries import query_text
 
 # The training runs: (TPC-H query, strategy, broadcast joins) — repartition and broadcast joins, summaries built
@@ -68,19 +75,28 @@ def build(final: Path) -> bool:
 def _train(home: Path):
     """Run the training workload in a session that records its classes; returns the session."""
     settings = Settings()
-    app.generate_tpch(RunContext(home), 0.01, "default")
     context = RunContext(home, settings)
+    _register_tpch(context.catalog, home)
     spark = None
     for number, strategy, broadcast in TRAINING_RUNS:
         run_settings = replace(settings, ip=strategy,
                                broadcast_threshold=settings.broadcast_threshold if broadcast else 0)
         run_context = context.with_settings(run_settings)
-        run = app.execute(plan_query(query_text(number), context.catalog, run_settings, context.storage),
-                          run_context)
-        spark = run.spark
-        spark.read.parquet(run.record.result_path).collect()
-        run.close()
+        dag = plan_query(query_text(number), context.catalog, run_settings, context.storage).dag
+        collector = collector_for(run_context, dag, "class archive")
+        record = run_dag(run_context, dag, RunOptions(statistics=collector))
+        spark = run_context.spark
+        spark.read.parquet(record.result_path).collect()
+        remove_work_dir(run_context.storage, record.work_dir)
     return spark
+
+
+def _register_tpch(catalog: Catalog, home: Path) -> None:
+    """TPC-H at SF 0.01 in the scratch home, its tables registered in the home's own catalog."""
+    folder = tpch_generate.generate(home, 0.01, 1)
+    for table in tpch_generate.TABLES:
+        catalog.register(TableEntry("default", table, str(tpch_generate.table_path(folder, table)), "parquet",
+                                    tpch_generate.COLUMNS[table]))
 
 
 def _stop_and_wait(spark) -> None:
