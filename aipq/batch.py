@@ -12,7 +12,6 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from aipq.app import SqlSource, execute, finish_stage_cache, load_sql
 from aipq.engine.context import RunContext
 from aipq.engine.records import RunRecord
 from aipq.engine.shared_scans import plan_shared_scans, start_shared_scans, stop_shared_scans
@@ -21,6 +20,8 @@ from aipq.engine.stage_cache import StageCache
 from aipq.errors import AipqError, BadInputError
 from aipq.planner.stages import StageDag
 from aipq.workflow import Workflow, plan_workflow, run_workflow
+from aipq.workflow.query import execute, finish_stage_cache
+from aipq.workflow.source import SqlSource, load_sql
 
 
 @dataclass

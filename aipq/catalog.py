@@ -243,7 +243,7 @@ class Catalog:
         """A database recorded by name (tables and views name it; a LOCATION has no use here); True when new."""
         if location is not None:
             raise BadInputError(f"CREATE DATABASE {database} LOCATION: aipq's own catalog keeps no database folders",
-                                hint="leave LOCATION out, or use a Hive metastore (docs/cluster.md)")
+                                hint="leave LOCATION out, or use a Hive metastore (docs/guide/catalogs.md)")
         if self.database_exists(database):
             return False
         with self._connect(write=True) as con:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 import os
 import re
+import textwrap
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
@@ -381,18 +382,26 @@ class Settings:
 
 
 def knob_table() -> str:
-    """The README's table of the planning knobs (tests/test_knobs.py keeps README equal to it)."""
-    rows = ["| option | default | meaning |", "|---|---|---|"]
+    """The guide's table of the planning knobs (docs/guide/commands.md; tests/test_knobs.py keeps it equal to
+    this): each option with its setting name, default and one-line help, then each one's full meaning, wrapped
+    so that the Markdown reads as well as it renders."""
+    kinds = {"size": "SIZE", "size-or-auto": "SIZE\\|auto", "int": "N", "float": "X", "columns": "COLS",
+             "uri": "URI"}
+    rows = ["| option | default | in short |", "|---|---|---|"]
+    meanings = ["", "Each option in full:", ""]
     for knob in KNOBS:
         if not knob.flag:
             continue
-        kinds = {"size": "SIZE", "size-or-auto": "SIZE\\|auto", "int": "N", "float": "X", "columns": "COLS",
-                 "uri": "URI"}
         values = "\\|".join(knob.choices) if knob.kind == "choice" else kinds.get(knob.kind, "NAME")
         shown = knob.shown if knob.shown is not None else str(knob.default)
         option = knob.flag if knob.kind == "switch" else f"{knob.flag} {values}"
-        rows.append(f"| `{option}` (`{knob.setting}`) | {shown} | {knob.doc} |")
-    return "\n".join(rows)
+        cell_help = knob.help.replace("|", r"\|").replace("<", r"\<")  # a pipe ends a cell; <home> is no HTML tag
+        rows.append(f"| `{option}` (`{knob.setting}`) | {shown} | {cell_help} |")
+        plain_option = option.replace("\\", "")
+        meaning = knob.doc.replace("<", r"\<")
+        meanings.extend(textwrap.wrap(f"- `{plain_option}`: {meaning}", width=116,
+                                      subsequent_indent="  ", break_long_words=False, break_on_hyphens=False))
+    return "\n".join(rows + meanings)
 
 
 def _check_knobs_match_settings() -> None:

@@ -21,7 +21,6 @@ from aipq.ip.transfer import TRANSFER_STRATEGIES, add_transfers
 from aipq.ip.written_scans import scans_to_cut
 from aipq.planner.build import build_plan
 from aipq.planner.cartesian import check_cartesian
-from aipq.planner.collapse import collapse_finished, references_resolve
 from aipq.planner.join_order import JoinCosting, worst_connected_order
 from aipq.planner.joins import join_graph, order_joins
 from aipq.planner.logical import JoinBlock, QueryPlan
@@ -33,6 +32,7 @@ from aipq.planner.preaggregate import PreaggregationCosting, preaggregate
 from aipq.planner.predicate_order import order_scan_filters
 from aipq.planner.prune import prune_columns
 from aipq.planner.pushdown import push_down_filters
+from aipq.planner.reoptimize import collapse_finished, references_resolve
 from aipq.planner.resolve import lookup_tables, qualify_statement
 from aipq.planner.shared import SharingCosting, share_subplans
 from aipq.planner.stages import Stage, StageDag, cut_stages
@@ -130,7 +130,7 @@ def _stage_dag(plan: QueryPlan, table: TableShape | None, sql: str, source_name:
 def replan_dag(planned: PlannedQuery, dag: StageDag, finished: Iterable[int], settings: Settings,
                files: FileSource, costing: JoinCosting) -> tuple[StageDag, list[int]] | None:
     """Corrective re-optimization: the query planned again with the joins that ``dag``'s ``finished`` stages
-    computed standing in their blocks as reads of their outputs (``planner/collapse.py``), ordered from what
+    computed standing in their blocks as reads of their outputs (``planner/reoptimize.py``), ordered from what
     ``costing`` now knows; the new DAG holds the finished stages first. With the finished stages it read; None
     when the query cannot be re-planned so (the plan as it was then runs on)."""
     if planned.written is None or settings.ip in TRANSFER_STRATEGIES:

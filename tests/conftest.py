@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import math
 import os
+import socket
 from datetime import date, datetime, time
 from decimal import Decimal
 from pathlib import Path
@@ -13,10 +15,10 @@ import pytest
 import sqlglot
 from click.testing import CliRunner
 
-from aipq import app
 from aipq.catalog import Catalog
 from aipq.cli.main import cli
 from aipq.config import Settings
+from aipq.data import add_table, generate_tpch
 from aipq.engine.context import RunContext
 from aipq.engine.session import get_session
 from aipq.engine.storage import local_storage
@@ -58,7 +60,7 @@ def spark(home):
 def tpch(home) -> Catalog:
     """TPC-H at SF, registered without Spark: tests that only plan (explain, the planner, IP candidates, the
     estimator) start no JVM."""
-    app.generate_tpch(RunContext(home), SF, "default")
+    generate_tpch(RunContext(home), SF, "default")
     return Catalog(home)
 
 
@@ -142,7 +144,7 @@ def small_tables(home, tpch, duck, tmp_path_factory):
     for name, query in NULL_TABLES.items():
         path = folder / f"{name}.parquet"
         duck.execute(f"COPY ({query}) TO '{path}' (FORMAT parquet)")
-        app.add_table(RunContext(home), name, str(path), "parquet")
+        add_table(RunContext(home), name, str(path), "parquet")
         duck.execute(f"CREATE OR REPLACE VIEW {name} AS SELECT * FROM read_parquet('{path}')")
     return duck
 
@@ -179,3 +181,31 @@ def assert_same_rows(actual: list[tuple], expected: list[tuple], ordered: bool) 
     for i, (a, e) in enumerate(zip(actual, expected)):
         assert len(a) == len(e), f"row {i}: {len(a)} columns, oracle has {len(e)}"
         assert all(_same(x, y) for x, y in zip(a, e)), f"row {i}: {a} != oracle {e}"
+
+
+def said(result) -> str:
+    """A command's output with the console's line wrapping undone."""
+    return " ".join(result.output.split())
+
+
+REPARTITION_JOINS = ("--broadcast-threshold", "0")  # every join a repartition join: the paper's Hive setting
+
+
+def analyzed(aipq, *args: str) -> dict:
+    """What ``aipq explain ARGS --analyze --format json`` shows."""
+    result = aipq("explain", *args, "--analyze", "--format", "json")
+    assert result.exit_code == 0, result.output
+    return json.loads(result.output)
+
+
+def parquet_rows(path) -> list[tuple]:
+    """The rows of the parquet file or folder ``path``, read by DuckDB."""
+    return duckdb.connect().execute(f"SELECT * FROM read_parquet('{path}')").fetchall()
+
+
+def free_port() -> int:
+    """A TCP port free on this machine now, for a service a test starts."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+

@@ -3,19 +3,10 @@ computed once and read by the others, and each file's rows are the ones it gives
 
 from __future__ import annotations
 
-import duckdb
 import pytest
-from conftest import assert_same_rows, oracle_rows
+from conftest import assert_same_rows, oracle_rows, parquet_rows, said
 
 from aipq.tpch.queries import query_text
-
-
-def said(result) -> str:
-    return " ".join(result.output.split())
-
-
-def parquet_rows(path) -> list[tuple]:
-    return duckdb.connect().execute(f"SELECT * FROM read_parquet('{path}')").fetchall()
 
 
 def test_a_batch_computes_a_common_stage_once_and_each_file_gets_its_own_rows(aipq, duck, tmp_path):

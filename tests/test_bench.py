@@ -97,7 +97,8 @@ def test_bench_off_again_runs_offs_plan_as_a_control_series(aipq, tmp_path):
 @pytest.mark.slow
 def test_bench_warms_up_each_query_and_join_setting_before_its_timed_rounds(home, tpch):
     """Every series runs WARMUP_ROUNDS untimed rounds, then ``repeat`` timed ones, per query and join setting."""
-    from aipq.bench.strategies import WARMUP_ROUNDS, compare_strategies, tpch_workload
+    from aipq.bench.queries import tpch_workload
+    from aipq.bench.runner import WARMUP_ROUNDS, compare_strategies
 
     runs: list[int] = []
     results = compare_strategies(RunContext(home), tpch_workload([3, 11]), ["off", "adaptive"], [0], 1,
@@ -111,7 +112,8 @@ def test_bench_warms_up_each_query_and_join_setting_before_its_timed_rounds(home
 def test_a_short_query_runs_back_to_back_within_each_timed_run(home, tpch):
     """--min-run-seconds: every strategy of a query gets the same number of executions per timed run, from the
     warm-up's median; seconds are per execution and the other figures the first execution's."""
-    from aipq.bench.strategies import MAX_EXECUTIONS, compare_strategies, executions_for, tpch_workload
+    from aipq.bench.queries import tpch_workload
+    from aipq.bench.runner import MAX_EXECUTIONS, compare_strategies, executions_for
 
     assert executions_for(0, 0.5) == 1 and executions_for(4, 3.5) == 1 and executions_for(4, 1.1) == 4
     assert executions_for(4, 0.01) == MAX_EXECUTIONS
@@ -156,13 +158,14 @@ def test_a_series_without_prior_statistics_starts_each_run_with_none(tmp_path):
     repository of its own: the home's is neither read nor written."""
     import sqlite3
 
-    from aipq import app
-    from aipq.bench.strategies import compare_strategies, tpch_workload
+    from aipq.bench.queries import tpch_workload
+    from aipq.bench.runner import compare_strategies
+    from aipq.data import collect_missing_statistics, generate_tpch
 
     home = tmp_path / "home"
-    app.generate_tpch(RunContext(home), SF, "default")
+    generate_tpch(RunContext(home), SF, "default")
     context = RunContext(home)
-    app.collect_missing_statistics(context, "test")
+    collect_missing_statistics(context, "test")
 
     def stored() -> list:
         with sqlite3.connect(home / "stats.db") as con:
@@ -181,7 +184,8 @@ def test_a_series_without_prior_statistics_starts_each_run_with_none(tmp_path):
 def test_bench_runs_staging_series_and_the_forced_bloom_anchor(home, tpch):
     """``adaptive@adaptive`` and ``off@none`` run aipq with that staging, ``spark-bf`` spark.sql with its runtime
     Bloom filter forced; every series' rows are checked against the first's as the benchmark runs."""
-    from aipq.bench.strategies import compare_strategies, tpch_workload
+    from aipq.bench.queries import tpch_workload
+    from aipq.bench.runner import compare_strategies
 
     results = compare_strategies(RunContext(home), tpch_workload([9]), ["off", "adaptive@adaptive", "off@none",
                                                                           "spark-bf"], [0], 1)
@@ -237,7 +241,7 @@ def test_bench_all_reruns_only_the_parts_asked_for_and_keeps_the_other_reports(a
 
 
 def test_a_rotation_starts_at_the_round_numbers_item_and_wraps_around():
-    from aipq.bench.strategies import rotated
+    from aipq.bench.runner import rotated
 
     strategies = ["off", "hip", "always"]
     orders = [rotated(strategies, n) for n in range(3)]
@@ -248,7 +252,7 @@ def test_a_rotation_starts_at_the_round_numbers_item_and_wraps_around():
 def test_the_round_order_favours_no_series_against_the_baseline():
     """Rotation alone ran ``off`` after ``adaptive`` in all three timed rounds of five strategies, so a trend within
     the round (runs getting faster as the JVM compiles the query) favoured ``off``."""
-    from aipq.bench.strategies import round_order
+    from aipq.bench.runner import round_order
 
     for n in range(2, 8):
         items = list(range(n))
@@ -274,8 +278,8 @@ def test_steal_is_read_from_proc_stat_and_a_disturbed_round_runs_again(tmp_path)
     runs, at most three times in all, and the last attempt counts."""
     import os
 
+    from aipq.bench.runner import Measurement
     from aipq.bench.steal import MAX_ATTEMPTS, disturbed, steal_seconds, undisturbed_round
-    from aipq.bench.strategies import Measurement
 
     stat = tmp_path / "stat"
     stat.write_text("cpu  9804569 0 791697 4281744 12676 0 61543 135021 0 0\ncpu0 1 2 3 4 5 6 7 8 0 0\n")
@@ -304,8 +308,8 @@ def test_steal_is_read_from_proc_stat_and_a_disturbed_round_runs_again(tmp_path)
 
 def test_a_disturbed_single_run_runs_again_alone_and_the_tally_counts_it():
     """bench decisions reruns one run, not its round of up to 18; the report states how many and the steal kept."""
+    from aipq.bench.runner import Measurement
     from aipq.bench.steal import StealTally, disturbed, steal_line, undisturbed_run
-    from aipq.bench.strategies import Measurement
 
     stolen = iter([4.0, 0.5])  # the first attempt lost 4 s of 2 × 10 s
 

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from aipq.bench.report import BenchContext, write_outputs
-from aipq.bench.strategies import Measurement, StrategyResult
+from aipq.bench.runner import Measurement, StrategyResult
 from aipq.bench.suite import query_numbers
 from aipq.bench.workload import aa_spread, series_totals, slower_than_spark
 from aipq.errors import BadInputError

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import duckdb
 import pytest
-from conftest import Aipq
+from conftest import Aipq, said
 
 from aipq.catalog import Catalog
 from aipq.config import Settings
@@ -27,10 +27,6 @@ from aipq.pipeline import plan_query
 
 REUSE = ("--staging", "hive", "--broadcast-threshold", "0", "--reuse", "--analyze")
 REUSED = "reused from the stage-output cache"
-
-
-def said(result) -> str:
-    return " ".join(result.output.split())
 
 
 class CachedRuns:

@@ -8,14 +8,8 @@ import sqlglot
 from conftest import LOCAL_FILES, local_bytes
 
 from aipq.catalog import TableEntry
-from aipq.estimator.cardinality import (
-    DEFAULT_LIKE,
-    DEFAULT_OTHER,
-    DEFAULT_RANGE,
-    Cardinality,
-    StatsLookup,
-    like_regex,
-)
+from aipq.estimator.cardinality import Cardinality, StatsLookup
+from aipq.estimator.selectivity import DEFAULT_LIKE, DEFAULT_OTHER, DEFAULT_RANGE, like_regex
 from aipq.planner.logical import Aggregate, Join, Scan, col
 from aipq.stats.repository import ColumnStats
 
@@ -264,7 +258,7 @@ def test_a_stage_no_run_has_stored_keeps_the_share_its_own_probes_leave(tpch):
     from aipq.config import Settings
     from aipq.estimator.edge_inputs import EdgeEstimator, SessionFacts
     from aipq.estimator.parameters import DEFAULT_UNIT_COSTS, Calibration
-    from aipq.ip.planner import Pruning
+    from aipq.ip.decisions import Pruning
     from aipq.pipeline import plan_query
     from aipq.tpch.queries import query_text
 

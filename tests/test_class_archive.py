@@ -11,8 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from aipq import class_archive_builder
-from aipq.engine import class_archive
+from aipq.engine import class_archive, class_archive_builder
 
 
 @pytest.fixture

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -16,7 +15,7 @@ from pathlib import Path
 
 import duckdb
 import pytest
-from conftest import assert_same_rows, oracle_connection, oracle_rows
+from conftest import assert_same_rows, free_port, oracle_connection, oracle_rows
 
 from aipq.tpch import generate as tpch_generate
 from aipq.tpch.queries import query_text
@@ -26,12 +25,6 @@ pytestmark = pytest.mark.slow
 AIPQ = [sys.executable, "-m", "aipq.cli.main"]
 QUERIES = (3, 5, 9, 18)
 MOUNT = "viewfs://aipq"
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def _spark_class() -> str:
@@ -45,7 +38,7 @@ class StandaloneCluster:
 
     def __init__(self, folder: Path, workers: int = 2):
         self.folder = folder
-        self.port, self.ui_port = _free_port(), _free_port()
+        self.port, self.ui_port = free_port(), free_port()
         self.url = f"spark://127.0.0.1:{self.port}"
         # every process of the test, the aipq drivers too, listens and connects on the loopback only
         self.env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "SPARK_DAEMON_MEMORY": "256m",
@@ -64,7 +57,7 @@ class StandaloneCluster:
         self._wait_for(lambda state: True, "the master")
         for n in range(self.workers):
             self._start("org.apache.spark.deploy.worker.Worker", self.url, "--host", "127.0.0.1", "--cores", "1",
-                        "--memory", "1g", "--webui-port", str(_free_port()), "--work-dir",
+                        "--memory", "1g", "--webui-port", str(free_port()), "--work-dir",
                         str(self.folder / f"worker-{n}"), log=f"worker-{n}.log")
         self._wait_for(lambda state: len([w for w in state.get("workers", []) if w.get("state") == "ALIVE"])
                        >= self.workers, f"{self.workers} workers")

@@ -212,7 +212,8 @@ def test_pruning_chosen_below_a_stage_scales_what_its_subplan_wrote_before(tpch)
     nation's join are expected to hold that summary's surviving share of what the repository recorded for the
     unpruned subplan; from the join on, outputs are as they were."""
     from aipq.config import Settings
-    from aipq.ip.planner import BuiltInfo, IpPlanner
+    from aipq.ip.decisions import BuiltInfo
+    from aipq.ip.planner import IpPlanner
     from aipq.pipeline import plan_query
     from aipq.tpch.queries import query_text
 
@@ -247,7 +248,8 @@ def test_pruning_chosen_below_a_stage_scales_what_its_subplan_wrote_before(tpch)
 def test_a_summary_pruning_for_its_own_join_leaves_the_joins_output_as_it_was(tpch):
     """Q18: S1's l_orderkey summary prunes orders for S2's own join, so S2 writes what it wrote unpruned."""
     from aipq.config import Settings
-    from aipq.ip.planner import BuiltInfo, IpPlanner
+    from aipq.ip.decisions import BuiltInfo
+    from aipq.ip.planner import IpPlanner
     from aipq.pipeline import plan_query
     from aipq.tpch.queries import query_text
 
@@ -284,7 +286,8 @@ def test_a_second_summary_at_one_place_is_priced_on_what_the_first_lets_through(
     builds no second summary whose only worthwhile place a better summary already built, or planned by the
     query's plan, will have pruned."""
     from aipq.config import Settings
-    from aipq.ip.planner import BuiltInfo, IpPlanner
+    from aipq.ip.decisions import BuiltInfo
+    from aipq.ip.planner import IpPlanner
     from aipq.pipeline import plan_query
     from aipq.tpch.queries import query_text
 
@@ -316,7 +319,7 @@ def test_a_second_summary_at_one_place_is_priced_on_what_the_first_lets_through(
 
 
 def test_a_filter_for_a_handful_of_keys_uses_a_bounded_number_of_hash_functions():
-    from aipq.ip.planner import MAX_HASH_FUNCTIONS, least_items
+    from aipq.ip.bloom_sizing import MAX_HASH_FUNCTIONS, least_items
 
     bits = 1 << 16
     assert round(bits / least_items(bits) * math.log(2)) <= MAX_HASH_FUNCTIONS
@@ -342,7 +345,8 @@ def test_only_stages_with_an_edge_to_decide_on_wait_for_the_estimators_statistic
 def test_a_bloom_filter_sized_at_alpha_still_loads_with_its_header(tpch):
     # a filter of exactly α bytes of bits serializes to α plus Spark's header: no stage could load it
     from aipq.config import Settings
-    from aipq.ip.planner import BLOOM_HEADER_BYTES, IpPlanner
+    from aipq.ip.bloom_sizing import BLOOM_HEADER_BYTES
+    from aipq.ip.planner import IpPlanner
     from aipq.pipeline import plan_query
     from aipq.tpch.queries import query_text
 

@@ -10,12 +10,12 @@ import pytest
 from conftest import ALL_QUERIES, assert_same_rows, oracle_rows, run_to_rows
 
 import aipq
-from aipq import app
 from aipq.config import Settings
 from aipq.engine.context import RunContext
 from aipq.engine.handoff import HANDED_OFF, VIEW_PREFIX, run_handed_off
 from aipq.pipeline import plan_query
 from aipq.tpch.queries import query_text
+from aipq.workflow.query import QueryRun, execute, query_handoff
 
 # The default lane runs a few (a subquery, an outer join, NOT IN, a disjunction across a join); the matrix all 22.
 QUICK = (3, 13, 16, 19)
@@ -41,7 +41,7 @@ def test_every_tpch_query_handed_to_spark_gives_duckdbs_rows(context, spark, duc
         assert [m.operator for m in record.stages] == [HANDED_OFF]
         assert record.result_rows == record.stages[0].rows_written == len(rows)
     finally:
-        app.QueryRun(spark, planned, record, context.storage).close()
+        QueryRun(spark, planned, record, context.storage).close()
     assert_same_rows(rows, oracle_rows(duck, sql), ordered="order by" in sql.lower())
     assert not [v for v in spark.catalog.listTables() if v.name.startswith(VIEW_PREFIX)], "its views are dropped"
 
@@ -53,12 +53,12 @@ def test_a_query_where_aipq_builds_a_summary_is_never_handed_off(context, number
     settings = Settings(beta=-1000.0, broadcast_threshold=0)
     own = context.with_settings(replace(settings, handoff="off"))
     planned = _planned(own, query_text(number))
-    ran = app.execute(planned, own)
+    ran = execute(planned, own)
     try:
         built = [s for m in ran.record.stages for s in m.summaries]
     finally:
         ran.close()
-    handoff = app.query_handoff(planned, context.with_settings(settings))
+    handoff = query_handoff(planned, context.with_settings(settings))
     if built:
         assert not handoff.chosen, f"Q{number} built {len(built)} summaries but was handed off: {handoff.why}"
     else:

@@ -12,6 +12,7 @@ import time
 
 import duckdb
 import pytest
+from conftest import said
 
 from aipq.catalog import Catalog, TableEntry
 from aipq.engine.session import table_rows
@@ -19,10 +20,6 @@ from aipq.engine.storage import local_storage
 from aipq.errors import ExecutionError
 
 LONG_QUERY = "select count(*) from lineitem a cross join lineitem b where a.l_quantity + b.l_quantity > 49"
-
-
-def said(result) -> str:
-    return " ".join(result.output.split())
 
 
 def _java_children(pid: int) -> bool:

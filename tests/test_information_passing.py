@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import ALL_QUERIES, LOCAL_FILES, assert_same_rows, oracle_rows, run_to_rows
+from conftest import ALL_QUERIES, LOCAL_FILES, REPARTITION_JOINS, analyzed, assert_same_rows, oracle_rows, run_to_rows
 
 from aipq.tpch.queries import query_text
 
@@ -32,12 +32,6 @@ def test_broadcast_joins_with_summaries_keep_the_rows(aipq, duck, tmp_path, numb
     assert_same_rows(actual, oracle_rows(duck, sql), ordered="order by" in sql.lower())
 
 
-def analyzed(aipq, *args: str) -> dict:
-    result = aipq("explain", *args, "--analyze", "--format", "json", "--broadcast-threshold", "0")
-    assert result.exit_code == 0, result.output
-    return json.loads(result.output)
-
-
 def _probes(info: dict) -> list[dict]:
     return [p for s in info["stages"] for p in s["measured"]["probes"]]
 
@@ -45,7 +39,7 @@ def _probes(info: dict) -> list[dict]:
 def test_analyze_reports_pruning_shuffle_and_summaries_for_every_strategy(aipq):
     kept = {}
     for strategy in ("hip", "always", "oracle"):
-        info = analyzed(aipq, "tpch:3", "--ip", strategy)
+        info = analyzed(aipq, *REPARTITION_JOINS, "tpch:3", "--ip", strategy)
         assert info["run"]["strategy"] == strategy
         probes = _probes(info)
         lineitem = [p for p in probes if p["target"] == "lineitem"]
@@ -68,8 +62,8 @@ def test_analyze_reports_pruning_shuffle_and_summaries_for_every_strategy(aipq):
 
 
 def test_pruning_reduces_the_shuffle(aipq):
-    off = analyzed(aipq, "tpch:5", "--ip", "off")
-    always = analyzed(aipq, "tpch:5", "--ip", "always")
+    off = analyzed(aipq, *REPARTITION_JOINS, "tpch:5", "--ip", "off")
+    always = analyzed(aipq, *REPARTITION_JOINS, "tpch:5", "--ip", "always")
 
     def shuffled(info):
         return sum(s["measured"]["shuffle"]["shuffle_write_records"] for s in info["stages"])
@@ -93,10 +87,10 @@ def test_explain_shows_each_stage_decisions_with_reasons(aipq):
 
 
 def test_hip_passes_child_to_parent_only_and_respects_alpha(aipq):
-    info = analyzed(aipq, "tpch:5", "--ip", "hip", "--plan", "bushy")
+    info = analyzed(aipq, *REPARTITION_JOINS, "tpch:5", "--ip", "hip", "--plan", "bushy")
     relations = {p["relation"] for p in _probes(info)}
     assert relations <= {"child-to-parent"}
-    tiny = analyzed(aipq, "tpch:3", "--ip", "hip", "--alpha", "1KB")
+    tiny = analyzed(aipq, *REPARTITION_JOINS, "tpch:3", "--ip", "hip", "--alpha", "1KB")
     assert not [p for p in _probes(tiny) if p["target"] == "lineitem"]
     rejected = [r for s in tiny["stages"] for r in s["information_passing"]["rejected"]]
     assert any("> α" in r["reason"] for r in rejected)
@@ -104,7 +98,7 @@ def test_hip_passes_child_to_parent_only_and_respects_alpha(aipq):
 
 @pytest.mark.parametrize("size, kilobytes", [("512KB", 512), ("2MB", 2048)])
 def test_fixed_bloom_size_is_honoured_and_its_probes_counted_at_any_size(aipq, size, kilobytes):
-    info = analyzed(aipq, "tpch:3", "--ip", "always", "--bloom-size", size)
+    info = analyzed(aipq, *REPARTITION_JOINS, "tpch:3", "--ip", "always", "--bloom-size", size)
     summaries = [s for st in info["stages"] for s in st["measured"]["summaries"]]
     assert summaries and all(s["bits"] == kilobytes * 1024 * 8 for s in summaries)
     # above the 1 MB cap of auto-sized filters too: probed from its broadcast and counted
@@ -131,7 +125,8 @@ def test_filters_sized_from_a_loose_bound_keep_the_hash_count_of_their_target_ra
     import math
 
     from aipq.config import Settings
-    from aipq.ip.planner import IpPlanner, bloom_items
+    from aipq.ip.bloom_sizing import bloom_items
+    from aipq.ip.planner import IpPlanner
     from aipq.pipeline import plan_query
 
     settings = Settings(ip="always", broadcast_threshold=0, alpha=64 * 1024, bloom_fpp=0.01)
@@ -153,7 +148,7 @@ SIBLING_OUTPUT = """
 
 
 def test_a_sibling_prunes_its_own_output_before_writing_it(aipq, duck, tmp_path):
-    info = analyzed(aipq, "--sql", SIBLING_OUTPUT, "--ip", "always")
+    info = analyzed(aipq, *REPARTITION_JOINS, "--sql", SIBLING_OUTPUT, "--ip", "always")
     outputs = [p for p in _probes(info) if p["place"] == "output"]
     assert outputs and outputs[0]["relation"] == "sibling-to-sibling"
     assert outputs[0]["rows_out"] < outputs[0]["rows_in"]

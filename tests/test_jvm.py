@@ -1,4 +1,4 @@
-"""The py4j bridge (aipq/engine/jvm.py) against the real Spark: if an upgrade moves the internals it uses,
+"""The py4j bridge (the package aipq/engine/jvm/) against the real Spark: if an upgrade moves the internals it uses,
 these fail first and say which one."""
 
 from __future__ import annotations
@@ -449,3 +449,22 @@ def test_join_counts_read_an_adaptive_plan_s_current_part_until_it_is_final(spar
         tree = plan_joins.finalPlan(description)
         assert "ShuffledHashJoin" in tree and "SortMergeJoin" not in tree, tree
     assert plan_joins.finalPlan(plain).count("SortMergeJoin") == 1  # the tree, not the details under it
+
+
+def test_a_spark_of_another_minor_version_is_refused_naming_both():
+    """aipq's jar reaches into Spark's internals: a session on another Spark minor version than the one the jar was
+    built for (java/build.sh records it) is refused at start, in one line, rather than failing mid-query."""
+    import pyspark
+    import pytest
+
+    from aipq.engine.session import check_spark_version
+    from aipq.errors import EnvironmentProblem
+
+    built = jvm.jar_spark_version()
+    assert built == pyspark.__version__, "the jar is built against the installed PySpark"
+    major, minor = built.split(".")[:2]
+    check_spark_version(f"{major}.{minor}.99", "a patch release")  # same minor version: runs
+    with pytest.raises(EnvironmentProblem) as refused:
+        check_spark_version(f"{major}.{int(minor) - 1}.0", "the caller's session")
+    assert f"Spark {major}.{int(minor) - 1}.0" in refused.value.message and built in refused.value.message
+    assert f"pyspark=={major}.{minor}.*" in refused.value.hint

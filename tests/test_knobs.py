@@ -1,5 +1,5 @@
-"""Each knob is declared once (aipq/config.py KNOBS): its Settings default, command-line option and README row
-come from that declaration."""
+"""Each knob is declared once (aipq/config.py KNOBS): its Settings default, command-line option and the guide's
+options table (docs/guide/commands.md) come from that declaration."""
 
 from __future__ import annotations
 
@@ -12,15 +12,14 @@ from aipq.config import KNOBS, Settings, knob_table
 from aipq.errors import BadInputError
 from aipq.setting_aliases import ALIASES, alias_for
 
-README = Path(__file__).parent.parent / "README.md"
+GUIDE = Path(__file__).parent.parent / "docs" / "guide" / "commands.md"
 
 
-def test_readme_holds_the_generated_knob_table():
-    text = README.read_text()
+def test_the_guide_holds_the_generated_knob_table():
+    text = GUIDE.read_text()
     found = re.search(r"<!-- knobs: begin[^\n]*-->\n(.*?)\n<!-- knobs: end -->", text, re.DOTALL)
-    assert found is not None, "README lost its knob table markers"
-    assert found.group(1) == knob_table(), "regenerate README's table: python -c 'from aipq.config import " \
-                                           "knob_table; print(knob_table())'"
+    assert found is not None, "docs/guide/commands.md lost its knob table markers"
+    assert found.group(1) == knob_table(), "regenerate the table: python scripts/options_table.py"
 
 
 def test_settings_defaults_are_the_knobs_defaults():

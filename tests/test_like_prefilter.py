@@ -7,7 +7,7 @@ import pytest
 import sqlglot
 from conftest import assert_same_rows, oracle_rows, run_to_rows
 
-from aipq import app
+from aipq.data import add_table
 from aipq.engine.compile import render
 from aipq.engine.context import RunContext
 from aipq.engine.like_prefilter import literal_runs, with_like_prefilters
@@ -49,7 +49,7 @@ def texts(home, small_tables, tmp_path_factory):
     small_tables.execute(f"""COPY (SELECT * FROM (VALUES (1, 'special requests'), (2, 'requests special'),
         (3, 'specialrequests'), (4, NULL), (5, 'spécial requests'), (6, 'ababab'), (7, 'ab'), (8, 'abc'),
         (9, 'a-c'), (10, 'ä_ç'), (11, 'x special y requests z'), (12, '')) t(k, s)) TO '{path}' (FORMAT parquet)""")
-    app.add_table(RunContext(home), "like_texts", str(path), "parquet")
+    add_table(RunContext(home), "like_texts", str(path), "parquet")
     small_tables.execute(f"CREATE OR REPLACE VIEW like_texts AS SELECT * FROM read_parquet('{path}')")
     return small_tables
 

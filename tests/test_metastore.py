@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import assert_same_rows, oracle_connection, oracle_rows
+from conftest import assert_same_rows, free_port, oracle_connection, oracle_rows
 
 from aipq.tpch.generate import TABLES as TPCH_TABLES
 from aipq.tpch.queries import query_text
@@ -24,12 +24,6 @@ pytestmark = pytest.mark.slow
 
 AIPQ = [sys.executable, "-m", "aipq.cli.main"]
 START_SECONDS = 120
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def _spark_home() -> str:
@@ -105,7 +99,7 @@ class Metastore:
 
 @pytest.fixture(scope="module")
 def metastore(tmp_path_factory):
-    store = Metastore(tmp_path_factory.mktemp("metastore"), _free_port())
+    store = Metastore(tmp_path_factory.mktemp("metastore"), free_port())
     yield store
     _stop(store.service)
 
@@ -228,7 +222,7 @@ def test_a_killed_workflow_leaves_the_metastores_tables_as_they_were(metastore, 
 
 
 def test_a_metastore_that_does_not_answer_is_named_with_exit_1(tmp_path):
-    port = _free_port()
+    port = free_port()
     done = _aipq(tmp_path / "home", "run", "--sql", "SELECT * FROM sales.nation", "--conf",
                  f"spark.hadoop.hive.metastore.uris=thrift://127.0.0.1:{port}", timeout=120)
     assert done.returncode == 1
@@ -237,7 +231,7 @@ def test_a_metastore_that_does_not_answer_is_named_with_exit_1(tmp_path):
 
 
 def test_a_metastore_stopped_mid_workflow_gives_exit_1_naming_it(tmp_path, user_tables):
-    store = Metastore(tmp_path / "second", _free_port())
+    store = Metastore(tmp_path / "second", free_port())
     try:
         folder = user_tables
         store.pyspark(f"spark.sql(\"CREATE TABLE nation USING parquet LOCATION '{folder / 'nation.parquet'}'\")")

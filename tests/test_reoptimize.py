@@ -4,12 +4,11 @@ rows for every re-planned query, queries written in a bad order and planned with
 
 from __future__ import annotations
 
-import json
 from dataclasses import replace
 
 import duckdb
 import pytest
-from conftest import LOCAL_FILES, assert_same_rows, oracle_rows, run_to_rows
+from conftest import LOCAL_FILES, analyzed, assert_same_rows, oracle_rows, run_to_rows
 from test_join_order import worst_text
 
 from aipq.catalog import Catalog
@@ -18,7 +17,7 @@ from aipq.engine.footers import FooterStatistics, footer_statistics
 from aipq.estimator.join_estimates import JoinEstimates, KnownTables, join_costing
 from aipq.estimator.parameters import load_calibration
 from aipq.pipeline import plan_query, replan_dag
-from aipq.planner.collapse import references_resolve
+from aipq.planner.reoptimize import references_resolve
 from aipq.planner.stages import StageRead
 from aipq.tpch.queries import query_text, without_date_filters
 
@@ -31,12 +30,6 @@ where c_custkey = o_custkey and l_orderkey = o_orderkey and l_suppkey = s_suppke
   and c_nationkey = s_nationkey and s_nationkey = n_nationkey and n_regionkey = r_regionkey
   and r_name = 'ASIA' and o_orderdate >= date '1994-01-01' and o_orderdate < date '1995-01-01'
 group by n_name order by revenue desc"""
-
-
-def analyzed(aipq, query: str, *args: str) -> dict:
-    result = aipq("explain", query, "--analyze", "--format", "json", *args)
-    assert result.exit_code == 0, result.output
-    return json.loads(result.output)
 
 
 def test_a_finished_join_stands_in_its_block_and_the_rest_is_planned_again(home, tpch):

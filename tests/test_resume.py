@@ -13,7 +13,7 @@ from pathlib import Path
 
 import duckdb
 import pytest
-from conftest import assert_same_rows
+from conftest import assert_same_rows, parquet_rows, said
 
 from aipq.catalog import Catalog
 
@@ -36,15 +36,6 @@ def workflow_file(tmp_path: Path, prefix: str) -> Path:
     return script
 
 
-def rows_of(path: Path) -> list[tuple]:
-    return duckdb.connect().execute(f"SELECT * FROM read_parquet('{path}')").fetchall()
-
-
-def said(result) -> str:
-    """A command's output with the console's line wrapping undone."""
-    return " ".join(result.output.split())
-
-
 def table_files(home: Path, name: str) -> set[str]:
     entry = Catalog(home).lookup(f"default.{name}")
     return {str(p) for p in Path(entry.path).rglob("*.parquet")} if entry is not None else set()
@@ -56,7 +47,7 @@ def uninterrupted(aipq, tmp_path) -> list[tuple]:
     out = tmp_path / "whole.parquet"
     done = aipq("run", str(script), "--output", str(out), "--quiet", "--allow-overwrite")
     assert done.exit_code == 0, done.output
-    return rows_of(out)
+    return parquet_rows(out)
 
 
 def test_a_failed_workflow_resumes_after_the_statements_it_committed(aipq, home, tmp_path, uninterrupted):
@@ -78,7 +69,7 @@ def test_a_failed_workflow_resumes_after_the_statements_it_committed(aipq, home,
     resumed = aipq("run", str(script), "--resume", "--output", str(out))
     assert resumed.exit_code == 0, resumed.output
     assert said(resumed).count("done before the interruption (--resume)") == 5
-    assert_same_rows(rows_of(out), uninterrupted, ordered=True)
+    assert_same_rows(parquet_rows(out), uninterrupted, ordered=True)
     assert {name: table_files(home, f"rs_failed_{name}") for name in committed} == committed
     again = aipq("run", str(script), "--resume", "--output", str(out), "--force")
     assert again.exit_code == 0 and "--resume" not in again.output, "a finished run leaves nothing to resume"
@@ -110,7 +101,7 @@ def test_a_killed_workflow_resumes_with_the_uninterrupted_rows(aipq, home, tmp_p
     out = tmp_path / "resumed.parquet"
     resumed = aipq("run", str(script), "--resume", "--output", str(out))
     assert resumed.exit_code == 0, resumed.output
-    assert_same_rows(rows_of(out), uninterrupted, ordered=True)
+    assert_same_rows(parquet_rows(out), uninterrupted, ordered=True)
     # every point lies after the first table's commit: it is never written again
     assert f"CREATE TABLE AS default.{prefix}_orders: skipped" in said(resumed)
     assert table_files(home, f"{prefix}_orders") == before["orders"]
@@ -146,7 +137,7 @@ def test_a_committed_overwrite_that_reads_its_own_table_is_not_run_again(aipq, h
     expected = duckdb.connect().execute(
         "select sum(q * 2) from (select sum(l_quantity) as q from read_parquet('{}') group by l_orderkey) "
         "where q > 100".format(Catalog(home).lookup("default.lineitem").path)).fetchall()
-    assert rows_of(out) == expected
+    assert parquet_rows(out) == expected
 
 
 def test_an_edited_table_statement_replaces_what_its_earlier_version_created(aipq, home, tmp_path):
@@ -167,4 +158,4 @@ def test_an_edited_table_statement_replaces_what_its_earlier_version_created(aip
     resumed = aipq("run", str(script), "--resume", "--output", str(out))
     assert resumed.exit_code == 0, resumed.output
     assert "DROP TABLE default.rs_edited: skipped" in said(resumed)
-    assert rows_of(out) == [(5,)]
+    assert parquet_rows(out) == [(5,)]

@@ -12,7 +12,8 @@ from conftest import LOCAL_FILES, assert_same_rows, local_bytes, oracle_rows
 
 from aipq.config import Settings
 from aipq.engine.context import RunContext
-from aipq.engine.executor import RunOptions, run_dag
+from aipq.engine.dag_run import RunOptions
+from aipq.engine.executor import run_dag
 from aipq.engine.work_dirs import remove_work_dir
 from aipq.estimator.edge_inputs import feeds_shuffle
 from aipq.ip.candidates import find_candidates
@@ -63,7 +64,8 @@ def test_a_scan_summary_reaches_past_a_stage_that_may_be_fused(tpch):
 def test_a_nearer_stages_summary_makes_the_scans_redundant_where_both_are_built(tpch):
     """Q9 under ``adaptive`` with hive staging, where the estimator leaves S1 written: where a nearer stage's
     summary of the same keys (a subset) prunes partsupp, the part scan's is not probed there too."""
-    from aipq.ip.planner import BuiltInfo, IpPlanner
+    from aipq.ip.decisions import BuiltInfo
+    from aipq.ip.planner import IpPlanner
 
     settings = Settings(ip="adaptive", staging="adaptive", scan_reach=0, **REPARTITION)
     dag = plan_query(query_text(9), tpch, settings, LOCAL_FILES).dag

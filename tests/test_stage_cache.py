@@ -13,7 +13,7 @@ from pathlib import Path
 
 import duckdb
 import pytest
-from conftest import Aipq, assert_same_rows, oracle_rows
+from conftest import Aipq, assert_same_rows, oracle_rows, said
 
 from aipq.catalog import Catalog
 from aipq.config import Settings
@@ -23,10 +23,6 @@ from aipq.pipeline import plan_query
 from aipq.tpch.queries import query_text
 
 HIVE = ("--staging", "hive")
-
-
-def said(result) -> str:
-    return " ".join(result.output.split())
 
 
 def cached(aipq, work: Path) -> list[dict]:

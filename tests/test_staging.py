@@ -7,10 +7,10 @@ import json
 from dataclasses import dataclass, replace
 
 import pytest
-from conftest import ALL_QUERIES, LOCAL_FILES, assert_same_rows, oracle_rows, run_to_rows
+from conftest import ALL_QUERIES, LOCAL_FILES, REPARTITION_JOINS, analyzed, assert_same_rows, oracle_rows, run_to_rows
 
 from aipq.config import Settings
-from aipq.engine.executor import hash_join_bytes
+from aipq.engine.adaptive_joins import hash_join_bytes
 from aipq.estimator.edge_inputs import EdgeEstimator, SessionFacts
 from aipq.estimator.parameters import DEFAULT_UNIT_COSTS, Calibration
 from aipq.ip.planner import IpPlanner
@@ -34,16 +34,10 @@ def test_tpch_rows_are_the_same_under_every_staging(aipq, duck, tmp_path, number
     assert_same_rows(actual, oracle_rows(duck, sql), ordered="order by" in sql.lower())
 
 
-def analyzed(aipq, *args: str) -> dict:
-    result = aipq("explain", *args, "--analyze", "--format", "json", "--broadcast-threshold", "0")
-    assert result.exit_code == 0, result.output
-    return json.loads(result.output)
-
-
 def test_hive_staging_writes_every_stage_and_none_only_the_result(aipq):
-    hive = analyzed(aipq, "tpch:9", "--staging", "hive")
+    hive = analyzed(aipq, *REPARTITION_JOINS, "tpch:9", "--staging", "hive")
     assert all(s["measured"]["materialized"] for s in hive["stages"])
-    none = analyzed(aipq, "tpch:9", "--staging", "none")
+    none = analyzed(aipq, *REPARTITION_JOINS, "tpch:9", "--staging", "none")
     written = [s["id"] for s in none["stages"] if s["measured"]["materialized"]]
     assert written == [none["final_stage"]]
     fused = [s for s in none["stages"] if not s["measured"]["materialized"]]
@@ -51,7 +45,7 @@ def test_hive_staging_writes_every_stage_and_none_only_the_result(aipq):
 
 
 def test_adaptive_staging_writes_the_stages_that_build_summaries_and_they_still_prune(aipq):
-    info = analyzed(aipq, "tpch:9", "--staging", "adaptive", "--ip", "always")
+    info = analyzed(aipq, *REPARTITION_JOINS, "tpch:9", "--staging", "adaptive", "--ip", "always")
     for stage in info["stages"]:
         builds = stage["information_passing"]["builds"]
         if stage["operator"] != "SCAN" and stage["id"] != info["final_stage"]:
@@ -64,7 +58,7 @@ def test_adaptive_staging_writes_the_stages_that_build_summaries_and_they_still_
 
 
 def test_none_staging_keeps_filtered_table_prepasses(aipq):
-    info = analyzed(aipq, "tpch:9", "--staging", "none", "--ip", "always", "--scan-reach", "0")
+    info = analyzed(aipq, *REPARTITION_JOINS, "tpch:9", "--staging", "none", "--ip", "always", "--scan-reach", "0")
     stage_builds = [b for s in info["stages"] if s["operator"] != "SCAN"
                     for b in s["information_passing"]["builds"]]
     assert not stage_builds  # nothing but the result is written, so no stage output can build a summary
@@ -123,12 +117,12 @@ def test_adaptive_staging_builds_a_summary_only_where_it_pays_for_the_stage_writ
 def test_analyze_shows_the_joins_spark_ran_in_fused_jobs(aipq):
     """--analyze reads the joins of the plan that ran (with AQE, its final plan): the final stage's job holds the
     joins of the stages fused into it."""
-    info = analyzed(aipq, "tpch:5", "--staging", "none")
+    info = analyzed(aipq, *REPARTITION_JOINS, "tpch:5", "--staging", "none")
     final = next(s for s in info["stages"] if s["id"] == info["final_stage"])
     joins = sum(final["measured"]["spark_joins"].values())
     planned = sum(len(s["reduce"].get("joins", [])) for s in info["stages"])
     assert joins >= planned > 1, final["measured"]["spark_joins"]
-    hive = analyzed(aipq, "tpch:5", "--staging", "hive")
+    hive = analyzed(aipq, *REPARTITION_JOINS, "tpch:5", "--staging", "hive")
     for stage in hive["stages"]:
         if stage["operator"] == "JOIN":
             assert stage["measured"]["spark_joins"].get("SortMergeJoin", 0) >= 1, stage["name"]

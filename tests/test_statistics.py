@@ -16,7 +16,7 @@ import pytest
 from conftest import Aipq
 
 from aipq.catalog import Catalog
-from aipq.estimator.cardinality import like_share
+from aipq.estimator.selectivity import like_share
 from aipq.stats import sketches
 from aipq.stats.repository import APPLICATION_ID, SCHEMA, StatsRepository
 

@@ -110,7 +110,7 @@ def test_planning_asks_each_stage_its_summaries_once_per_decision(aipq, tpcds, m
     """Whether a nearer stage builds a summary for a place nests along the path (that stage's own edges ask about
     stages nearer still); asked afresh at each level it grew exponentially, and Q64's bushy plan did not finish
     planning. Each decision now asks each stage at most once."""
-    from aipq.ip.planner import Adaptive
+    from aipq.ip.strategies import Adaptive
 
     calls = []
     creation = Adaptive.creation

@@ -11,7 +11,8 @@ from conftest import LOCAL_FILES
 from aipq.config import Settings
 from aipq.engine.context import RunContext
 from aipq.engine.pass_job import MAX_NESTED_PASSES
-from aipq.ip.planner import IpPlanner, bloom_bits
+from aipq.ip.bloom_sizing import bloom_bits
+from aipq.ip.planner import IpPlanner
 from aipq.pipeline import plan_query
 from aipq.tpch.queries import query_text
 

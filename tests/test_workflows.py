@@ -156,8 +156,8 @@ def test_a_table_replaced_by_an_earlier_statement_is_measured_again(aipq, home, 
     """The planner sizes tables from their files; a workflow plans every statement first, so a size cached then
     must not outlive the statement that replaces the table (a stale size would choose the physical join)."""
     from aipq import workflow
-    from aipq.app import SqlSource
     from aipq.planner.logical import Join, Scan
+    from aipq.workflow.source import SqlSource
 
     script = tmp_path / "grow.sql"
     script.write_text("""

@@ -19,21 +19,24 @@ from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 
-from aipq import app, workflow
+from aipq import workflow
 from aipq.api.options import RunOptions, split_options
 from aipq.api.result import Result
 from aipq.api.session import callers_session, home_folder, thread_job_properties_kept
 from aipq.cli.run_report import RunReport, check_distinct_files
 from aipq.config import Settings, default_home
 from aipq.engine.context import RunContext
-from aipq.engine.executor import StageListener
+from aipq.engine.dag_run import StageListener
 from aipq.engine.jvm import AIPQ_EXTENSIONS, COLLECTOR_JAR, clone_session
 from aipq.engine.records import StageMetrics
 from aipq.engine.report import run_dict
 from aipq.engine.session import running_session
 from aipq.engine.sink import output_format, write_output
 from aipq.errors import BadInputError
+from aipq.explanation import explain_tree, planned_explain
 from aipq.workflow import WorkflowRun
+from aipq.workflow.query import keep_stage_outputs
+from aipq.workflow.source import SqlSource, load_sql, statements_file
 
 __all__ = ["Result", "explain", "run_file", "spark_conf", "sql"]
 
@@ -50,14 +53,14 @@ def sql(query: str, *, spark=None, home: str | Path | None = None,
     ``progress`` is told of each stage as it finishes. A workflow text is known by its text (a digest of it): a
     rerun of the same text may replace the tables it created, and ``resume=True`` continues it."""
     identity = "text-" + hashlib.sha256(query.encode()).hexdigest()[:16]
-    return _run(app.SqlSource(query, "<sql>", identity), spark, home, progress, options)
+    return _run(SqlSource(query, "<sql>", identity), spark, home, progress, options)
 
 
 def run_file(path: str | Path, *, spark=None, home: str | Path | None = None,
              progress: Callable[[StageMetrics], None] | None = None, **options) -> Result | None:
     """Run the workflow file ``path`` as ``aipq run FILE`` does (its journal for ``resume=True``, the tables it
     created its own on a rerun); the result of its last SELECT (None without one)."""
-    return _run(app.load_sql(str(Path(path).expanduser()), None), spark, home, progress, options)
+    return _run(load_sql(str(Path(path).expanduser()), None), spark, home, progress, options)
 
 
 def explain(query: str, *, spark=None, home: str | Path | None = None, format: str = "tree", **options):
@@ -70,18 +73,16 @@ def explain(query: str, *, spark=None, home: str | Path | None = None, format: s
         context = RunContext(home_folder(home, default_home()), settings)
     else:
         context, _ = _context(spark, home, settings)
-    planned = workflow.plan_workflow(app.SqlSource(query, "<sql>"), context)
+    planned = workflow.plan_workflow(SqlSource(query, "<sql>"), context)
     queries = planned.queries
     if not queries:
         raise BadInputError("the text has no query to explain")
-    info = app.planned_explain(queries[-1].planned, context)
+    info = planned_explain(queries[-1].planned, context)
     if format == "json":
         return info
     from io import StringIO
 
     from rich.console import Console
-
-    from aipq.cli.render import explain_tree
 
     out = StringIO()
     Console(file=out, width=120, force_terminal=False).print(explain_tree(info))
@@ -96,7 +97,7 @@ class _Progress(StageListener):
         self.told(metrics)
 
 
-def _run(source: app.SqlSource, spark, home, progress, options: dict) -> Result | None:
+def _run(source: SqlSource, spark, home, progress, options: dict) -> Result | None:
     settings, run = split_options(options)
     context, user = _context(spark, home, settings)
     output, report = _checked_targets(context, run, source.name)
@@ -128,10 +129,10 @@ def _run(source: app.SqlSource, spark, home, progress, options: dict) -> Result 
                   None if run.keep_work else query_run.close)
 
 
-def _run_workflow(source: app.SqlSource, context: RunContext, run: RunOptions, with_output: bool,
+def _run_workflow(source: SqlSource, context: RunContext, run: RunOptions, with_output: bool,
                   progress: Callable[[StageMetrics], None] | None, report: RunReport | None) -> WorkflowRun:
     if run.keep_work:
-        app.keep_stage_outputs(context)
+        keep_stage_outputs(context)
     planned = workflow.plan_workflow(source, context, run.allow_overwrite, record=True, resume=run.resume)
     if with_output and not planned.queries:
         raise BadInputError("output= was given but the workflow has no SELECT whose rows could be written")
@@ -144,7 +145,7 @@ def _checked_targets(context: RunContext, run: RunOptions, source: str) -> tuple
     """``output`` and ``report`` checked before anything runs, as ``aipq run`` checks them: writable, replaced
     only with ``force``, and never the same file as each other or the workflow file."""
     check_distinct_files({"output=": run.output, "report=": run.report,
-                          "the statements' file": app.statements_file(source)})
+                          "the statements' file": statements_file(source)})
     output = report = None
     if run.output is not None:
         output_format(run.output, run.output_format)

@@ -20,8 +20,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from aipq.bench.runner import Measurement, StrategyResult
 from aipq.bench.staging import spark_sql_text
-from aipq.bench.strategies import Measurement, StrategyResult
 from aipq.config import MB, Settings
 from aipq.engine.class_archive import driver_memory
 from aipq.errors import BadInputError, ExecutionError

@@ -8,20 +8,20 @@ from __future__ import annotations
 
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from aipq.app import SqlSource
 from aipq.batch import check_targets, plan_batch, run_batch
-from aipq.bench.strategies import canonical_rows
+from aipq.bench.runner import canonical_rows
 from aipq.config import KNOBS, Settings
 from aipq.engine.context import RunContext
 from aipq.errors import ExecutionError
 from aipq.files import format_size
 from aipq.tpch.queries import query_text
+from aipq.workflow.source import SqlSource
 
 # In one session: one by one; a batch reading each table on its own (stages in common still computed once); a
 # batch with shared scans; one by one again (the A/A control). As processes: one ``aipq run`` per query; the
@@ -85,27 +85,30 @@ def command_options(home: Path, settings: Settings) -> list[str]:
     return options + (["--master", settings.master] if settings.master else [])
 
 
-def _aipq(home: Path, settings: Settings, arguments: list[str]) -> None:
-    """One ``aipq`` process, as a user runs it; its error is the mode's."""
+def _aipq(aipq_command: Sequence[str], home: Path, settings: Settings, arguments: list[str]) -> None:
+    """One ``aipq`` process (started by ``aipq_command``, the command line's own), as a user runs it; its error
+    is the mode's."""
     options = command_options(home, settings)
-    command = [sys.executable, "-m", "aipq.cli.main", *options[:2], "run", *arguments, "--quiet", "--force",
-               *options[2:]]
+    command = [*aipq_command, *options[:2], "run", *arguments, "--quiet", "--force", *options[2:]]
     done = subprocess.run(command, capture_output=True, text=True)
     if done.returncode != 0:
         raise ExecutionError(f"`aipq run {' '.join(arguments)}` failed (exit {done.returncode})",
                              hint=(done.stderr.strip().splitlines() or [""])[-1])
 
 
-def _processes(context: RunContext, mode: str, sources: list[SqlSource], folder: Path) -> ModeRun:
+def _processes(context: RunContext, mode: str, sources: list[SqlSource], folder: Path,
+               aipq_command: Sequence[str]) -> ModeRun:
     """The mode's ``aipq`` processes, timed; their rows read back from the files they wrote."""
     names = [source.name.replace(":", "-") for source in sources]
     folder.mkdir(parents=True)
     started = time.perf_counter()
     if mode == PROCESS_MODES[0]:
         for source, name in zip(sources, names):
-            _aipq(context.home, context.settings, [_argument(source), "--output", str(folder / f"{name}.parquet")])
+            _aipq(aipq_command, context.home, context.settings,
+                  [_argument(source), "--output", str(folder / f"{name}.parquet")])
     else:
-        _aipq(context.home, context.settings, [*(_argument(s) for s in sources), "--output-dir", str(folder)])
+        _aipq(aipq_command, context.home, context.settings,
+              [*(_argument(s) for s in sources), "--output-dir", str(folder)])
     seconds = time.perf_counter() - started
     spark = context.spark
     rows = {name: canonical_rows(spark.read.parquet(str(folder / f"{name}.parquet")).collect()) for name in names}
@@ -117,9 +120,10 @@ def _argument(source: SqlSource) -> str:
     return source.name.replace(":q", ":")
 
 
-def _one_mode(context: RunContext, mode: str, sources: list[SqlSource], folder: Path) -> ModeRun:
+def _one_mode(context: RunContext, mode: str, sources: list[SqlSource], folder: Path,
+              aipq_command: Sequence[str]) -> ModeRun:
     if mode in PROCESS_MODES:
-        return _processes(context, mode, sources, folder)
+        return _processes(context, mode, sources, folder, aipq_command)
     started = time.perf_counter()
     if mode in (ONE_BY_ONE, ONE_BY_ONE_AGAIN):
         runs = [_run(context, [source], folder, "off") for source in sources]
@@ -131,8 +135,10 @@ def _one_mode(context: RunContext, mode: str, sources: list[SqlSource], folder: 
     return result
 
 
-def measure_batches(context: RunContext, numbers: list[int], repeat: int, progress=None) -> list[ModeResult]:
-    """One warm-up round, then ``repeat`` timed ones, modes interleaved."""
+def measure_batches(context: RunContext, numbers: list[int], repeat: int, aipq_command: Sequence[str],
+                    progress=None) -> list[ModeResult]:
+    """One warm-up round, then ``repeat`` timed ones, modes interleaved; ``aipq_command`` starts an ``aipq``
+    process (the command line gives its own: this layer does not name it)."""
     sources = [SqlSource(query_text(n), f"tpch:q{n}") for n in numbers]
     results = [ModeResult(mode) for mode in MODES]
     expected: dict[str, list] = {}
@@ -141,7 +147,7 @@ def measure_batches(context: RunContext, numbers: list[int], repeat: int, progre
             order = results if round_number % 2 == 0 else results[::-1]
             for result in order:
                 folder = Path(scratch) / f"r{round_number}-{MODES.index(result.mode)}"
-                run = _one_mode(context, result.mode, sources, folder)
+                run = _one_mode(context, result.mode, sources, folder, aipq_command)
                 for name, rows in run.rows.items():
                     if expected.setdefault(name, rows) != rows:
                         raise ExecutionError(f"{name}: {result.mode} gave other rows than {ONE_BY_ONE}",

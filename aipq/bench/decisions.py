@@ -29,12 +29,12 @@ from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
 
+from aipq.bench.runner import QueryRunner, round_order
 from aipq.bench.staging import bench_session
 from aipq.bench.steal import StealTally, undisturbed_run
-from aipq.bench.strategies import QueryRunner, round_order
 from aipq.config import Settings
 from aipq.engine.context import RunContext
-from aipq.ip.planner import Always
+from aipq.ip.strategies import Always
 from aipq.planner.stages import StageDag
 
 
@@ -175,7 +175,7 @@ def measure_decisions(home: Path, workload: list[tuple[str, str]], repeat: int, 
                       steal: StealTally | None = None) -> list[EdgeDecision]:
     """Every candidate edge of every query, under each broadcast threshold (default: the base settings');
     ``steal`` counts the timed runs run again for steal and the steal of those kept."""
-    from aipq.bench.strategies import joins_label
+    from aipq.bench.runner import joins_label
 
     context = RunContext(home, base)
     scratch = bench_session(context)

@@ -15,16 +15,10 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
+from aipq.bench.results import CSV_COLUMNS, csv_rows, headlines, pruning_efficiency
+from aipq.bench.runner import StrategyResult, joins_label
 from aipq.bench.series import OFF_AGAIN, SPARK, SPARK_AGAIN, SPARK_BF, WITHOUT_SUMMARIES
 from aipq.bench.steal import StealTally, steal_line
-from aipq.bench.strategies import (
-    CSV_COLUMNS,
-    StrategyResult,
-    csv_rows,
-    headlines,
-    joins_label,
-    pruning_efficiency,
-)
 from aipq.bench.workload import series_totals, slower_lines, sorted_ratios, total_lines
 from aipq.engine import jvm
 from aipq.stats.sketches import relative_standard_error

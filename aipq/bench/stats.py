@@ -16,9 +16,9 @@ from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
 
+from aipq.bench.runner import Measurement, QueryRunner, round_order
 from aipq.bench.staging import bench_session
 from aipq.bench.steal import undisturbed_round
-from aipq.bench.strategies import Measurement, QueryRunner, round_order
 from aipq.config import Settings
 from aipq.engine.context import RunContext
 from aipq.engine.session import read_table

@@ -12,12 +12,14 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from aipq import app
 from aipq.bench.series import parse_series
 from aipq.catalog import Catalog
 from aipq.config import MB, Settings
+from aipq.data import generate_skewed_tpch, generate_tpcds, generate_tpch
 from aipq.engine.context import RunContext
 from aipq.errors import BadInputError
+from aipq.explanation import stage_estimates
+from aipq.workflow.query import execute
 
 TPCH_JOIN_HEAVY = "2,3,5,7,8,9,10,11,18,21"
 DEFAULT_STRATEGIES = "off,hip,always,adaptive,oracle,spark"
@@ -57,6 +59,7 @@ class BenchRequest:
     show: Callable[[str, object, str], None] = lambda kind, results, title: None
     told: Callable[[str], None] = lambda text: None
     extra: dict = field(default_factory=dict)  # a benchmark's own options (ratios, rows, lg_k, tolerance, …)
+    aipq_command: tuple[str, ...] = ()  # starts aipq as a process of its own (bench batch): the command line's
 
     def paper_settings(self, **paper: str) -> Settings:
         """The settings with the paper's value of each knob in ``paper`` the command line did not give.
@@ -100,9 +103,9 @@ def prepare_tpch(request: BenchRequest) -> None:
     """TPC-H generated (or found) and registered in the default database, Zipf-skewed with ``skew``."""
     with request.status(f"preparing TPC-H SF {request.scale_factor:g}…"):
         if request.skew is None:
-            app.generate_tpch(request.context, request.scale_factor, "default")
+            generate_tpch(request.context, request.scale_factor, "default")
         else:
-            app.generate_skewed_tpch(request.context, request.scale_factor, request.skew, "default")
+            generate_skewed_tpch(request.context, request.scale_factor, request.skew, "default")
 
 
 def bench_context(request: BenchRequest, title: str, settings: Settings, **parameters):
@@ -122,7 +125,7 @@ def run_series(request: BenchRequest, benchmark: str, workload, title: str | Non
                synthetic: bool = False, **parameters):
     """A workload's queries under each series, reported through ``show`` and written to ``out_dir``."""
     from aipq.bench.report import write_outputs
-    from aipq.bench.strategies import WARMUP_ROUNDS, compare_strategies
+    from aipq.bench.runner import WARMUP_ROUNDS, compare_strategies
 
     chosen = [s.name for s in parse_series(request.strategies)]
     limits = thresholds(request.joins, request.settings)
@@ -142,7 +145,7 @@ def run_series(request: BenchRequest, benchmark: str, workload, title: str | Non
 
 
 def run_tpch(request: BenchRequest):
-    from aipq.bench.strategies import tpch_workload
+    from aipq.bench.queries import tpch_workload
 
     workload = tpch_workload(query_numbers(request.queries, "TPC-H", 22))
     parse_series(request.strategies)  # refused before the data is prepared
@@ -153,7 +156,7 @@ def run_tpch(request: BenchRequest):
 
 def run_reorder(request: BenchRequest):
     """Join orders: each query as written and in its worst connected order, with statistics collected first."""
-    from aipq.bench.strategies import reorder_workload
+    from aipq.bench.queries import reorder_workload
 
     found = query_numbers(request.queries, "TPC-H", 22)
     parse_series(request.strategies)
@@ -165,19 +168,19 @@ def run_reorder(request: BenchRequest):
 
 
 def run_tpcds(request: BenchRequest):
-    from aipq.bench.strategies import tpcds_workload
+    from aipq.bench.queries import tpcds_workload
 
     workload = tpcds_workload(query_numbers(request.queries, "TPC-DS", 99))
     parse_series(request.strategies)
     with request.status(f"preparing TPC-DS SF {request.scale_factor:g}…"):
-        app.generate_tpcds(request.context, request.scale_factor, "tpcds")
+        generate_tpcds(request.context, request.scale_factor, "tpcds")
     return run_series(request, "TPC-DS", workload, scale_factor=request.scale_factor)
 
 
 def run_synthetic(request: BenchRequest):
     """The paper's synthetic reference-ratio benchmark (its Figs. 7–8): ``extra`` holds ratios, rows, queries."""
     from aipq.bench import synthetic
-    from aipq.bench.strategies import BenchQuery
+    from aipq.bench.queries import BenchQuery
 
     ratios, rows = numbers(request.extra["ratios"], "--ratios", float), request.extra["rows"]
     names = [q.strip().lower() for q in request.extra["queries"].split(",") if q.strip()]
@@ -267,7 +270,7 @@ def run_batch(request: BenchRequest):
     found = query_numbers(request.queries, "TPC-H", 22)
     prepare_tpch(replace(request, skew=None))
     with request.progress("bench batch", len(MODES) * (request.repeat + 1)) as step:
-        results = measure_batches(request.context, found, request.repeat, step)
+        results = measure_batches(request.context, found, request.repeat, request.aipq_command, step)
     context = bench_context(request, f"TPC-H SF {request.scale_factor:g}: {len(found)} queries as one batch and "
                             f"one by one (median of {request.repeat})", request.settings,
                             scale_factor=request.scale_factor, repeat=request.repeat, queries=found)
@@ -301,8 +304,8 @@ def run_estimates(request: BenchRequest):
     with request.progress("bench estimates", len(found)) as step:
         for number in found:
             planned = plan_query(query_text(number), context.catalog, context.settings, context.storage)
-            estimates = app.stage_estimates(planned.dag, context, history_before=None)
-            ran = app.execute(planned, context)
+            estimates = stage_estimates(planned.dag, context, history_before=None)
+            ran = execute(planned, context)
             errors[f"Q{number}"] = [q_error(estimates[m.stage_id]["estimated_rows"], m.rows_written)
                                     for m in ran.record.stages
                                     if m.materialized and estimates[m.stage_id]["estimated_rows"] is not None]

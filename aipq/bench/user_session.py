@@ -17,8 +17,8 @@ import time
 from pathlib import Path
 
 import aipq
+from aipq.bench.runner import canonical_rows
 from aipq.bench.steal import steal_seconds
-from aipq.bench.strategies import canonical_rows
 from aipq.engine.jvm import java_version
 
 AIPQ_SERIES = ("aipq", "aipq-again")

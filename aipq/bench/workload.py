@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from aipq.bench.results import geometric_mean
+from aipq.bench.runner import StrategyResult, joins_label
 from aipq.bench.series import SPARK, SPARK_AGAIN
-from aipq.bench.strategies import StrategyResult, geometric_mean, joins_label
 
 # Series compared with ``spark`` that are not themselves its A/A control.
 NOT_COMPARED = (SPARK, SPARK_AGAIN)

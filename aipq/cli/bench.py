@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
+import sys
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -76,12 +77,16 @@ def _show(kind: str, results, title: str) -> None:
     Console().print(RENDERERS[kind](results, title))
 
 
+# ``aipq`` as a process of its own, for the benchmarks that time it as a user runs it (bench batch)
+AIPQ_COMMAND = (sys.executable, "-m", "aipq.cli.main")
+
+
 def request_from(ctx: click.Context, settings: Settings, **options) -> BenchRequest:
     """The benchmark the command line asks for, telling the person watching on stderr and stdout."""
     err = Console(stderr=True)
     given = frozenset(name for name in ctx.params if _given(ctx, name))
     return BenchRequest(home_dir(ctx), settings, invocation(ctx), given=given, status=err.status,
-                        progress=progress_bar, show=_show, told=err.print, **options)
+                        progress=progress_bar, show=_show, told=err.print, aipq_command=AIPQ_COMMAND, **options)
 
 
 strategy_options = [

@@ -7,9 +7,10 @@ import statistics
 from rich.table import Table
 
 from aipq.bench.batch import measured_size, speedup_over_baseline
+from aipq.bench.results import headlines, paired_speedup, pruning_efficiency, speedup
+from aipq.bench.runner import joins_label
 from aipq.bench.staging import StagingResult
 from aipq.bench.stats import overhead_rows
-from aipq.bench.strategies import headlines, joins_label, paired_speedup, pruning_efficiency, speedup
 from aipq.bench.workload import series_totals
 from aipq.cli.render import format_size
 

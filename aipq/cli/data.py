@@ -9,10 +9,17 @@ from pathlib import Path
 import click
 from rich.console import Console
 
-from aipq import app
 from aipq.catalog import FORMATS
 from aipq.cli.options import home_dir, planning_options
 from aipq.config import Settings
+from aipq.data import (
+    add_table,
+    generate_skewed_tpch,
+    generate_tpcds,
+    generate_tpch,
+    registering_catalog,
+    worst_order_tpch_query,
+)
 from aipq.engine.context import RunContext
 from aipq.errors import BadInputError
 from aipq.tpcds.queries import query_text as tpcds_query_text
@@ -42,9 +49,9 @@ def tpch_gen(ctx, scale_factor, home, database, parts, skew, settings: Settings)
     skewed = f", skew {skew:g}" if skew is not None else ""
     with err.status(f"generating TPC-H at SF {scale_factor:g}{skewed}…"):
         if skew is None:
-            entries = app.generate_tpch(RunContext(home, settings), scale_factor, database, parts)
+            entries = generate_tpch(RunContext(home, settings), scale_factor, database, parts)
         else:
-            entries = app.generate_skewed_tpch(RunContext(home, settings), scale_factor, skew, database, parts)
+            entries = generate_skewed_tpch(RunContext(home, settings), scale_factor, skew, database, parts)
     folders = sorted({str(Path(entry.path).parent) for entry in entries})
     err.print(f"registered {len(entries)} tables in database {database!r} from {' and '.join(folders)}")
 
@@ -65,7 +72,7 @@ def tpcds_gen(ctx, scale_factor, database, settings: Settings):
     home = home_dir(ctx)
     err = Console(stderr=True)
     with err.status(f"generating TPC-DS at SF {scale_factor:g}…"):
-        entries = app.generate_tpcds(RunContext(home, settings), scale_factor, database)
+        entries = generate_tpcds(RunContext(home, settings), scale_factor, database)
     err.print(f"registered {len(entries)} tables in database {database!r} from {Path(entries[0].path).parent}")
 
 
@@ -80,7 +87,7 @@ def tpch_query(ctx, number, order):
     if order == "written":
         click.echo(query_text(number))
     else:
-        click.echo(app.worst_order_tpch_query(RunContext(home_dir(ctx), Settings()), number))
+        click.echo(worst_order_tpch_query(RunContext(home_dir(ctx), Settings()), number))
 
 
 @tpcds.command("query")
@@ -107,7 +114,7 @@ def table():
 def table_add(ctx, name, path, fmt, partitioned_by, settings: Settings):
     """Register data at PATH as table NAME (or DATABASE.NAME)."""
     columns = tuple(c.strip().lower() for c in partitioned_by.split(",") if c.strip())
-    entry, replaced = app.add_table(RunContext(home_dir(ctx), settings), name, path, fmt, columns)
+    entry, replaced = add_table(RunContext(home_dir(ctx), settings), name, path, fmt, columns)
     verb = "replaced" if replaced else "registered"
     parts = f", {len(entry.partitions)} partitions" if entry.partitioned else ""
     Console(stderr=True).print(f"{verb} {entry.qualified_name} ({len(entry.columns)} columns{parts}, {fmt}) → "
@@ -120,7 +127,7 @@ def table_add(ctx, name, path, fmt, partitioned_by, settings: Settings):
 @click.pass_context
 def table_list(ctx, as_json, settings: Settings):
     """List the tables: aipq's registered ones, or a Hive metastore's when Spark is configured for one."""
-    entries = app.registering_catalog(RunContext(home_dir(ctx), settings)).entries()
+    entries = registering_catalog(RunContext(home_dir(ctx), settings)).entries()
     if as_json:
         click.echo(json.dumps([{"database": e.database, "name": e.name, "path": e.path, "format": e.format,
                                 "columns": [list(c) for c in e.columns]} for e in entries], indent=2))
@@ -142,7 +149,7 @@ def table_list(ctx, as_json, settings: Settings):
 def table_drop(ctx, name, settings: Settings):
     """Forget a registration: the data files of an external table stay; a Hive metastore's MANAGED table's
     files are deleted by the metastore, as its DROP TABLE does."""
-    catalog = app.registering_catalog(RunContext(home_dir(ctx), settings))
+    catalog = registering_catalog(RunContext(home_dir(ctx), settings))
     entry = catalog.lookup(name)
     managed = catalog.deletes_files_on_drop(name)
     if not catalog.drop(name):

@@ -8,17 +8,13 @@ import json
 import click
 from rich.console import Console
 
-from aipq import app, workflow
+from aipq import workflow
 from aipq.cli.options import home_dir, planning_options
-from aipq.cli.render import (
-    explain_dot,
-    explain_tree,
-)
 from aipq.config import Settings
 from aipq.engine.context import RunContext
-from aipq.engine.report import run_dict
 from aipq.errors import BadInputError
-from aipq.ip.explain import explain_dict
+from aipq.explanation import analyzed_explain, explain_dot, explain_tree, planned_explain, statement_info
+from aipq.workflow.source import load_sql
 
 
 @click.command()
@@ -34,24 +30,13 @@ def explain(ctx, source, inline, settings: Settings, fmt, allow_overwrite, analy
     """Show the stage DAG a query compiles to (for a workflow: each statement's), with the information
     passing decisions of the chosen --ip strategy."""
     context = RunContext(home_dir(ctx), settings)
-    planned = workflow.plan_workflow(app.load_sql(source, inline), context, allow_overwrite)
+    planned = workflow.plan_workflow(load_sql(source, inline), context, allow_overwrite)
     if analyze and not planned.is_single_query:
         raise BadInputError("--analyze works on a single query", hint="explain each statement on its own")
     if planned.is_single_query:
         query = planned.steps[0].planned
         assert query is not None
-        if analyze:  # what it knew and would collect is taken before the run changes both
-            needs, known = app.statistics_plan(query.dag, context), app.known_stage_sizes(query.dag, context)
-            result = app.execute(query, context, analyze=True)
-            try:
-                info = analyzed_info(result, context) | {"statistics": needs}
-            finally:
-                result.close()
-                app.finish_stage_cache(context)
-            for stage in info["stages"]:
-                stage["known_output"] = known.get(stage["id"])
-        else:
-            info = app.planned_explain(query, context)
+        info = analyzed_explain(query, context) if analyze else planned_explain(query, context)
         if fmt == "json":
             click.echo(json.dumps(info, indent=2, default=str))
         elif fmt == "dot":
@@ -76,33 +61,7 @@ def explain(ctx, source, inline, settings: Settings, fmt, allow_overwrite, analy
                 console.print(explain_tree(statement["plan"]))
 
 
-def analyzed_info(result: app.QueryRun, context: RunContext) -> dict:
-    """The explain data with the decisions the run made, what it measured and how far the estimates were off."""
-    record = result.record
-    decisions = [m.decisions for m in record.stages if m.decisions is not None]
-    info = explain_dict(result.planned.dag, context.settings, decisions)
-    measured = run_dict(record)
-    # a summary pre-pass (SCAN stage) whose summary was not built did not run
-    info["stages"] = [stage for stage in info["stages"] if stage["id"] in measured["stages"]]
-    for stage in info["stages"]:
-        stage["measured"] = measured["stages"][stage["id"]]
-    info["run"] = {k: v for k, v in measured.items() if k != "stages"}
-    if record.handed_off:
-        info["handoff"] = measured["handoff"]
-    add_estimates(info, {m.stage_id: m.estimate for m in record.stages})  # as the run recorded them
-    return info
 
 
-def add_estimates(info: dict, figures: dict[int, dict]) -> None:
-    for stage in info["stages"]:
-        stage.update(figures.get(stage["id"], {}))
 
 
-def statement_info(planned: workflow.PlannedStep) -> dict:
-    return {
-        "number": planned.step.number,
-        "kind": planned.step.kind,
-        "statement": planned.step.describe(),
-        "skipped": planned.skip_reason,
-        "plan": explain_dict(planned.planned.dag, planned.settings) if planned.planned is not None else None,
-    }

@@ -1,4 +1,5 @@
-"""The ``aipq`` command line: parse arguments, call ``aipq.app``, render."""
+"""The ``aipq`` command line: parse arguments, call the package's modules (``workflow``, ``explanation``,
+``data``, ``bench``), render."""
 
 from __future__ import annotations
 

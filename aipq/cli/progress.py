@@ -7,7 +7,7 @@ import threading
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from aipq.engine.executor import StageListener
+from aipq.engine.dag_run import StageListener
 from aipq.engine.records import StageMetrics
 from aipq.planner.stages import Stage
 

@@ -8,17 +8,11 @@ from dataclasses import dataclass, replace
 import click
 from rich.console import Console
 
-from aipq import app, batch, workflow
+from aipq import batch, workflow
 from aipq.batch import is_batch
-from aipq.cli.explain import analyzed_info
 from aipq.cli.options import home_dir, planning_options
 from aipq.cli.progress import RichStageProgress
-from aipq.cli.render import (
-    explain_tree,
-    result_caption,
-    result_table,
-    run_summary,
-)
+from aipq.cli.render import result_caption, result_table, run_summary
 from aipq.cli.run_report import RunReport, check_distinct_files
 from aipq.config import Settings
 from aipq.engine.context import RunContext
@@ -31,6 +25,9 @@ from aipq.engine.sink import (
     write_output,
 )
 from aipq.errors import BadInputError
+from aipq.explanation import analyzed_info, explain_tree
+from aipq.workflow.query import keep_stage_outputs
+from aipq.workflow.source import load_sql, statements_file
 
 
 @click.command()
@@ -76,7 +73,7 @@ def run(ctx, sources, inline, settings: Settings, fmt, output, output_dir, force
         return
     source = sources[0] if sources else None
     check_distinct_files({"--output": output, "--report": report_path,
-                          "the statements' file": app.statements_file(source)})
+                          "the statements' file": statements_file(source)})
     targets = _Targets(output, fmt, force, show_rows, keep_work, quiet, analyze)
     if report_path is None:
         _run_one(context, source, inline, targets, allow_overwrite, resume, None)
@@ -109,7 +106,7 @@ class _Targets:
 def _run_one(context: RunContext, source: str | None, inline: str | None, targets: _Targets, allow_overwrite: bool,
              resume: bool, report: RunReport | None) -> workflow.WorkflowRun | None:
     """Run one query or workflow and show or write its last SELECT's rows; the workflow's run."""
-    sql = app.load_sql(source, inline)
+    sql = load_sql(source, inline)
     if report is not None:
         report.source = sql.name
     if targets.fmt == "parquet" and targets.output is None:
@@ -118,7 +115,7 @@ def _run_one(context: RunContext, source: str | None, inline: str | None, target
         targets = replace(targets, fmt=output_format(str(targets.output), targets.fmt),
                           output=context.storage.check_local_target(str(targets.output), targets.force))
     targets = replace(targets, fmt=targets.fmt or "table")
-    cached_in = app.keep_stage_outputs(context) if targets.keep_work else None
+    cached_in = keep_stage_outputs(context) if targets.keep_work else None
     planned = workflow.plan_workflow(sql, context, allow_overwrite, record=True, resume=resume)
     if targets.output is not None and not any(isinstance(s.step, workflow.QueryStep) for s in planned.steps):
         raise BadInputError("--output was given but the workflow has no SELECT whose rows could be written")

@@ -9,11 +9,11 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from aipq import app
 from aipq.catalog import TableEntry
 from aipq.cli.options import home_dir, planning_options
 from aipq.cli.render import format_size
 from aipq.config import Settings
+from aipq.data import registering_catalog
 from aipq.engine.context import RunContext
 from aipq.engine.storage import Storage
 from aipq.errors import BadInputError
@@ -29,7 +29,7 @@ def stats():
 
 def _entry(context: RunContext, name: str) -> TableEntry:
     """TABLE in the catalog of record (a Hive metastore when the settings configure one)."""
-    entry = app.registering_catalog(context).lookup(name)
+    entry = registering_catalog(context).lookup(name)
     if entry is None:
         raise BadInputError(f"no registered table {name!r}", hint="see `aipq table list`")
     return entry

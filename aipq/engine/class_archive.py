@@ -8,7 +8,7 @@ Java 17 cannot make the archive by itself (``-XX:+AutoCreateSharedArchive`` came
 one runs slower and then takes about 12 s to write it at exit, so no user command records it:
 
 - A command that finds no archive runs as before and, as it exits, starts a builder in the background at low
-  priority (``python -m aipq.class_archive_builder``). The builder generates TPC-H at SF 0.01 in a scratch home,
+  priority (``python -m aipq.engine.class_archive_builder``). The builder generates TPC-H at SF 0.01 in a scratch home,
   runs a few queries under ``-XX:ArchiveClassesAtExit`` (repartition and broadcast joins, summaries built and
   probed, piggybacked statistics: the classes a run loads), lets the JVM write the archive as it exits, and moves
   the file into place. A lock file keeps a second builder from starting meanwhile.
@@ -143,6 +143,6 @@ def start_builder(final: Path, memory: str) -> None:
     if final.exists() or being_built(final) or failed_marker(final).exists():
         return
     with contextlib.suppress(OSError):  # a cache: the next command tries again
-        subprocess.Popen([sys.executable, "-m", "aipq.class_archive_builder", str(final)],
+        subprocess.Popen([sys.executable, "-m", "aipq.engine.class_archive_builder", str(final)],
                          env={**os.environ, MEMORY_VARIABLE: memory}, stdin=subprocess.DEVNULL,
                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)

@@ -34,7 +34,7 @@ from aipq.engine.storage import join
 from aipq.engine.table_reads import session_table_reads
 from aipq.engine.work_dirs import new_work_dir, remove_work_dir
 from aipq.estimator.join_estimates import KnownTables
-from aipq.ip.planner import StageDecisions
+from aipq.ip.decisions import StageDecisions
 from aipq.planner.logical import Join, Scan
 from aipq.planner.resolve import qualified_key, referenced_tables
 from aipq.planner.stages import StageDag

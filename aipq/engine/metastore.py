@@ -9,7 +9,7 @@ LOCATION``, partitions added or moved), so that readers of the metastore see old
 aipq's own options (who created a table) are table properties; a text table's delimiter is its SerDe's.
 
 Views and locks stay in the aipq home (``catalog.Catalog``): a view is aipq's SQL text, read by aipq only.
-Metadata is read through Spark's external catalog (``engine/jvm.py``) and written with Spark's DDL, so every
+Metadata is read through Spark's external catalog (``engine/jvm/metastore.py``) and written with Spark's DDL, so every
 setting the session has for the metastore (URIs, Kerberos, hive-site.xml) applies.
 """
 

@@ -23,7 +23,7 @@ from aipq.engine.session import sql_conf
 from aipq.engine.stage_job import StageRunner, spark_error
 from aipq.engine.summaries import ProbeRecord
 from aipq.errors import AipqError
-from aipq.ip.planner import StageDecisions
+from aipq.ip.decisions import StageDecisions
 from aipq.planner.stages import Stage
 
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from aipq.engine.jvm import ShuffleFigures
 from aipq.engine.sink import Result
 from aipq.engine.summaries import BuiltSummary, ProbeRecord
-from aipq.ip.planner import StageDecisions
+from aipq.ip.decisions import StageDecisions
 from aipq.planner.stages import StageDag
 
 
@@ -49,7 +49,7 @@ class RunRecord:
     statistics_seconds: float = 0.0  # storing piggybacked statistics, on a thread beside later stages
     statistics_collected: list[str] = field(default_factory=list)  # tables whose statistics this run stored
     result_format: str = "parquet"  # csv or json: the final stage wrote the requested format straight away
-    replans: list[dict] = field(default_factory=list)  # each re-plan between stages (``Replanner``)
+    replans: list[dict] = field(default_factory=list)  # each re-plan between stages (``Reoptimizer``)
     dag: StageDag | None = None  # the DAG the run finished with, when a re-plan changed it
     started_at: float = 0.0  # wall-clock time the run started (what it records itself comes after)
     handed_off: str = ""  # why the query ran as Spark plans it (``engine/handoff.py``); empty: aipq's plan ran

@@ -87,6 +87,7 @@ def get_session(settings: Settings, home: Path):
     """The process's SparkSession (created on first use; later calls reuse it)."""
     check_classic(settings)
     check_java()
+    import pyspark
     from pyspark.sql import SparkSession
 
     from aipq.engine.jvm import COLLECTOR_JAR, disable_nagle
@@ -100,6 +101,7 @@ def get_session(settings: Settings, home: Path):
     _quiet_python_error_logs()
     if launched_by_spark_submit():
         return _start_in_launched_jvm(settings, home)
+    check_spark_version(pyspark.__version__, "this Python's PySpark")  # before its JVM starts with aipq's jar
     driver_memory = settings.spark_conf.get("spark.driver.memory", class_archive.driver_memory())
     archive = class_archive.plan_archive(driver_memory, settings.spark_conf)
     builder = (
@@ -132,10 +134,31 @@ def running_session():
     return None
 
 
+def check_spark_version(version: str, described: str) -> None:
+    """aipq's jar reaches into Spark's internals (plans, expressions, the parquet reader's vectors), which change
+    between minor versions: it runs on the Spark minor version it was built and tested against, and refuses
+    another with a clear error rather than failing in the middle of a query."""
+    from aipq.engine.jvm import jar_spark_version
+
+    built = jar_spark_version()
+    if _minor_version(version) != _minor_version(built):
+        minor = ".".join(map(str, _minor_version(built)))
+        raise EnvironmentProblem(f"{described} runs Spark {version}, but aipq's JVM classes are built and tested for "
+                                 f"Spark {built} (its internals change between minor versions)",
+                                 hint=f"use Spark {minor}: pip install 'pyspark=={minor}.*', or a Spark {minor} "
+                                      "installation for spark-submit")
+
+
+def _minor_version(version: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in version.split(".")[:2] if part.isdigit())
+
+
 def check_aipq_classes(spark, described: str) -> None:
-    """A session aipq runs on needs aipq's JVM classes on its driver, which only its start can put there."""
+    """A session aipq runs on needs aipq's JVM classes on its driver, which only its start can put there, and
+    the Spark they were built for."""
     from aipq.engine.jvm import aipq_classes_loaded
 
+    check_spark_version(spark.version, described)
     if not aipq_classes_loaded(spark):
         raise EnvironmentProblem(f"{described} was started without aipq's jar, so aipq cannot run on it",
                                  hint="start it with aipq's settings: SparkSession.builder.config("
@@ -161,6 +184,7 @@ def _start_in_launched_jvm(settings: Settings, home: Path):
     if settings.master:
         builder = builder.master(settings.master)
     spark = _configured(builder, settings, home, launched=True).getOrCreate()
+    check_spark_version(spark.version, "the Spark spark-submit started")
     if not aipq_classes_loaded(spark):
         raise EnvironmentProblem("spark-submit started this driver without aipq's jar",
                                  hint='launch it as: spark-submit [options] $(aipq submit-args) run …')

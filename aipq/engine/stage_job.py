@@ -24,7 +24,7 @@ from aipq.engine.summaries import ProbeRecord, SummaryStore
 from aipq.engine.udf_errors import python_udf_failure
 from aipq.errors import AipqError, BadInputError, ExecutionError, warn
 from aipq.files import total_bytes
-from aipq.ip.planner import StageDecisions, SummaryUse
+from aipq.ip.decisions import StageDecisions, SummaryUse
 from aipq.planner.logical import Join, Scan, Sort
 from aipq.planner.stages import Stage
 

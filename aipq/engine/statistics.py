@@ -32,7 +32,7 @@ from aipq.engine.footers import FooterStatistics, footer_statistics
 from aipq.engine.session import read_table, table_rows
 from aipq.errors import AipqError, warn
 from aipq.files import FileSource
-from aipq.ip.planner import StageDecisions, drops_output_rows
+from aipq.ip.decisions import StageDecisions, drops_output_rows
 from aipq.planner.logical import Join, Limit, Scan
 from aipq.planner.stages import Stage, StageDag
 from aipq.stats import sketches

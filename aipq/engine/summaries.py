@@ -24,7 +24,8 @@ from aipq.catalog import TableEntry
 from aipq.engine import jvm
 from aipq.engine.storage import Storage, join
 from aipq.errors import AipqError
-from aipq.ip.planner import BLOOM_HEADER_BYTES, BuiltInfo, SummaryBuild, SummaryUse
+from aipq.ip.bloom_sizing import BLOOM_HEADER_BYTES
+from aipq.ip.decisions import BuiltInfo, SummaryBuild, SummaryUse
 from aipq.planner.logical import Scan
 from aipq.stats import sketches
 from aipq.stats.sketches import sketch_input_sql

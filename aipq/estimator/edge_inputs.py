@@ -28,13 +28,14 @@ from sqlglot import exp
 from aipq.catalog import TableEntry
 from aipq.config import Settings
 from aipq.estimator.benefit import EdgeEstimate, EdgeInputs, best_estimate, materialization_cost
-from aipq.estimator.cardinality import Cardinality, StatsLookup, kept_distinct, value_bounds
+from aipq.estimator.cardinality import Cardinality, StatsLookup, kept_distinct
 from aipq.estimator.join_estimates import KnownTables
 from aipq.estimator.overlap import KeyRange, common_keys, span_keys
 from aipq.estimator.parameters import PAGE_BYTES, Calibration, parse_memory, sort_buffer_pages
+from aipq.estimator.selectivity import value_bounds
 from aipq.files import FileSource, NoFiles
 from aipq.ip.candidates import Candidate, Target, distinct_bound, leaf_columns
-from aipq.ip.planner import NO_PRUNING, BuiltInfo, Pruning
+from aipq.ip.decisions import NO_PRUNING, BuiltInfo, Pruning
 from aipq.planner.logical import Join, Scan, path_to
 from aipq.planner.reducers import reduce_tasks, stage_input_bytes
 from aipq.planner.stages import Stage, StageDag, StageRead

@@ -6,7 +6,8 @@ from typing import Any
 
 from aipq.config import KNOBS, Settings
 from aipq.ip import staging
-from aipq.ip.planner import EdgeEstimator, IpPlanner, StageDecisions, SummaryBuild, SummaryUse
+from aipq.ip.decisions import EdgeEstimator, StageDecisions, SummaryBuild, SummaryUse
+from aipq.ip.planner import IpPlanner
 from aipq.planner.logical import Aggregate, Generate, Join, Limit, Node, Scan, Sort, Window, render
 from aipq.planner.stages import Stage, StageDag, StageRead
 

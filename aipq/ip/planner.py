@@ -1,401 +1,50 @@
 """The IP planner: before each stage is submitted, which summaries it builds (the paper's Algorithm 1,
 SUMMARY_CREATION) and which earlier summaries it loads and where (Algorithm 2, SUMMARY_USAGE), with a reason
-for each decision.
-
-The admissible edges come from ``ip/candidates.py``; a strategy chooses among them:
-
-- ``off``: Hive — nothing.
-- ``hip``: the HIP baseline — every stage whose output a later JOIN stage reads builds a list of the distinct
-  hash values of the key it is joined on; the consuming stage loads it (child-to-parent only) when its size is
-  at most α. No estimation.
-- ``always``: "IP without benefit estimation" — every admissible summary is a Bloom filter, built and used
-  (child-to-parent, sibling-to-sibling, transitive) when it is at most α.
-- ``oracle``: the same edges as ``always`` with exact key sets, so the false-positive cost can be measured.
-
-- ``adaptive``: the paper's IP with its benefit check — a summary is built when the edges it serves may pay
-  together (Algorithm 1: the sum of their B with its building cost counted once > β, with the best case for the
-  key overlap, since the producer has not run), and used when
-  the estimate from what is known once it is built (its actual keys and their sketch, the sizes of the stages
-  that ran, the repository's statistics) still clears β and it is at most α (Algorithm 2). The estimate
-  itself comes from an ``EdgeEstimator`` (``estimator/edge_inputs.py`` over ``estimator/``).
-"""
+for each decision. The strategy (``ip/strategies.py``) chooses; the planner walks the stages, keeps what was
+chosen and built so far, and asks the estimator (``ip/decisions.EdgeEstimator``) what each edge is worth."""
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
-from typing import Literal, Protocol
 
 from aipq.config import Settings
+from aipq.ip.bloom_sizing import (
+    AUTO_BLOOM_CAP_BYTES,
+    bloom_bits,
+    bloom_items,
+    least_items,
+    loadable_bits,
+)
 from aipq.ip.candidates import Candidate, Target, find_candidates
+from aipq.ip.decisions import (
+    BuiltInfo,
+    EdgeEstimator,
+    Estimate,
+    Pruning,
+    Rejected,
+    StageDecisions,
+    SummaryBuild,
+    SummaryUse,
+)
 from aipq.ip.staging import builds_summaries, may_fuse, surely_written
+from aipq.ip.strategies import STRATEGIES, PredicateTransfer, Strategy
 from aipq.ip.transfer import transfer_candidates
 from aipq.planner.stages import Stage, StageDag
-
-SummaryKind = Literal["bloom", "hash-list", "exact"]
-MAX_HASH_FUNCTIONS = 16
-MIN_BLOOM_BITS = 1 << 16
-# Auto-sized filters stop here unless --bloom-size says otherwise: the distinct-key bounds available before a
-# stage runs (input row counts) are loose, and Spark's runtime filters use the same 1 MB default.
-AUTO_BLOOM_CAP_BYTES = 1024 * 1024
-# A predicate transfer pass's filter holds room for this many times the keys it is estimated to hold: its
-# estimate is an upper bound where the statistics hold, and an underestimate costs precision, never rows.
-TRANSFER_KEY_MARGIN = 2
-# Spark's serialized Bloom filter: its bits plus at most this header (version, hash functions, word count)
-BLOOM_HEADER_BYTES = 16
-
-
-def loadable_bits(alpha: int) -> int:
-    """The most bits a Bloom filter may have for its serialized form, header included, to stay within α (whole
-    64-bit words, as Spark stores them)."""
-    return max((alpha - BLOOM_HEADER_BYTES) * 8 // 64 * 64, 64)
-
-
-@dataclass(frozen=True)
-class SummaryBuild:
-    """SUMMARY_CREATION: stage ``stage`` summarizes its output column ``column`` while writing it."""
-
-    stage: int
-    column: str
-    kind: SummaryKind
-    bits: int | None  # Bloom filters: the filter's size in bits
-    expected_items: int | None  # what the size was chosen for (None: fixed size or not a Bloom filter)
-    reason: str
-    estimate: dict | None = None  # adaptive: the benefit estimate of the best edge it serves
-
-    @property
-    def key(self) -> tuple[int, str]:
-        return (self.stage, self.column)
-
-    @property
-    def planned_bytes(self) -> int | None:
-        return None if self.bits is None else self.bits // 8
-
-
-@dataclass(frozen=True)
-class SummaryUse:
-    """SUMMARY_USAGE: the summary of ``producer.column`` prunes ``target``."""
-
-    producer: int
-    column: str
-    target: Target
-    relation: str
-    reason: str
-    estimate: dict | None = None  # adaptive: B and its parts, and where each input came from
-
-    @property
-    def summary(self) -> tuple[int, str]:
-        return (self.producer, self.column)
-
-
-@dataclass(frozen=True)
-class Rejected:
-    candidate: Candidate
-    reason: str
-    estimate: dict | None = None
-
-
-@dataclass
-class StageDecisions:
-    stage: int
-    builds: list[SummaryBuild] = field(default_factory=list)
-    uses: list[SummaryUse] = field(default_factory=list)
-    rejected: list[Rejected] = field(default_factory=list)
-    # the share of the stage's subplan rows the estimator expects it to output once the summaries chosen probe:
-    # here and below (``IpPlanner.share_after_pruning``), and of that at its own places alone (``share_within``)
-    rows_kept: float = 1.0
-    own_rows_kept: float = 1.0
-
-
-# Summaries that prune a stage's own join inputs by the other side's keys: they drop only rows that join drops.
-OWN_JOIN_RELATIONS = ("child-to-parent", "filtered-scan")
-
-
-def drops_output_rows(decisions: StageDecisions) -> bool:
-    """Whether the summaries a stage applies may remove rows its subplan outputs: any but those pruning its own
-    join's inputs (sibling-to-sibling and transitive passing drop rows only a later join drops)."""
-    return any(_beyond_own_join(u, decisions.stage) for u in decisions.uses)
-
-
-def keeping_output_exact(decisions: StageDecisions) -> StageDecisions:
-    """The decisions without the summaries that would remove rows the stage's subplan outputs."""
-    return replace(decisions, uses=[u for u in decisions.uses if not _beyond_own_join(u, decisions.stage)],
-                   rows_kept=decisions.rows_kept / max(decisions.own_rows_kept, 1e-12), own_rows_kept=1.0)
-
-
-def _beyond_own_join(use: SummaryUse, stage: int) -> bool:
-    return not (use.relation in OWN_JOIN_RELATIONS and use.target.stage == stage)
-
-
-@dataclass(frozen=True)
-class BuiltInfo:
-    """What the planner knows of a summary once its stage ran."""
-
-    kind: SummaryKind
-    size_bytes: int | None
-    items: int | None
-    sketch: bytes | None = None  # HLL sketch of its keys, for the benefit estimator
-
-
-def bloom_bits(expected_items: int, fpp: float, cap_bytes: int) -> int:
-    """Bits for ``expected_items`` keys at false-positive rate ``fpp`` (m = -n ln p / (ln 2)^2), a multiple of
-    64 between 64 Kbit and the cap."""
-    wanted = -max(expected_items, 1) * math.log(fpp) / (math.log(2) ** 2)
-    bits = max(MIN_BLOOM_BITS, min(int(wanted), cap_bytes * 8))
-    return (bits + 63) // 64 * 64
-
-
-def least_items(bits: int) -> int:
-    """The fewest items to tell Spark a filter of ``bits`` holds: with k = round(bits/n · ln 2), one expected key
-    in 64 Kbit means 45,000 hash functions per probe (docs/decisions.md), while beyond
-    MAX_HASH_FUNCTIONS the false-positive rate is already below 2^-16."""
-    return max(math.ceil(bits * math.log(2) / MAX_HASH_FUNCTIONS), 1)
-
-
-def bloom_items(bits: int, fpp: float) -> int:
-    """The number of keys a filter of ``bits`` holds at false-positive rate ``fpp`` (``bloom_bits`` inverted).
-
-    Spark picks a filter's number of hash functions from the item count it is given, k = round(bits/n · ln 2):
-    given a loose upper bound (all 6 M lineitem rows for 0.5 M distinct keys) it picks k = 1 and the filter
-    passes ~10 % of absent keys instead of 1 %."""
-    return max(int(bits * (math.log(2) ** 2) / -math.log(fpp)), 1)
-
 
 # A nearer stage's summary keeping at least this share of what a farther one keeps prunes nothing worth a write.
 NEARER_KEEPS_AS_MUCH = 0.9
 
-
-class Estimate(Protocol):
-    """What the planner reads of a benefit estimate (``estimator.benefit.EdgeEstimate``)."""
-
-    @property
-    def total(self) -> float: ...
-
-    @property
-    def filter_bytes(self) -> int: ...
-
-    @property
-    def expected_keys(self) -> float | None: ...
-
-    @property
-    def savings(self) -> float: ...
-
-    @property
-    def one_time(self) -> float: ...
-
-    @property
-    def survive(self) -> float: ...  # share of the probed rows the summary keeps
-
-    def with_downstream(self, saved: float) -> Estimate: ...
-
-    def as_dict(self) -> dict: ...
-
-
-@dataclass(frozen=True)
-class Pruning:
-    """What the summaries chosen so far do to the plan, handed to the estimator with every edge it prices: of
-    what a stage's subplan wrote in an earlier run, the share kept now that summaries chosen in or below it
-    prune (``after``); of a place's rows, the share the summaries already chosen there keep (``at``); of a
-    stage's rows as its plan estimates them from its inputs, the share its own probes keep (``within``)."""
-
-    after: Callable[[int], float]
-    at: Callable[[Target], float]
-    within: Callable[[int], float] = lambda stage_id: 1.0
-
-
-NO_PRUNING = Pruning(after=lambda stage_id: 1.0, at=lambda target: 1.0)
-
-
-class EdgeEstimator(Protocol):
-    def materialization_seconds(self, stage_id: int) -> float:
-        """Writing the stage's output and reading it back, beyond computing it in its consumer's job."""
-
-    def __call__(self, candidate: Candidate, built: BuiltInfo | None, pruning: Pruning) -> Estimate | None:
-        """The benefit of ``candidate``: before its summary exists (``built`` None: the best case the known
-        sizes allow) or once it does, given the pruning chosen so far."""
-        ...
-
-
-class Strategy:
-    name = "off"
-    kind: SummaryKind = "bloom"
-
-    def filter_bits(self, planner: IpPlanner, stage: Stage, column: str) -> int | None:
-        """The Bloom filter size this strategy chose for a summary (None: the planner's sizing rule)."""
-        return None
-
-    def creation(self, planner: IpPlanner, stage: Stage) -> list[tuple[str, str]]:
-        """(column, reason) for each summary ``stage`` should build."""
-        return []
-
-    def usage(self, planner: IpPlanner, candidate: Candidate, built: BuiltInfo) -> str | None:
-        """The reason to use ``candidate`` now that its summary exists, or None to skip it (see rejection)."""
-        return None
-
-    def rejection(self, planner: IpPlanner, candidate: Candidate, built: BuiltInfo | None) -> str:
-        return "strategy off"
-
-
-class Hip(Strategy):
-    name = "hip"
-    kind: SummaryKind = "hash-list"
-
-    def creation(self, planner, stage):
-        consumers = planner.dag.dataflow.get(stage.id, [])
-        if stage.consumer_keys and any(planner.dag.stage(c).operator == "JOIN" for c in consumers):
-            return [(column, "HIP: a later JOIN stage reads this output on this key")
-                    for column in stage.consumer_keys]
-        return []
-
-    def usage(self, planner, candidate, built):
-        if candidate.relation != "child-to-parent" or built.kind != "hash-list":
-            return None
-        if built.size_bytes is None:
-            return "HIP: child-to-parent, if the hash list is ≤ α once built"
-        if built.size_bytes > planner.settings.alpha:
-            return None
-        return f"HIP: child-to-parent, hash list of {built.items or 0:,} keys ≤ α"
-
-    def rejection(self, planner, candidate, built):
-        if candidate.relation != "child-to-parent":
-            return f"HIP passes child-to-parent only ({candidate.relation})"
-        if built is None or built.kind != "hash-list":
-            return "HIP: no hash list on this key"
-        return f"HIP: hash list {built.size_bytes:,} B > α"
-
-
-class Always(Strategy):
-    name = "always"
-
-    def creation(self, planner, stage):
-        columns = sorted({c.column for c in planner.candidates if c.producer == stage.id})
-        return [(column, "every admissible summary is built (no benefit estimation)") for column in columns]
-
-    def usage(self, planner, candidate, built):
-        if built.size_bytes is not None and built.size_bytes > planner.settings.alpha:
-            return None
-        return f"{candidate.relation}, summary ≤ α (no benefit estimation)"
-
-    def rejection(self, planner, candidate, built):
-        if built is None:
-            return "summary not built"
-        return f"summary {built.size_bytes:,} B > α"
-
-
-class Oracle(Always):
-    name = "oracle"
-    kind: SummaryKind = "exact"
-
-    def usage(self, planner, candidate, built):
-        return f"{candidate.relation}, exact key set (the edges 'always' uses)"
-
-
-class Adaptive(Strategy):
-    """Algorithms 1–2 with the benefit check B > β (eq. 1 and the terms aipq adds, ``estimator/benefit.py``)."""
-
-    name = "adaptive"
-
-    def creation(self, planner, stage):
-        chosen, benefit = [], 0.0
-        for column in sorted({c.column for c in planner.candidates if c.producer == stage.id}):
-            together = planner.creation_benefit(stage.id, column)
-            best = planner.best_edge(stage.id, column)
-            if together is not None and best is not None and together > planner.settings.beta:
-                if stage.operator == "SCAN" and not planner.probed_when_planned(stage.id, column):
-                    continue
-                benefit += together
-                chosen.append((column, f"may pay: its edges together B = {together:.3f} s > β = "
-                                       f"{planner.settings.beta:g} s (best case; best edge with a "
-                                       f"{best.filter_bytes:,} B filter)"))
-        cost = planner.materialization_cost(stage)
-        if chosen and cost > 0:  # adaptive staging fuses this stage unless its summaries pay for its write
-            if benefit - cost <= planner.settings.beta:
-                return []
-            chosen = [(column, f"{reason}; with its stage's write ({cost:.3f} s) B = {benefit - cost:.3f} s")
-                      for column, reason in chosen]
-        return chosen
-
-    def filter_bits(self, planner, stage, column):
-        if planner.settings.bloom_size > 0:
-            return None
-        best = planner.best_edge(stage.id, column)
-        # a pre-pass's keys are estimated before any stage ran, from filters and summaries on other tables: never
-        # below bloom_bits' floor there, as a filter sized to a key estimate several times too low saturates and
-        # keeps every row, while 64 Kbit cost next to nothing to build, send and probe (docs/decisions.md)
-        least = MIN_BLOOM_BITS if stage.operator == "SCAN" else 64
-        return None if best is None else max(best.filter_bytes * 8, least)
-
-    def usage(self, planner, candidate, built):
-        if built.size_bytes is not None and built.size_bytes > planner.settings.alpha:
-            return None
-        estimate = planner.estimate(candidate, built)
-        if estimate is None or estimate.total <= planner.settings.beta:
-            return None
-        return f"{candidate.relation}, B = {estimate.total:.3f} s > β = {planner.settings.beta:g} s"
-
-    def rejection(self, planner, candidate, built):
-        if built is None:
-            return "summary not built (no edge it serves was estimated to pay)"
-        if built.size_bytes is not None and built.size_bytes > planner.settings.alpha:
-            return f"summary {built.size_bytes:,} B > α"
-        estimate = planner.estimate(candidate, built)
-        if estimate is None:
-            return "no estimate"
-        return f"B = {estimate.total:.3f} s ≤ β = {planner.settings.beta:g} s"
-
-
-class PredicateTransfer(Always):
-    """Predicate transfer: every probe of the schedule ``ip/transfer.py`` laid out, each pass building the
-    summaries of its join keys; no stage output builds one."""
-
-    name = "transfer"
-
-    def filter_bits(self, planner, stage, column):
-        """Sized for the keys the pass is estimated to hold (``dag.transfer_keys``), with room for twice as many;
-        the planner's sizing by the table's rows where the estimates are unknown or --bloom-size is set."""
-        keys = planner.dag.transfer_keys.get((stage.id, column))
-        if planner.settings.bloom_size > 0 or keys is None:
-            return None
-        cap = min(planner.settings.alpha, AUTO_BLOOM_CAP_BYTES)
-        return bloom_bits(math.ceil(keys * TRANSFER_KEY_MARGIN), planner.settings.bloom_fpp, cap)
-
-    def creation(self, planner, stage):
-        columns = sorted({c.column for c in planner.candidates if c.producer == stage.id})
-        return [(column, f"predicate transfer, {planner.dag.transfer_passes.get(stage.id, 'reading')} pass")
-                for column in columns]
-
-    def usage(self, planner, candidate, built):
-        if built.size_bytes is not None and built.size_bytes > planner.settings.alpha:
-            return None
-        return "predicate transfer: " + ("a later pass over this table" if candidate.target.stage in
-                                         planner.dag.transfer_passes else "the stage that reads this table")
-
-
-class TransferOracle(PredicateTransfer):
-    """The transfer schedule with exact key sets: the physical limit of its pruning."""
-
-    name = "transfer-oracle"
-    kind: SummaryKind = "exact"
-
-    def usage(self, planner, candidate, built):
-        return "predicate transfer with the exact key set"
-
-
-_STRATEGIES: dict[str, type[Strategy]] = {"off": Strategy, "hip": Hip, "always": Always, "oracle": Oracle,
-                                          "adaptive": Adaptive, "transfer": PredicateTransfer,
-                                          "transfer-oracle": TransferOracle}
 
 
 class IpPlanner:
     def __init__(self, dag: StageDag, settings: Settings,
                  expected_items: Callable[[int, str], int | None] | None = None,
                  estimator: EdgeEstimator | None = None, strategy: Strategy | None = None):
-        if strategy is None and settings.ip not in _STRATEGIES:
+        if strategy is None and settings.ip not in STRATEGIES:
             raise ValueError(f"unknown information passing strategy {settings.ip!r}")
         self.dag = dag
         self.settings = settings
-        self.strategy = strategy or _STRATEGIES[settings.ip]()
+        self.strategy = strategy or STRATEGIES[settings.ip]()
         self.candidates = (transfer_candidates(dag) if isinstance(self.strategy, PredicateTransfer)
                            else find_candidates(dag, surely_written(dag, settings)) if self.strategy.name != "off"
                            else [])
@@ -704,6 +353,8 @@ class IpPlanner:
         return result
 
 
+
 def _place(target: Target) -> tuple:
     """Where a summary probes, whatever its column: a stage input (its plan leaf) or the stage's output."""
     return (target.stage, target.place, target.node_id)
+

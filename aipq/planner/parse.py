@@ -30,7 +30,7 @@ def _quiet_parser() -> Iterator[None]:
 
 def parse_statements(sql: str, dialect: str, source_name: str | None = None) -> list[exp.Expression]:
     """Parse ``;``-separated statements; empty statements (e.g. a trailing ``;``) are dropped."""
-    if "\x00" in sql:  # aipq hands SQL fragments to its JVM classes NUL-separated (engine/jvm.py)
+    if "\x00" in sql:  # aipq hands SQL fragments to its JVM classes NUL-separated (engine/jvm/)
         raise SqlSyntaxError("the SQL text holds a NUL character (code 0)",
                              position=offset_position(sql, sql.index("\x00")), source_name=source_name,
                              hint="remove it; where a value needs that character, write chr(0)")

@@ -6,15 +6,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from aipq.app import QueryRun, SqlSource
 from aipq.catalog import TableEntry
 from aipq.config import Settings
 from aipq.engine.context import RunContext
 from aipq.engine.records import RunRecord
 from aipq.engine.report import run_dict
-from aipq.journal import Journal
 from aipq.pipeline import PlannedQuery
-from aipq.planner.statements import QueryStep, Step
+from aipq.workflow.journal import Journal
+from aipq.workflow.query import QueryRun
+from aipq.workflow.source import SqlSource
+from aipq.workflow.statements import QueryStep, Step
 
 CREATED_BY = "aipq.created_by"
 

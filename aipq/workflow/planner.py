@@ -9,18 +9,24 @@ from dataclasses import dataclass, replace
 
 from sqlglot import exp
 
-from aipq.app import SqlSource
 from aipq.catalog import DEFAULT_DATABASE, Partition, TableEntry, split_name
 from aipq.config import Settings
 from aipq.engine.context import RunContext
 from aipq.errors import BadInputError, UnknownNameError
-from aipq.journal import Journal, durable
 from aipq.pipeline import PlannedQuery, plan_statement
 from aipq.planner.logical import Project
 from aipq.planner.parse import node_position, parse_statements
 from aipq.planner.partitions import value_fits
 from aipq.planner.resolve import referenced_tables
-from aipq.planner.statements import (
+from aipq.planner.table_output import TableShape
+from aipq.setting_aliases import alias_for, apply_alias
+from aipq.workflow.catalog_view import WorkflowCatalog, in_database, view_query
+from aipq.workflow.journal import Journal, durable
+from aipq.workflow.model import CREATED_BY, PlannedStep, Workflow, created_by, creator_id
+from aipq.workflow.resume import committed_before_kill, journal_for
+from aipq.workflow.source import SqlSource
+from aipq.workflow.statement_parser import to_step
+from aipq.workflow.statements import (
     WRITE_FORMATS,
     AnalyzeStep,
     CreateDatabaseStep,
@@ -33,16 +39,8 @@ from aipq.planner.statements import (
     Step,
     UseStep,
     ViewStep,
-    WorkflowCatalog,
     WriteStep,
-    in_database,
-    to_step,
-    view_query,
 )
-from aipq.planner.table_output import TableShape
-from aipq.setting_aliases import alias_for, apply_alias
-from aipq.workflow.model import CREATED_BY, PlannedStep, Workflow, created_by, creator_id
-from aipq.workflow.resume import committed_before_kill, journal_for
 
 
 @dataclass(frozen=True)

@@ -5,14 +5,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from aipq.app import SqlSource
 from aipq.config import home_writable
 from aipq.engine.context import RunContext
 from aipq.engine.tables import appended_files, committed_here
 from aipq.errors import BadInputError, ExecutionError
-from aipq.journal import Journal
-from aipq.planner.statements import Step, WriteStep
+from aipq.workflow.journal import Journal
 from aipq.workflow.model import created_by
+from aipq.workflow.source import SqlSource
+from aipq.workflow.statements import Step, WriteStep
 
 
 def journal_for(source: SqlSource, context: RunContext, resume: bool) -> Journal | None:

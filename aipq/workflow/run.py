@@ -6,12 +6,12 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from aipq import faults
-from aipq.app import execute, finish_stage_cache
-from aipq.engine.executor import StageListener
+from aipq.engine.dag_run import StageListener
 from aipq.errors import ExecutionError
-from aipq.journal import durable
+from aipq.workflow.journal import durable
 from aipq.workflow.model import StepOutcome, Workflow, WorkflowRun
 from aipq.workflow.planner import WorkflowPlanner
+from aipq.workflow.query import execute, finish_stage_cache
 from aipq.workflow.steps import run_step
 
 

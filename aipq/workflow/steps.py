@@ -8,10 +8,9 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-from aipq.app import execute
 from aipq.catalog import Catalog, Partition, TableEntry, split_name
 from aipq.engine.context import RunContext
-from aipq.engine.executor import StageListener
+from aipq.engine.dag_run import StageListener
 from aipq.engine.statistics import collect_table
 from aipq.engine.tables import (
     TableWrite,
@@ -21,8 +20,12 @@ from aipq.engine.tables import (
     remove_data,
 )
 from aipq.errors import BadInputError, ExecutionError
-from aipq.journal import Journal
-from aipq.planner.statements import (
+from aipq.workflow.catalog_view import view_query
+from aipq.workflow.journal import Journal
+from aipq.workflow.model import CREATED_BY, PlannedStep, StepOutcome, WorkflowRun, created_by
+from aipq.workflow.planner import WorkflowPlanner, matches, new_table, table_columns
+from aipq.workflow.query import execute
+from aipq.workflow.statements import (
     AnalyzeStep,
     CreateDatabaseStep,
     CreateTableStep,
@@ -33,10 +36,7 @@ from aipq.planner.statements import (
     UseStep,
     ViewStep,
     WriteStep,
-    view_query,
 )
-from aipq.workflow.model import CREATED_BY, PlannedStep, StepOutcome, WorkflowRun, created_by
-from aipq.workflow.planner import WorkflowPlanner, matches, new_table, table_columns
 
 
 @dataclass

@@ -16,8 +16,8 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import oracle_connection
-from test_metastore import Metastore, _free_port, _spark_home, _stop
+from conftest import free_port, oracle_connection
+from test_metastore import Metastore, _spark_home, _stop
 
 pytestmark = pytest.mark.slow
 
@@ -55,7 +55,7 @@ def _rows(path: Path) -> list[tuple]:
 
 @pytest.fixture(scope="module")
 def store(tmp_path_factory):
-    service = Metastore(tmp_path_factory.mktemp("metastore"), _free_port())
+    service = Metastore(tmp_path_factory.mktemp("metastore"), free_port())
     yield service
     _stop(service.service)
 

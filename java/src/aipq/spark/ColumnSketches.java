@@ -3,7 +3,6 @@ package aipq.spark;
 import java.io.IOException;
 import java.io.ObjectInputStream;
 import java.io.ObjectOutputStream;
-import java.lang.reflect.Field;
 import java.nio.ByteBuffer;
 import java.util.ArrayList;
 import java.util.BitSet;
@@ -28,21 +27,14 @@ import org.apache.spark.sql.catalyst.expressions.AttributeReference;
 import org.apache.spark.sql.catalyst.expressions.ExprId;
 import org.apache.spark.sql.catalyst.expressions.Expression;
 import org.apache.spark.sql.catalyst.expressions.Literal;
-import org.apache.spark.sql.catalyst.expressions.XXH64;
 import org.apache.spark.sql.catalyst.expressions.objects.Invoke;
 import org.apache.spark.sql.catalyst.plans.logical.Filter;
 import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan;
 import org.apache.spark.sql.classic.ExpressionUtils;
-import org.apache.spark.sql.execution.datasources.parquet.ParquetDictionary;
-import org.apache.spark.sql.execution.vectorized.Dictionary;
-import org.apache.spark.sql.execution.vectorized.WritableColumnVector;
 import org.apache.spark.sql.functions;
 import org.apache.spark.sql.types.AbstractDataType;
-import org.apache.spark.sql.types.DataType;
 import org.apache.spark.sql.types.DataTypes;
-import org.apache.spark.sql.types.DecimalType;
 import org.apache.spark.sql.types.ObjectType;
-import org.apache.spark.sql.vectorized.ColumnVector;
 import org.apache.spark.sql.vectorized.ColumnarBatch;
 import org.apache.spark.unsafe.types.UTF8String;
 import org.apache.spark.util.AccumulatorV2;
@@ -80,23 +72,10 @@ import scala.jdk.javaapi.CollectionConverters;
  */
 public final class ColumnSketches extends AccumulatorV2<Object, Long> {
     private static final long serialVersionUID = 1L;
-    private static final int RECENT = 16384;  // direct-mapped cache of values just sketched, per column
-    private static final long XXHASH64_SEED = 42L;  // Spark's xxhash64 seed
-    private static final int SMALL_VALUES = 1 << 23;  // integral values below this are deduplicated by a bitmap
+    static final int RECENT = 16384;  // direct-mapped cache of values just sketched, per column
+    static final long XXHASH64_SEED = 42L;  // Spark's xxhash64 seed
+    static final int SMALL_VALUES = 1 << 23;  // integral values below this are deduplicated by a bitmap
     public static final int SAMPLE = 256;  // distinct values sampled per text column
-    // Batch kinds: how observeBatch reads a column's vector (decimals also carry precision and scale above 8 bits)
-    private static final int ROWS_ONLY = 0;
-    private static final int BYTE = 1;
-    private static final int SHORT = 2;
-    private static final int INT = 3;
-    private static final int LONG = 4;
-    private static final int TEXT = 5;
-    private static final int DATE = 6;
-    private static final int DECIMAL = 7;
-    // A vector's dictionary (protected) and, inside Spark's per-batch wrapper, the parquet column chunk's own
-    // (private): null if a Spark upgrade renamed them, and then every row is read.
-    private static final Field VECTOR_DICTIONARY = field(WritableColumnVector.class, "dictionary");
-    private static final Field CHUNK_DICTIONARY = field(ParquetDictionary.class, "dictionary");
 
     private final int columns;
     private final int lgK;
@@ -110,16 +89,10 @@ public final class ColumnSketches extends AccumulatorV2<Object, Long> {
     private long[] widths;
     private ArrayList<TreeMap<Integer, String>> samples;  // per column: value hash → value, the SAMPLE least
     // Per column, the values already in its sketch (a repeat changes nothing: unions are idempotent), so that a
-    // repeat skips the hash: keyed by the value sketched on the row path, by the column's raw value on the batch
-    // path (a date's day, a decimal's unscaled value: hashed only when new). Made on first use.
+    // repeat skips the hash: keyed by the value sketched (the batch path keeps its own). Made on first use.
     private transient SeenValues[] rowSeen;
-    private transient SeenValues[] batchSeen;
     private transient UTF8String[][] recentTexts;
-    // Dictionary-encoded vectors: the batch in which each dictionary id was last sketched, and its value's width
-    private transient int[][] sketchedIn;
-    private transient int[][] idWidths;
-    private transient int batches;
-    private transient Object[] sketchedChunks;  // per column the parquet dictionary last sketched whole
+    private transient BatchDecoding decoding;  // the batch path's per-task state
 
     public ColumnSketches(int columns, int lgK) {
         this.columns = columns;
@@ -296,7 +269,7 @@ public final class ColumnSketches extends AccumulatorV2<Object, Long> {
         partition = task == null ? Integer.MAX_VALUE : task.partitionId();
     }
 
-    private static SeenValues seenValues(SeenValues[] perColumn, int column) {
+    static SeenValues seenValues(SeenValues[] perColumn, int column) {
         SeenValues values = perColumn[column];
         return values != null ? values : (perColumn[column] = new SeenValues());
     }
@@ -318,7 +291,7 @@ public final class ColumnSketches extends AccumulatorV2<Object, Long> {
         return true;
     }
 
-    private void sketchText(int column, UTF8String value) {
+    void sketchText(int column, UTF8String value) {
         int slot = value.hashCode() & (RECENT - 1);
         UTF8String recent = recentTexts[column][slot];
         if (recent != null && recent.equals(value)) {
@@ -356,7 +329,7 @@ public final class ColumnSketches extends AccumulatorV2<Object, Long> {
         for (int i = 0; i < columns; i++) {
             if (sources[i].isEmpty()) {
                 ordinals[i] = -1;
-                kinds[i] = ROWS_ONLY;
+                kinds[i] = BatchDecoding.ROWS_ONLY;
                 continue;
             }
             ordinals[i] = -1;
@@ -371,7 +344,7 @@ public final class ColumnSketches extends AccumulatorV2<Object, Long> {
             if (ordinals[i] < 0) {
                 return null;
             }
-            kinds[i] = batchKind(attributes.get(ordinals[i]).dataType());
+            kinds[i] = BatchDecoding.batchKind(attributes.get(ordinals[i]).dataType());
             if (kinds[i] < 0) {
                 return null;
             }
@@ -379,230 +352,30 @@ public final class ColumnSketches extends AccumulatorV2<Object, Long> {
         return new int[][] {ordinals, kinds};
     }
 
-    /** How a vector of this type is read so that it sketches as sketch_input_sql's value does; -1: unknown. */
-    private static int batchKind(DataType type) {
-        if (type.equals(DataTypes.ByteType)) {
-            return BYTE;
-        } else if (type.equals(DataTypes.ShortType)) {
-            return SHORT;
-        } else if (type.equals(DataTypes.IntegerType)) {
-            return INT;
-        } else if (type.equals(DataTypes.LongType)) {
-            return LONG;
-        } else if (type.equals(DataTypes.StringType)) {
-            return TEXT;
-        } else if (type.equals(DataTypes.DateType)) {
-            return DATE;
-        } else if (type instanceof DecimalType decimal && decimal.precision() <= 18 && decimal.scale() >= 0) {
-            return DECIMAL | decimal.precision() << 8 | decimal.scale() << 16;
-        }
-        return -1;
-    }
-
     /**
      * One batch of a columnar scan: the same figures as {@link #updateLong} and {@link #updateText} on each of its
-     * rows. Each column is read in a loop of its own type, its repeats found by raw value before any hashing; a
-     * dictionary-encoded string is read and sketched once per batch per dictionary id; the rows of a
-     * dictionary-encoded parquet integer or date column are not read: its column chunk's dictionary is sketched
-     * instead. (Row by row through one generic path this cost 10 ns per sorted or small key and 21 ns per date in
-     * a micro-benchmark; 2.6 and 2.5 ns this way.)
+     * rows, read by {@link BatchDecoding}.
      */
     public void observeBatch(ColumnarBatch batch, int[] ordinals, int[] kinds) {
-        int rows = batch.numRows();
         if (partition < 0) {
             markPartition();
         }
-        batches++;
-        for (int column = 0; column < columns; column++) {
-            seen[column] += rows;
-            if (ordinals[column] >= 0) {
-                observeVector(column, batch.column(ordinals[column]), rows, kinds[column]);
-            }
-        }
-    }
-
-    private void observeVector(int column, ColumnVector vector, int rows, int kind) {
-        SeenValues known = seenValues(batchSeen, column);
-        boolean nulls = vector.hasNull();
-        // a dictionary-encoded string is decoded (and allocated) on every read; numbers decode cheaply, and a
-        // key column's ids are mostly new within a batch, so marking them would only add work
-        WritableColumnVector ids = (kind & 0xff) == TEXT && vector instanceof WritableColumnVector writable
-            && writable.hasDictionary() ? writable.getDictionaryIds() : null;
-        int absent = 0;
-        if (sketchedFromDictionary(column, vector, kind & 0xff, known)) {
-            absent = vector.numNulls();
-        } else if (ids != null) {
-            absent = observeDictionary(column, vector, ids, rows);
-        } else if ((kind & 0xff) == LONG) {
-            for (int row = 0; row < rows; row++) {
-                if (nulls && vector.isNullAt(row)) {
-                    absent++;
-                } else {
-                    long value = vector.getLong(row);
-                    if (known.add(value)) {
-                        sketch(column).update(value);
-                    }
-                }
-            }
-        } else if ((kind & 0xff) == DATE) {
-            for (int row = 0; row < rows; row++) {
-                if (nulls && vector.isNullAt(row)) {
-                    absent++;
-                } else {
-                    int day = vector.getInt(row);
-                    if (known.add(day)) {
-                        sketch(column).update(XXH64.hashInt(day, XXHASH64_SEED));
-                    }
-                }
-            }
-        } else {
-            for (int row = 0; row < rows; row++) {
-                if (nulls && vector.isNullAt(row)) {
-                    absent++;
-                } else {
-                    widths[column] += sketchValue(column, vector, row, kind, known);
-                }
-            }
-        }
-        present[column] += rows - absent;
-    }
-
-    /**
-     * Whether a batch of a dictionary-encoded parquet integer or date column needs no row read: its column
-     * chunk's dictionary holds exactly the chunk's distinct values (a parquet writer adds a value to the chunk's
-     * dictionary when it writes the value), so the first batch of each chunk sketches the
-     * dictionary, entry by entry in order, and the chunk's rows are never read. (Row by row, every value is
-     * decoded again at a random place in a dictionary of up to ~1 MB: TPC-H l_partkey's chunks hold 87,000
-     * values; that decoding, not the hashing, was most of a sketched lineitem scan's cost.) A task reads whole
-     * row groups, and a sketched scan has no pushed filters (the sketching filter sits below the query's), so no
-     * page of a chunk is skipped.
-     */
-    private boolean sketchedFromDictionary(int column, ColumnVector vector, int kind, SeenValues known) {
-        if ((kind != LONG && kind != INT && kind != DATE) || CHUNK_DICTIONARY == null
-                || !(vector instanceof WritableColumnVector writable) || !writable.hasDictionary()) {
-            return false;
-        }
-        Object dictionary = read(VECTOR_DICTIONARY, writable);
-        if (!(dictionary instanceof ParquetDictionary values)) {
-            return false;
-        }
-        Object chunk = read(CHUNK_DICTIONARY, values);
-        if (!(chunk instanceof org.apache.parquet.column.Dictionary entries)) {
-            return false;
-        }
-        if (sketchedChunks[column] == chunk) {
-            return true;
-        }
-        sketchedChunks[column] = chunk;
-        sketchDictionary(column, values, entries.getMaxId(), kind, known);
-        return true;
-    }
-
-    private void sketchDictionary(int column, Dictionary values, int maxId, int kind, SeenValues known) {
-        for (int id = 0; id <= maxId; id++) {
-            if (kind == LONG) {
-                long value = values.decodeToLong(id);
-                if (known.add(value)) {
-                    sketch(column).update(value);
-                }
-            } else {
-                int value = values.decodeToInt(id);
-                if (known.add(value)) {
-                    sketch(column).update(kind == DATE ? XXH64.hashInt(value, XXHASH64_SEED) : value);
-                }
-            }
-        }
-    }
-
-    private static Field field(Class<?> owner, String name) {
-        try {
-            Field found = owner.getDeclaredField(name);
-            found.setAccessible(true);
-            return found;
-        } catch (ReflectiveOperationException | RuntimeException e) {
-            return null;
-        }
-    }
-
-    private static Object read(Field field, Object owner) {
-        try {
-            return field.get(owner);
-        } catch (IllegalAccessException e) {
-            return null;
-        }
+        decoding.observeBatch(batch, ordinals, kinds);
     }
 
     /** Whether dictionary-encoded parquet columns are sketched from their dictionaries (tests/test_jvm.py). */
     public static boolean sketchesParquetDictionaries() {
-        return VECTOR_DICTIONARY != null && CHUNK_DICTIONARY != null;
+        return BatchDecoding.sketchesParquetDictionaries();
     }
 
-    /** A dictionary-encoded string vector: each id's value sketched (and its width taken) once per batch. */
-    private int observeDictionary(int column, ColumnVector vector, WritableColumnVector ids, int rows) {
-        boolean nulls = vector.hasNull();
-        int absent = 0;
-        for (int row = 0; row < rows; row++) {
-            if (nulls && vector.isNullAt(row)) {
-                absent++;
-                continue;
-            }
-            int id = ids.getInt(row);
-            int[] marks = dictionaryMarks(column, id);
-            if (marks[id] != batches) {
-                marks[id] = batches;
-                UTF8String text = vector.getUTF8String(row);
-                sketchText(column, text);
-                idWidths[column][id] = text.numBytes();
-            }
-            widths[column] += idWidths[column][id];
-        }
-        return absent;
+    /** Rows of a batch counted for a column (all of them), its non-null ones and the widths of its values. */
+    void countBatch(int column, int rows, int absent, long widthSum) {
+        seen[column] += rows;
+        present[column] += rows - absent;
+        widths[column] += widthSum;
     }
 
-    /** One non-null value of a batch into its sketch (when not known to be there); its width (text only). */
-    private int sketchValue(int column, ColumnVector vector, int row, int kind, SeenValues known) {
-        long raw;
-        switch (kind & 0xff) {
-            case TEXT -> {
-                UTF8String text = vector.getUTF8String(row);
-                sketchText(column, text);
-                return text.numBytes();
-            }
-            case BYTE -> raw = vector.getByte(row);
-            case SHORT -> raw = vector.getShort(row);
-            case INT, DATE -> raw = vector.getInt(row);
-            case LONG -> raw = vector.getLong(row);
-            case DECIMAL -> raw = unscaled(vector, row, kind);
-            default -> throw new IllegalStateException("unknown batch kind " + kind);
-        }
-        if (known.add(raw)) {
-            int base = kind & 0xff;
-            sketch(column).update(base == DATE ? XXH64.hashInt((int) raw, XXHASH64_SEED)
-                : base == DECIMAL ? XXH64.hashLong(raw, XXHASH64_SEED) : raw);
-        }
-        return 0;
-    }
-
-    /** A decimal's unscaled value, as Spark's xxhash64 hashes a decimal of at most 18 digits. */
-    private static long unscaled(ColumnVector vector, int row, int kind) {
-        int precision = (kind >>> 8) & 0xff;
-        if (vector instanceof WritableColumnVector) {  // Spark's own vectors hold such decimals as int or long
-            return precision <= 9 ? vector.getInt(row) : vector.getLong(row);
-        }
-        return vector.getDecimal(row, precision, (kind >>> 16) & 0xff).toUnscaledLong();
-    }
-
-    private int[] dictionaryMarks(int column, int id) {
-        if (sketchedIn[column] == null || sketchedIn[column].length <= id) {
-            int size = Math.max(id + 1, sketchedIn[column] == null ? 1024 : 2 * sketchedIn[column].length);
-            sketchedIn[column] = sketchedIn[column] == null ? new int[size]
-                : java.util.Arrays.copyOf(sketchedIn[column], size);
-            idWidths[column] = idWidths[column] == null ? new int[size] : java.util.Arrays.copyOf(idWidths[column], size);
-        }
-        return sketchedIn[column];
-    }
-
-    private Hll8Updates sketch(int column) {
+    Hll8Updates sketch(int column) {
         if (updates[column] == null) {
             updates[column] = new Hll8Updates(lgK);
         }
@@ -658,12 +431,8 @@ public final class ColumnSketches extends AccumulatorV2<Object, Long> {
 
     private void clearRecent() {
         rowSeen = new SeenValues[columns];
-        batchSeen = new SeenValues[columns];
         recentTexts = new UTF8String[columns][RECENT];
-        sketchedIn = new int[columns][];
-        idWidths = new int[columns][];
-        batches = 0;
-        sketchedChunks = new Object[columns];
+        decoding = new BatchDecoding(this, columns);
     }
 
     @Override public void add(Object ignored) {
@@ -765,7 +534,7 @@ public final class ColumnSketches extends AccumulatorV2<Object, Long> {
      * random order a cache misses on most of them: the bitmap hashes each distinct key once per task) and, for
      * other values, a direct-mapped cache of recent ones (sorted or low-cardinality columns hit it on most rows).
      */
-    private static final class SeenValues {
+    static final class SeenValues {
         private long[] small;  // 1 MB, made when the first small value comes
         private long[] recent;
         private boolean[] filled;
