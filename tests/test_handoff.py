@@ -50,7 +50,7 @@ def test_every_tpch_query_handed_to_spark_gives_duckdbs_rows(context, spark, duc
 def test_a_query_where_aipq_builds_a_summary_is_never_handed_off(context, number):
     """The rule reads the plan-time decisions; a run of aipq's plan that builds a summary must not have been a
     query the rule hands to Spark (run with aipq's plan, β low so that summaries are chosen)."""
-    settings = Settings(beta=-1000.0, broadcast_threshold=0)
+    settings = Settings(beta=-1000.0, broadcast_threshold=0, handoff="auto")
     own = context.with_settings(replace(settings, handoff="off"))
     planned = _planned(own, query_text(number))
     ran = execute(planned, own)
@@ -69,25 +69,25 @@ def test_a_simple_query_is_handed_off_and_says_so(aipq, tmp_path, tpch_statistic
     sql = "SELECT n_regionkey, count(*) AS c FROM nation GROUP BY n_regionkey ORDER BY n_regionkey"
     report = tmp_path / "report.json"
     result = aipq("run", "--sql", sql, "--output", str(tmp_path / "out.csv"), "--force", "--quiet",
-                  "--report", str(report))
+                  "--report", str(report), "--handoff", "auto")
     assert result.exit_code == 0, result.output
     assert (tmp_path / "out.csv").read_text().splitlines()[1:] == [f"{r},5" for r in range(5)]
     run = json.loads(report.read_text())["result"]
     assert run["handoff"]["chosen"] and [s["staging"][:15] for s in run["stages"].values()] == ["handed to Spark"]
-    explained = aipq("explain", "--sql", sql)
+    explained = aipq("explain", "--sql", sql, "--handoff", "auto")
     assert "handed to Spark" in explained.output
-    assert "handed to Spark" in aipq("explain", "--sql", sql, "--analyze").output
+    assert "handed to Spark" in aipq("explain", "--sql", sql, "--analyze", "--handoff", "auto").output
 
 
 @pytest.mark.parametrize("forcing", [["--ip", "always"], ["--ip", "off"], ["--staging", "hive"],
                                      ["--handoff", "off"]])
 def test_forcing_switches_run_aipqs_plan(aipq, tmp_path, duck, tpch_statistics, forcing):
     sql = "SELECT n_regionkey, count(*) AS c FROM nation GROUP BY n_regionkey"
-    explained = aipq("explain", "--sql", sql, *forcing)
+    explained = aipq("explain", "--sql", sql, "--handoff", "auto", *forcing)
     assert "handed to Spark" not in explained.output and "aipq's plan runs" in explained.output
-    assert_same_rows(run_to_rows(aipq, tmp_path, "--sql", sql, *forcing), oracle_rows(duck, sql), ordered=False)
+    assert_same_rows(run_to_rows(aipq, tmp_path, "--sql", sql, "--handoff", "auto", *forcing), oracle_rows(duck, sql), ordered=False)
     report = tmp_path / "report.json"
-    assert aipq("run", "--sql", sql, "--quiet", "--report", str(report), *forcing).exit_code == 0
+    assert aipq("run", "--sql", sql, "--quiet", "--report", str(report), "--handoff", "auto", *forcing).exit_code == 0
     run = json.loads(report.read_text())["result"]
     assert run["handoff"] is None and not any("handed to Spark" in s["staging"] for s in run["stages"].values())
 
@@ -97,7 +97,7 @@ def test_the_api_hands_back_sparks_dataframe_and_sees_the_users_views(spark, hom
     sql = ("SELECT n_regionkey, count(*) AS c FROM nation JOIN handoff_regions ON n_regionkey = r "
            "GROUP BY n_regionkey ORDER BY n_regionkey")
     for _ in range(2):  # the first run may collect the view's statistics
-        result = aipq.sql(sql, spark=spark, home=home)
+        result = aipq.sql(sql, spark=spark, home=home, handoff="auto")
     assert result.rows == [(0, 5), (1, 5)] and result.run["handoff"]["chosen"]
     assert result.run["result_rows"] is None  # Spark's DataFrame, not collected by the call
     assert [tuple(r) for r in result.dataframe.collect()] == result.rows
