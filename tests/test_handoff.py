@@ -85,7 +85,8 @@ def test_forcing_switches_run_aipqs_plan(aipq, tmp_path, duck, tpch_statistics, 
     sql = "SELECT n_regionkey, count(*) AS c FROM nation GROUP BY n_regionkey"
     explained = aipq("explain", "--sql", sql, "--handoff", "auto", *forcing)
     assert "handed to Spark" not in explained.output and "aipq's plan runs" in explained.output
-    assert_same_rows(run_to_rows(aipq, tmp_path, "--sql", sql, "--handoff", "auto", *forcing), oracle_rows(duck, sql), ordered=False)
+    rows = run_to_rows(aipq, tmp_path, "--sql", sql, "--handoff", "auto", *forcing)
+    assert_same_rows(rows, oracle_rows(duck, sql), ordered=False)
     report = tmp_path / "report.json"
     assert aipq("run", "--sql", sql, "--quiet", "--report", str(report), "--handoff", "auto", *forcing).exit_code == 0
     run = json.loads(report.read_text())["result"]
