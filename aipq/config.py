@@ -288,8 +288,8 @@ KNOBS: tuple[Knob, ...] = (
          help="Materialize every stage boundary (hive), only where a summary needs it (adaptive), or none."),
     Knob("handoff", "off", "With 'auto', a SELECT for which aipq's plan-time decisions choose nothing of its own "
          "(no summary, no shared subplan, no pre-aggregation, no semi join built from its preserved side), with the "
-         "statistics it needs already known, is handed to Spark whole: its SQL planned by Spark's optimizer as spark.sql would "
-         "(join reordering, runtime filters, dynamic partition pruning, adaptive execution), with aipq's session "
+         "statistics it needs already known, is handed to Spark whole: its SQL planned by Spark's optimizer as "
+         "spark.sql would (join reordering, runtime filters, dynamic partition pruning, adaptive execution), with aipq's session "
          "extensions on; "
          "'off' (the default until a quiet whole-workload run shows 'auto' never slower and its errors are aipq's) "
          "always runs aipq's own plan. Under 'auto', forcing switches (--ip, --staging or --plan other than the "
