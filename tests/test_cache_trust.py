@@ -70,6 +70,7 @@ def test_a_text_tables_delimiter_is_part_of_the_key(aipq, tmp_path):
     (folder / "part-0").write_text("1,2|3\n1,5|6\n4,2|3\n")
     create = ("create external table {name} (a string, b string) row format delimited fields terminated by '{sep}' "
               "stored as textfile location '{folder}'")
+    assert aipq("run", "--sql", "create database if not exists trust").exit_code == 0
     assert aipq("run", "--sql", create.format(name="trust.ct_text", sep=",", folder=folder)).exit_code == 0
     runs = CachedRuns(aipq, tmp_path, "select a, count(*) as n from trust.ct_text group by a order by a")
 
@@ -104,6 +105,7 @@ def test_a_partition_outside_the_tables_folder_is_fingerprinted(aipq, tmp_path):
     elsewhere.mkdir()
     con = duckdb.connect()
     con.execute(f"COPY (SELECT 7 AS a, 'x' AS b) TO '{elsewhere}/f.parquet'")
+    assert aipq("run", "--sql", "create database if not exists trust").exit_code == 0
     script = tmp_path / "ep.sql"
     script.write_text(f"""
         create table trust.ct_ep (a int, b string) partitioned by (d int) stored as parquet;

@@ -55,6 +55,7 @@ def test_ctrl_c_exits_130_and_says_interrupted(home, tpch, tmp_path, to):
 
 def test_a_relative_warehouse_is_stored_absolute(aipq, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
+    assert aipq("run", "--sql", "create database if not exists hostile").exit_code == 0
     created = aipq("run", "--sql", "create table hostile.hi_relwh as select 1 as a", "--warehouse", "relwh")
     assert created.exit_code == 0, created.output
     path = Catalog(aipq.home).lookup("hostile.hi_relwh").path

@@ -15,6 +15,13 @@ from pathlib import Path
 import pytest
 from conftest import Aipq
 
+
+@pytest.fixture(autouse=True)
+def _hostile_database(aipq):
+    """The workflows write into database hostile, which must exist (a missing database is refused)."""
+    assert aipq("run", "--sql", "create database if not exists hostile").exit_code == 0
+
+
 WORKFLOW = ("create table hostile.paths_{n} as select n_regionkey as k, count(*) as n from nation "
             "group by n_regionkey;\nselect sum(n) as total from hostile.paths_{n};\n")
 
