@@ -226,7 +226,7 @@ class _RowCounts:
 
 def session_facts(spark, files: FileSource) -> SessionFacts:
     """What the estimator reads from the running session: the cluster's executors, task slots and memory (conf
-    lookups, not sparkContext.getConf(), which copies the whole conf over py4j: 20 ms on every run)."""
+    lookups, not sparkContext.getConf(), which copies the whole conf over py4j on every run)."""
     shape = jvm.cluster_shape(spark)
     return SessionFacts(table_rows=lambda entry: table_rows(spark, files, entry), files=files,
                         parallelism=shape.task_slots, executors=shape.executors, executor_cores=shape.executor_cores,
