@@ -103,3 +103,9 @@ def test_the_api_hands_back_sparks_dataframe_and_sees_the_users_views(spark, hom
     assert result.run["result_rows"] is None  # Spark's DataFrame, not collected by the call
     assert [tuple(r) for r in result.dataframe.collect()] == result.rows
     assert result.dataframe.columns == ["n_regionkey", "c"]
+
+
+def test_sql_spark_refuses_gets_aipqs_own_error_not_an_internal_one(aipq, tpch_statistics):
+    refused = aipq("run", "--handoff", "auto", "--sql", "select unknown_fn(n_name) from nation")
+    assert refused.exit_code == 2, refused.output
+    assert "internal error" not in refused.output and "unknown_fn" in refused.output.lower()

@@ -43,6 +43,11 @@ HANDED_OFF = "SPARK"  # the operator a handed-off run's one stage is recorded wi
 VIEW_PREFIX = "__aipq_handoff_"  # per-run views, with a random tag after it: no user view has such a name
 
 
+class HandoffRefused(Exception):
+    """Spark's analysis refused the handed-off SQL (a user's mistake, or SQL Spark reads otherwise): the query
+    runs aipq's own plan instead, whose planning names the mistake's place as for any query."""
+
+
 @dataclass(frozen=True)
 class Handoff:
     """Whether the query goes to Spark whole, and why (explain and ``--analyze`` say it)."""
@@ -161,8 +166,13 @@ def handed_off_frame(context, statement: exp.Expression, dag: StageDag) -> tuple
         if entry.source == "aipq":
             views[key] = f"{VIEW_PREFIX}{tag}_{number}"
             reads.read(spark, context.storage, entry).createOrReplaceTempView(views[key])
+    from pyspark.errors import AnalysisException
+
     try:
         return spark.sql(spark_sql_text(statement, entries, views)), list(views.values())
+    except AnalysisException as refused:
+        drop_views(spark, views.values())
+        raise HandoffRefused(str(refused)) from refused
     except BaseException:
         drop_views(spark, views.values())
         raise

@@ -10,7 +10,7 @@ from aipq.config import master_cores
 from aipq.engine.context import RunContext
 from aipq.engine.dag_run import RunOptions, StageListener
 from aipq.engine.executor import run_dag
-from aipq.engine.handoff import Handoff, handoff_decision, run_handed_off
+from aipq.engine.handoff import Handoff, HandoffRefused, handoff_decision, run_handed_off
 from aipq.engine.records import RunRecord
 from aipq.engine.statistics import collector_for
 from aipq.engine.storage import Storage
@@ -66,9 +66,12 @@ def execute(planned: PlannedQuery, context: RunContext, listener: StageListener 
     check_table_data(planned.dag, context.storage)
     handoff = query_handoff(planned, context, ip_strategy, bool(shared or shared_scans))
     if handoff.chosen:
-        record, frame = run_handed_off(context, planned.statement, planned.dag, handoff.why,
-                                       result_format or "parquet", keep_frame)
-        return QueryRun(context.spark, planned, record, context.storage, frame)
+        try:
+            record, frame = run_handed_off(context, planned.statement, planned.dag, handoff.why,
+                                           result_format or "parquet", keep_frame)
+            return QueryRun(context.spark, planned, record, context.storage, frame)
+        except HandoffRefused:
+            pass  # aipq's own plan runs: its planning reports the mistake with its place, as without the handoff
     collector = collector_for(context, planned.dag, planned.source_name or "query")
     try:
         reoptimizer = Reoptimizer(planned, context) if Reoptimizer.applies(planned, context) else None
