@@ -121,12 +121,18 @@ def _run(source: SqlSource, spark, home, progress, options: dict) -> Result | No
     if run.keep_work:
         query_run.keep()
     if query_run.frame is not None:  # handed to Spark whole: its DataFrame as it is, no files written or read back
-        return Result(tuple(record.output_names), query_run.frame.toDF(*record.output_names), run_dict(record),
-                      query_run.close)
+        return Result(tuple(record.output_names), _named(query_run.frame, record.output_names),
+                      partial(run_dict, record), query_run.close)
     # the caller's session reads the result's files, which stay until the Result is closed (api/result.py)
     frame = user.read.parquet(record.result_path).toDF(*record.output_names)
     return Result(tuple(record.output_names), frame, partial(run_dict, record),
                   None if run.keep_work else query_run.close)
+
+
+def _named(frame, names: list[str]):
+    """``frame`` with the columns ``names``: as it is when Spark named them so already (its schema is one py4j
+    call; a renaming is several, and a new plan to analyze)."""
+    return frame if frame.columns == list(names) else frame.toDF(*names)
 
 
 def _run_workflow(source: SqlSource, context: RunContext, run: RunOptions, with_output: bool,

@@ -32,7 +32,7 @@ from aipq.engine.session import sql_conf, stage_sql_conf, user_runtime_conf
 from aipq.engine.sink import TEXT_FORMATS, unique_names, write_text_frame
 from aipq.engine.storage import join
 from aipq.engine.table_reads import session_table_reads
-from aipq.engine.work_dirs import new_work_dir, remove_work_dir
+from aipq.engine.work_dirs import new_run_id, new_work_dir, remove_work_dir
 from aipq.estimator.join_estimates import KnownTables
 from aipq.ip.decisions import StageDecisions
 from aipq.planner.logical import Join, Scan
@@ -189,7 +189,11 @@ def run_handed_off(context, statement: exp.Expression, dag: StageDag, why: str, 
     with ``keep_frame`` nothing is written and the DataFrame is returned instead (the Python API collects it).
     One stage is recorded: its rows and bytes, from Spark's own output metrics, and its seconds."""
     spark, settings = context.spark, context.settings
-    run_id, work_dir = new_work_dir(context.storage, context.runs_dir)
+    if keep_frame:  # nothing is written: the work directory is named (for the record) but not made
+        run_id = new_run_id()
+        work_dir = join(context.runs_dir, run_id)
+    else:
+        run_id, work_dir = new_work_dir(context.storage, context.runs_dir)
     result_path = join(work_dir, f"stage-{dag.final.id}")
     record = RunRecord(run_id, work_dir, result_path, dag.plan.output_names, 0, strategy=settings.ip,
                        result_format=result_format if result_format in TEXT_FORMATS else "parquet",

@@ -153,16 +153,26 @@ def _minor_version(version: str) -> tuple[int, ...]:
     return tuple(int(part) for part in version.split(".")[:2] if part.isdigit())
 
 
+# The Java SparkContexts found with aipq's classes and the Spark they were built for, by id (each kept, so its id
+# is not reused): a context's jars and version are fixed when it starts, so its next session needs no new check.
+_CHECKED_CONTEXTS: dict[int, object] = {}
+
+
 def check_aipq_classes(spark, described: str) -> None:
     """A session aipq runs on needs aipq's JVM classes on its driver, which only its start can put there, and
-    the Spark they were built for."""
+    the Spark they were built for (checked once per SparkContext: ``_CHECKED_CONTEXTS``)."""
     from aipq.engine.jvm import aipq_classes_loaded
 
+    context = spark.sparkContext._jsc
+    if context is not None and _CHECKED_CONTEXTS.get(id(context)) is context:
+        return
     check_spark_version(spark.version, described)
     if not aipq_classes_loaded(spark):
         raise EnvironmentProblem(f"{described} was started without aipq's jar, so aipq cannot run on it",
                                  hint="start it with aipq's settings: SparkSession.builder.config("
                                       "map=aipq.spark_conf()).getOrCreate() (stop the running one first)")
+    if context is not None:
+        _CHECKED_CONTEXTS[id(context)] = context
 
 
 def launched_by_spark_submit() -> bool:

@@ -16,10 +16,15 @@ OWNER_FILE = "_owner"
 KEPT_FILE = "_kept"
 
 
+def new_run_id() -> str:
+    """A run's id: when it started, and a random tag."""
+    return time.strftime("%Y%m%d-%H%M%S") + "-" + uuid.uuid4().hex[:6]
+
+
 def new_work_dir(storage: Storage, root: str) -> tuple[str, str]:
     """A new run's work directory under ``root``, marked with this process's id so that a later run can tell
     that a killed run left it behind (``remove_stale_work_dirs``)."""
-    run_id = time.strftime("%Y%m%d-%H%M%S") + "-" + uuid.uuid4().hex[:6]
+    run_id = new_run_id()
     remove_stale_work_dirs(storage, root)
     work_dir = join(root, run_id)
     storage.mkdirs(work_dir)

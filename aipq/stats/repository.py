@@ -11,8 +11,10 @@ sees each table's statistics from one collection or another, never a mix within 
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -97,6 +99,30 @@ class StageStats:
     collected_by: str = ""
 
 
+# Per database path, the files' state (``_file_state``) this process saw just after ``_initialize`` checked and
+# set up the database: while the database and its write-ahead log are in that state, the check's answer stands and
+# the next repository opened on them in this process skips it (its write transaction and integrity check cost a
+# commit to disk per query).
+_CHECKED: dict[str, tuple] = {}
+_CHECKED_LOCK = threading.Lock()
+
+
+def _file_state(path: Path) -> tuple | None:
+    """What changes whenever the database or its log is written, moved or replaced: each file's device, inode,
+    size, and modification and change times (None when the database is missing)."""
+    states = []
+    for suffix in ("", "-wal"):
+        try:
+            st = os.stat(f"{path}{suffix}")
+        except FileNotFoundError:
+            if not suffix:
+                return None
+            states.append(None)
+            continue
+        states.append((st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns))
+    return tuple(states)
+
+
 class RepositoryProblem(Exception):
     """The file is not an aipq statistics database."""
 
@@ -121,6 +147,21 @@ class StatsRepository:
             self._initialize()
 
     def _initialize(self) -> None:
+        """Check that the file is an aipq statistics database of this schema (creating or migrating it), unless
+        this process checked it already and neither it nor its log changed since (``_CHECKED``)."""
+        key = str(self.path.resolve())
+        state = _file_state(self.path)
+        if state is not None and _CHECKED.get(key) == state:
+            return
+        self._check_and_create()
+        after = _file_state(self.path)
+        with _CHECKED_LOCK:
+            if after is None:
+                _CHECKED.pop(key, None)
+            else:
+                _CHECKED[key] = after
+
+    def _check_and_create(self) -> None:
         con = sqlite3.connect(self.path, timeout=60, isolation_level=None)
         try:
             con.execute("PRAGMA busy_timeout = 60000")
