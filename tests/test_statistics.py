@@ -121,6 +121,21 @@ def test_a_repository_of_the_previous_schema_gains_the_sample_column(tmp_path):
     assert (name.ndv, name.sample) == (10, None)
 
 
+def test_a_repository_replaced_after_its_check_is_checked_again(tmp_path):
+    """The check a process remembers stands only for the files it checked: a foreign file put in its place is
+    found (and moved aside) by the next repository opened on it."""
+    StatsRepository(tmp_path, notice=pytest.fail)
+    StatsRepository(tmp_path, notice=pytest.fail)  # the same files: not checked again
+    (tmp_path / "stats.db").unlink()
+    con = sqlite3.connect(tmp_path / "stats.db")
+    con.execute("CREATE TABLE foreign_data (x INTEGER)")
+    con.close()
+    notices = []
+    StatsRepository(tmp_path, notice=notices.append)
+    assert len(notices) == 1 and "not usable" in notices[0]
+    assert list(tmp_path.glob("stats.db.unreadable-*"))
+
+
 def test_stage_outputs_are_known_by_their_subplan(fresh):
     hive = ("--broadcast-threshold", "0", "--staging", "hive", "--ip", "off")  # every stage written, unpruned
     assert fresh("run", "tpch:3", "--quiet", *hive).exit_code == 0
