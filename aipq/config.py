@@ -286,7 +286,7 @@ KNOBS: tuple[Knob, ...] = (
          "'none' (the statement as one Spark plan; only filtered tables' summary pre-passes pass information).",
          "--staging", "choice", ("hive", "adaptive", "none"),
          help="Materialize every stage boundary (hive), only where a summary needs it (adaptive), or none."),
-    Knob("handoff", "off", "With 'auto', a SELECT for which aipq's plan-time decisions choose nothing of its "
+    Knob("handoff", "auto", "With 'auto', a SELECT for which aipq's plan-time decisions choose nothing of its "
          "own (no summary, no shared subplan, no pre-aggregation, no semi join built from its preserved side), "
          "with the statistics it needs already known, is handed to Spark whole: its SQL planned by Spark's "
          "optimizer as spark.sql would (join reordering, runtime filters, dynamic partition pruning, adaptive "

@@ -28,11 +28,13 @@ from aipq.engine import jvm
 from aipq.engine.executor import record_estimates
 from aipq.engine.like_prefilter import with_like_prefilters
 from aipq.engine.records import RunRecord, StageMetrics
-from aipq.engine.session import sql_conf, stage_sql_conf, user_runtime_conf
+from aipq.engine.session import java_message, sql_conf, stage_sql_conf, user_runtime_conf
 from aipq.engine.sink import TEXT_FORMATS, unique_names, write_text_frame
+from aipq.engine.stage_job import spark_error
 from aipq.engine.storage import join
 from aipq.engine.table_reads import session_table_reads
 from aipq.engine.work_dirs import new_work_dir, remove_work_dir
+from aipq.errors import AipqError
 from aipq.estimator.join_estimates import KnownTables
 from aipq.ip.decisions import StageDecisions
 from aipq.planner.logical import Join, Scan
@@ -44,8 +46,10 @@ VIEW_PREFIX = "__aipq_handoff_"  # per-run views, with a random tag after it: no
 
 
 class HandoffRefused(Exception):
-    """Spark's analysis refused the handed-off SQL (a user's mistake, or SQL Spark reads otherwise): the query
-    runs aipq's own plan instead, whose planning names the mistake's place as for any query."""
+    """Spark refused the handed-off SQL: its analysis (a user's mistake, or SQL Spark reads otherwise), or its run
+    (a runtime error such as a scalar subquery's several rows, a file gone, a driver without the memory for a
+    broadcast). The query runs aipq's own plan instead: its planning names a mistake's place, its stages recover
+    from what aipq recovers from, and its errors are aipq's, as for any query."""
 
 
 @dataclass(frozen=True)
@@ -221,12 +225,20 @@ def run_handed_off(context, statement: exp.Expression, dag: StageDag, why: str, 
 
 
 def _write(spark, frame, record: RunRecord, group: str) -> None:
+    """Write the result; a Spark failure other than a cancellation (Ctrl-C) is ``HandoffRefused``."""
     spark.sparkContext.setJobGroup(group, "aipq: handed to Spark")
     try:
         if record.result_format in TEXT_FORMATS:
             write_text_frame(frame, record.output_names, record.result_format, record.result_path)
         else:
             frame.toDF(*unique_names(record.output_names)).write.parquet(record.result_path)
+    except AipqError:
+        raise
+    except Exception as error:
+        message = java_message(error)
+        if "cancelled" in message.lower():
+            raise spark_error(error, "the query (handed to Spark)") from error
+        raise HandoffRefused(message) from error
     finally:
         spark.sparkContext.setLocalProperty("spark.jobGroup.id", None)
 
