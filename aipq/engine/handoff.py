@@ -105,11 +105,40 @@ def handoff_decision(settings: Settings, dag: StageDag, statement: exp.Expressio
         return Handoff(False, "not a query")
     if statistics_missing:
         return Handoff(False, "its tables' statistics are collected by this run")
+    if in_subquery_as_value(statement):
+        return Handoff(False, "an IN subquery's value is used outside a filter (Spark's plan of it answers "
+                              "false where SQL's answer is NULL)")
     found = aipq_interventions(dag, decisions)
     if found:
         return Handoff(False, "aipq's plan: " + "; ".join(found))
     return Handoff(True, "aipq chooses nothing here (no summary, shared subplan, pre-aggregation or semi-join "
                          "broadcast): Spark's optimizer plans the SQL")
+
+
+def in_subquery_as_value(statement: exp.Expression) -> bool:
+    """Whether an IN (or NOT IN) subquery's value is used where a NULL and a false differ. Spark plans
+    ``x IN (subquery)`` as an existence join whose value is never NULL: false where SQL's is NULL (``x`` NULL, or
+    not found among values holding a NULL), unless the IN is a WHERE or HAVING filter reached only through
+    AND and OR (where a NULL and a false both drop the row) or negated right above (Spark's NULL-aware anti
+    join). Elsewhere (the SELECT list, ``IS NULL``, ``COALESCE``, a NOT above an OR) aipq's plan keeps SQL's
+    three values."""
+    return any(not _filters_only(node) for node in statement.find_all(exp.In) if node.args.get("query"))
+
+
+def _filters_only(node: exp.Expression) -> bool:
+    parent = _above_parens(node)
+    if isinstance(parent, exp.Not):
+        parent = _above_parens(parent)
+    while isinstance(parent, (exp.And, exp.Or)):
+        parent = _above_parens(parent)
+    return isinstance(parent, (exp.Where, exp.Having))
+
+
+def _above_parens(node: exp.Expression) -> exp.Expression | None:
+    parent = node.parent
+    while isinstance(parent, exp.Paren):
+        parent = parent.parent
+    return parent
 
 
 def handoff_conf(settings: Settings) -> dict[str, str]:
