@@ -286,14 +286,14 @@ KNOBS: tuple[Knob, ...] = (
          "'none' (the statement as one Spark plan; only filtered tables' summary pre-passes pass information).",
          "--staging", "choice", ("hive", "adaptive", "none"),
          help="Materialize every stage boundary (hive), only where a summary needs it (adaptive), or none."),
-    Knob("handoff", "off", "With 'auto', a SELECT for which aipq's plan-time decisions choose nothing of its "
+    Knob("handoff", "auto", "With 'auto', a SELECT for which aipq's plan-time decisions choose nothing of its "
          "own (no summary, no shared subplan, no pre-aggregation, no semi join built from its preserved side), "
          "with the statistics it needs already known, is handed to Spark whole: its SQL planned by Spark's "
          "optimizer as spark.sql would (join reordering, runtime filters, dynamic partition pruning, adaptive "
-         "execution), with aipq's session extensions on. 'off' (the default until a quiet whole-workload run "
-         "shows 'auto' never slower and its errors are aipq's) always runs aipq's own plan. Under 'auto', forcing "
-         "switches (--ip, --staging or --plan other than the default, --reuse on) run aipq's plan too. Explain "
-         "says which and why.",
+         "execution), with aipq's Hive SQL semantics and session extensions on; SQL that Spark refuses or fails "
+         "on runs aipq's own plan, so errors are aipq's. 'off' always runs aipq's own plan (to compare it, or to "
+         "see its stages). Under 'auto', forcing switches (--ip, --staging or --plan other than the default, "
+         "--reuse on) run aipq's plan too. Explain says which and why.",
          "--handoff", "choice", ("auto", "off"),
          help="Hand a query aipq would change nothing in to Spark's own planner (auto), or never (off)."),
     Knob("reuse", "off", "Stage outputs kept in the stage-output cache by earlier commands are read instead of "

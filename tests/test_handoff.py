@@ -12,7 +12,7 @@ from conftest import ALL_QUERIES, assert_same_rows, oracle_rows, run_to_rows
 import aipq
 from aipq.config import Settings
 from aipq.engine.context import RunContext
-from aipq.engine.handoff import HANDED_OFF, VIEW_PREFIX, run_handed_off
+from aipq.engine.handoff import HANDED_OFF, VIEW_PREFIX, HandoffRefused, handoff_decision, run_handed_off
 from aipq.pipeline import plan_query
 from aipq.tpch.queries import query_text
 from aipq.workflow.query import QueryRun, execute, query_handoff
@@ -109,3 +109,56 @@ def test_sql_spark_refuses_gets_aipqs_own_error_not_an_internal_one(aipq, tpch_s
     refused = aipq("run", "--handoff", "auto", "--sql", "select unknown_fn(n_name) from nation")
     assert refused.exit_code == 2, refused.output
     assert "internal error" not in refused.output and "unknown_fn" in refused.output.lower()
+
+
+# Over nulls_a/nulls_b (NULL keys on both sides): Spark's plan of an IN subquery's value answers false where SQL's
+# is NULL, so these keep aipq's plan; as WHERE filters (through AND/OR, or negated right above) Spark's rows are
+# SQL's, so those are handed off.
+IN_AS_VALUE = {
+    "IN in the SELECT list": "select k, k in (select k from nulls_b) as m from nulls_a",
+    "NOT IN in the SELECT list": "select k, k not in (select k from nulls_b) as m from nulls_a",
+    "IS NULL over IN": "select k from nulls_a where (k in (select k from nulls_b)) is null",
+    "COALESCE over IN": "select k from nulls_a where coalesce(k in (select k from nulls_b), true)",
+    "NOT above an OR": "select k from nulls_a where not (g = 30 or k in (select k from nulls_b))",
+}
+IN_AS_FILTER = {
+    "IN": "select k, v from nulls_a where k in (select k from nulls_b)",
+    "NOT IN": "select k, v from nulls_a where k not in (select k from nulls_b where k is not null)",
+    "NOT IN over a NULL": "select k, v from nulls_a where not (k in (select k from nulls_b))",
+    "NOT IN under OR": "select k, v from nulls_a where v = 'e' or not (k in (select k from nulls_b))",
+    "IN under OR and AND": "select k, v from nulls_a where (g = 20 or k in (select k from nulls_b)) and v <> 'd'",
+}
+
+
+@pytest.mark.parametrize("case", sorted(IN_AS_VALUE))
+def test_an_in_subquerys_value_keeps_aipqs_plan_and_sqls_null(aipq, context, small_tables, tmp_path, case):
+    sql = IN_AS_VALUE[case]
+    planned = _planned(context, sql)
+    handoff = handoff_decision(context.settings, planned.dag, planned.statement, ())
+    assert not handoff.chosen and "IN subquery" in handoff.why
+    assert "aipq's plan runs: an IN subquery's value is used outside a filter" in aipq("explain", "--sql", sql).output
+    assert_same_rows(run_to_rows(aipq, tmp_path, "--sql", sql), oracle_rows(small_tables, sql), ordered=False)
+
+
+@pytest.mark.parametrize("case", sorted(IN_AS_FILTER))
+def test_in_subquery_filters_handed_to_spark_give_duckdbs_rows(context, spark, small_tables, case):
+    sql = IN_AS_FILTER[case]
+    planned = _planned(context, sql)
+    assert handoff_decision(context.settings, planned.dag, planned.statement, ()).chosen
+    record, _ = run_handed_off(context, planned.statement, planned.dag, "test")
+    try:
+        rows = [tuple(r) for r in spark.read.parquet(record.result_path).collect()]
+    finally:
+        QueryRun(spark, planned, record, context.storage).close()
+    assert_same_rows(rows, oracle_rows(small_tables, sql), ordered=False)
+
+
+def test_a_handed_off_run_spark_fails_runs_aipqs_plan_for_its_error(aipq, context, small_tables):
+    sql = "select k, (select b.k from nulls_b b where b.g = a.g) from nulls_a a"
+    planned = _planned(context, sql)
+    with pytest.raises(HandoffRefused, match="(?i)more than one row"):
+        run_handed_off(context, planned.statement, planned.dag, "test")
+    for _ in range(2):  # the first run may collect the tables' statistics; the second is handed off, then refused
+        failed = aipq("run", "--sql", sql)
+        assert failed.exit_code == 1 and "internal error" not in failed.output
+        assert "more than one row returned by a subquery used as an expression" in failed.output

@@ -28,11 +28,13 @@ from aipq.engine import jvm
 from aipq.engine.executor import record_estimates
 from aipq.engine.like_prefilter import with_like_prefilters
 from aipq.engine.records import RunRecord, StageMetrics
-from aipq.engine.session import sql_conf, stage_sql_conf, user_runtime_conf
+from aipq.engine.session import java_message, sql_conf, stage_sql_conf, user_runtime_conf
 from aipq.engine.sink import TEXT_FORMATS, unique_names, write_text_frame
+from aipq.engine.stage_job import spark_error
 from aipq.engine.storage import join
 from aipq.engine.table_reads import session_table_reads
 from aipq.engine.work_dirs import new_run_id, new_work_dir, remove_work_dir
+from aipq.errors import AipqError
 from aipq.estimator.join_estimates import KnownTables
 from aipq.ip.decisions import StageDecisions
 from aipq.planner.logical import Join, Scan
@@ -44,8 +46,10 @@ VIEW_PREFIX = "__aipq_handoff_"  # per-run views, with a random tag after it: no
 
 
 class HandoffRefused(Exception):
-    """Spark's analysis refused the handed-off SQL (a user's mistake, or SQL Spark reads otherwise): the query
-    runs aipq's own plan instead, whose planning names the mistake's place as for any query."""
+    """Spark refused the handed-off SQL: its analysis (a user's mistake, or SQL Spark reads otherwise), or its run
+    (a runtime error such as a scalar subquery's several rows, a file gone, a driver without the memory for a
+    broadcast). The query runs aipq's own plan instead: its planning names a mistake's place, its stages recover
+    from what aipq recovers from, and its errors are aipq's, as for any query."""
 
 
 @dataclass(frozen=True)
@@ -101,11 +105,40 @@ def handoff_decision(settings: Settings, dag: StageDag, statement: exp.Expressio
         return Handoff(False, "not a query")
     if statistics_missing:
         return Handoff(False, "its tables' statistics are collected by this run")
+    if in_subquery_as_value(statement):
+        return Handoff(False, "an IN subquery's value is used outside a filter (Spark's plan of it answers "
+                              "false where SQL's answer is NULL)")
     found = aipq_interventions(dag, decisions)
     if found:
         return Handoff(False, "aipq's plan: " + "; ".join(found))
     return Handoff(True, "aipq chooses nothing here (no summary, shared subplan, pre-aggregation or semi-join "
                          "broadcast): Spark's optimizer plans the SQL")
+
+
+def in_subquery_as_value(statement: exp.Expression) -> bool:
+    """Whether an IN (or NOT IN) subquery's value is used where a NULL and a false differ. Spark plans
+    ``x IN (subquery)`` as an existence join whose value is never NULL: false where SQL's is NULL (``x`` NULL, or
+    not found among values holding a NULL), unless the IN is a WHERE or HAVING filter reached only through
+    AND and OR (where a NULL and a false both drop the row) or negated right above (Spark's NULL-aware anti
+    join). Elsewhere (the SELECT list, ``IS NULL``, ``COALESCE``, a NOT above an OR) aipq's plan keeps SQL's
+    three values."""
+    return any(not _filters_only(node) for node in statement.find_all(exp.In) if node.args.get("query"))
+
+
+def _filters_only(node: exp.Expression) -> bool:
+    parent = _above_parens(node)
+    if isinstance(parent, exp.Not):
+        parent = _above_parens(parent)
+    while isinstance(parent, (exp.And, exp.Or)):
+        parent = _above_parens(parent)
+    return isinstance(parent, (exp.Where, exp.Having))
+
+
+def _above_parens(node: exp.Expression) -> exp.Expression | None:
+    parent = node.parent
+    while isinstance(parent, exp.Paren):
+        parent = parent.parent
+    return parent
 
 
 def handoff_conf(settings: Settings) -> dict[str, str]:
@@ -225,12 +258,20 @@ def run_handed_off(context, statement: exp.Expression, dag: StageDag, why: str, 
 
 
 def _write(spark, frame, record: RunRecord, group: str) -> None:
+    """Write the result; a Spark failure other than a cancellation (Ctrl-C) is ``HandoffRefused``."""
     spark.sparkContext.setJobGroup(group, "aipq: handed to Spark")
     try:
         if record.result_format in TEXT_FORMATS:
             write_text_frame(frame, record.output_names, record.result_format, record.result_path)
         else:
             frame.toDF(*unique_names(record.output_names)).write.parquet(record.result_path)
+    except AipqError:
+        raise
+    except Exception as error:
+        message = java_message(error)
+        if "cancelled" in message.lower():
+            raise spark_error(error, "the query (handed to Spark)") from error
+        raise HandoffRefused(message) from error
     finally:
         spark.sparkContext.setLocalProperty("spark.jobGroup.id", None)
 

@@ -71,7 +71,7 @@ def execute(planned: PlannedQuery, context: RunContext, listener: StageListener 
                                            result_format or "parquet", keep_frame)
             return QueryRun(context.spark, planned, record, context.storage, frame)
         except HandoffRefused:
-            pass  # aipq's own plan runs: its planning reports the mistake with its place, as without the handoff
+            pass  # aipq's own plan runs: its planning or stages report the mistake as without the handoff
     collector = collector_for(context, planned.dag, planned.source_name or "query")
     try:
         reoptimizer = Reoptimizer(planned, context) if Reoptimizer.applies(planned, context) else None

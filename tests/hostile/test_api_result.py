@@ -29,8 +29,10 @@ def collected(spark, monkeypatch) -> list[int]:
     return counts
 
 
+# The result files these tests check are aipq's plan's (a query handed to Spark hands back Spark's DataFrame, no
+# files: tests/test_handoff.py), so they run aipq's plan.
 def test_the_rows_are_collected_only_when_read(spark, home, tpch, collected):
-    result = aipq.sql("select l_orderkey, l_linenumber from lineitem", spark=spark, home=home)
+    result = aipq.sql("select l_orderkey, l_linenumber from lineitem", spark=spark, home=home, handoff="off")
     total = result.run["result_rows"]
     assert total > 1000 and max(collected, default=0) < total, "the result went through Python"
     assert result.dataframe.inputFiles(), "the DataFrame reads the result's files"
@@ -40,7 +42,7 @@ def test_the_rows_are_collected_only_when_read(spark, home, tpch, collected):
 
 
 def test_the_results_files_stay_until_it_is_closed(spark, home, tpch):
-    result = aipq.sql("select n_name from nation where n_regionkey = 1", spark=spark, home=home)
+    result = aipq.sql("select n_name from nation where n_regionkey = 1", spark=spark, home=home, handoff="off")
     derived = result.dataframe.where("n_name like 'A%'")
     aipq.sql("select 1 as one", spark=spark, home=home).close()  # another run: it cleans stale work directories
     assert derived.count() == 1 and len(result.rows) == 5
@@ -48,7 +50,7 @@ def test_the_results_files_stay_until_it_is_closed(spark, home, tpch):
     assert len(result.rows) == 5, "rows read before close stay"
     with pytest.raises(Exception):  # noqa: B017, PT011 — Spark's error for files that are gone
         result.dataframe.collect()
-    with aipq.sql("select n_name from nation", spark=spark, home=home) as scoped:
+    with aipq.sql("select n_name from nation", spark=spark, home=home, handoff="off") as scoped:
         files = scoped.dataframe.inputFiles()
     from pathlib import Path
 
