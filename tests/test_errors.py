@@ -55,6 +55,7 @@ def test_unknown_column_names_it_with_its_position(aipq):
         ("select n_name from nation n where n_nationkey not in (select r_regionkey, r_name from region)",
          "IN compares 1 value(s) with a subquery returning 2 column(s)"),
         ("grant select on nation to bob", "statements"),
+        ("select id from range(10) t(id)", "the table-valued function range() in FROM"),
     ],
 )
 def test_unsupported_constructs_say_which(aipq, sql, construct):

@@ -95,6 +95,10 @@ class FromBuilder:
 
     def relation(self, source: exp.Expression, ctes: dict[str, Block]) -> Relation:
         alias = source.alias_or_name
+        if isinstance(source, exp.Table) and isinstance(source.this, exp.Func):
+            function = source.this.name or source.this.sql(dialect="spark").split("(")[0]
+            raise self.unsupported(f"the table-valued function {function}() in FROM", source,
+                                   hint="write its rows as VALUES, or read them from a table")
         if isinstance(source, exp.Table):
             if not source.db and source.name.lower() in ctes:
                 block = ctes[source.name.lower()]
