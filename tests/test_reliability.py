@@ -154,11 +154,11 @@ def test_output_folder_is_checked_before_the_query_runs(aipq, tmp_path):
 
 
 # ---- 3. statistics count each row once -----------------------------------------------------------------------
-def test_a_sorted_first_read_records_the_true_row_count(tmp_path, home):
+def test_a_sorted_first_read_records_the_true_row_count(tmp_path, home, tpch):
     aipq = Aipq(tmp_path / "fresh")
     source = next((home / "warehouse" / "tpch").rglob("region.parquet"))
     assert aipq("table", "add", "region", str(source)).exit_code == 0
-    assert aipq("run", "--quiet", "--sql", "SELECT r_name FROM region ORDER BY r_name").exit_code == 0
+    assert aipq("run", "--handoff", "off", "--quiet", "--sql", "SELECT r_name FROM region ORDER BY r_name").exit_code == 0
     shown = aipq("stats", "show", "region", "--json")
     assert json.loads(shown.output)["tables"][0]["rows"] == 5, shown.output
 
@@ -207,7 +207,7 @@ def test_a_failing_statistics_pass_is_a_warning_and_the_result_comes(tmp_path, h
         return original(self, df).where(F.expr("raise_error('sketch failure') IS NULL"))
 
     monkeypatch.setattr(jvm.ColumnSketcher, "observe", failing)
-    result = aipq("run", "--quiet", "--format", "csv", "--sql", "SELECT count(*) AS n FROM nation")
+    result = aipq("run", "--handoff", "off", "--quiet", "--format", "csv", "--sql", "SELECT count(*) AS n FROM nation")
     assert result.exit_code == 0, result.output
     assert "warning: collecting statistics failed" in result.output and result.stdout.splitlines() == ["n", "25"]
 

@@ -47,6 +47,6 @@ def test_a_calls_estimates_are_computed_only_when_its_run_is_read(spark, home, t
     computed = []
     estimate = executor.record_estimates
     monkeypatch.setattr(executor, "record_estimates", lambda *args: computed.append(1) or estimate(*args))
-    result = aipq.sql(QUERY, spark=spark, home=home)
+    result = aipq.sql(QUERY, spark=spark, home=home, handoff="off")
     assert result.rows and not computed
     assert result.run["stages"] and result.run["result_rows"] == 5 and computed == [1]

@@ -58,7 +58,7 @@ def test_cli_conf_sets_the_knob_and_reaches_the_run(aipq):
     assert explained.exit_code == 0, explained.output
     assert "repartition joins only" in explained.output and "at most 3" in explained.output
 
-    ran = aipq("run", "--sql", JOIN, "--conf", "spark.sql.shuffle.partitions=3", "--reducer-bytes", "0",
+    ran = aipq("run", "--handoff", "off", "--sql", JOIN, "--conf", "spark.sql.shuffle.partitions=3", "--reducer-bytes", "0",
                "--broadcast-threshold", "0", "--analyze", "--format", "csv")
     assert ran.exit_code == 0, ran.output
     assert "JOIN" in ran.output and set(re.findall(r"(\d+) reduce tasks", ran.output)) == {"3"}
@@ -78,7 +78,7 @@ def test_a_workflows_fixed_reducer_count_runs_in_every_stage(aipq, tmp_path):
     """Hive's mapred.reduce.tasks sets two knobs: the count, and no sizing by bytes, so every stage runs it."""
     workflow = tmp_path / "fixed_reducers.sql"
     workflow.write_text(f"SET mapred.reduce.tasks=3;\nSET hive.auto.convert.join=false;\n{JOIN};\n")
-    ran = aipq("run", str(workflow), "--analyze")
+    ran = aipq("run", "--handoff", "off", str(workflow), "--analyze")
     assert ran.exit_code == 0, ran.output
     assert "ignored" not in ran.output and set(re.findall(r"(\d+) reduce tasks", ran.output)) == {"3"}
     result = aipq("explain", "--sql", JOIN, "--conf", "mapred.reduce.tasks=4", "--reducer-bytes", "64MB")

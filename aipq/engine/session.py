@@ -161,9 +161,9 @@ _CHECKED_CONTEXTS: dict[int, object] = {}
 def check_aipq_classes(spark, described: str) -> None:
     """A session aipq runs on needs aipq's JVM classes on its driver, which only its start can put there, and
     the Spark they were built for (checked once per SparkContext: ``_CHECKED_CONTEXTS``)."""
-    from aipq.engine.jvm import aipq_classes_loaded
+    from aipq.engine.jvm import aipq_classes_loaded, java_spark_context
 
-    context = spark.sparkContext._jsc
+    context = java_spark_context(spark)
     if context is not None and _CHECKED_CONTEXTS.get(id(context)) is context:
         return
     check_spark_version(spark.version, described)

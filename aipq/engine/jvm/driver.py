@@ -59,6 +59,11 @@ class ClusterShape:
     executor_memory: str  # one executor's heap, as Spark writes it (the driver's in local mode)
 
 
+def java_spark_context(spark: SparkSession):
+    """The session's Java SparkContext (None once stopped): one object for as long as the context runs."""
+    return spark.sparkContext._jsc
+
+
 def aipq_classes_loaded(spark: SparkSession) -> bool:
     """Whether the session's driver has aipq's JVM classes (``spark.jars`` held aipq's jar when it started)."""
     from py4j.java_gateway import JavaClass
