@@ -158,7 +158,8 @@ def test_a_sorted_first_read_records_the_true_row_count(tmp_path, home, tpch):
     aipq = Aipq(tmp_path / "fresh")
     source = next((home / "warehouse" / "tpch").rglob("region.parquet"))
     assert aipq("table", "add", "region", str(source)).exit_code == 0
-    assert aipq("run", "--handoff", "off", "--quiet", "--sql", "SELECT r_name FROM region ORDER BY r_name").exit_code == 0
+    sql = "SELECT r_name FROM region ORDER BY r_name"
+    assert aipq("run", "--handoff", "off", "--quiet", "--sql", sql).exit_code == 0
     shown = aipq("stats", "show", "region", "--json")
     assert json.loads(shown.output)["tables"][0]["rows"] == 5, shown.output
 

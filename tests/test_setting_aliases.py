@@ -58,8 +58,8 @@ def test_cli_conf_sets_the_knob_and_reaches_the_run(aipq):
     assert explained.exit_code == 0, explained.output
     assert "repartition joins only" in explained.output and "at most 3" in explained.output
 
-    ran = aipq("run", "--handoff", "off", "--sql", JOIN, "--conf", "spark.sql.shuffle.partitions=3", "--reducer-bytes", "0",
-               "--broadcast-threshold", "0", "--analyze", "--format", "csv")
+    ran = aipq("run", "--handoff", "off", "--sql", JOIN, "--conf", "spark.sql.shuffle.partitions=3",
+               "--reducer-bytes", "0", "--broadcast-threshold", "0", "--analyze", "--format", "csv")
     assert ran.exit_code == 0, ran.output
     assert "JOIN" in ran.output and set(re.findall(r"(\d+) reduce tasks", ran.output)) == {"3"}
 
