@@ -96,7 +96,7 @@ class FromBuilder:
     def relation(self, source: exp.Expression, ctes: dict[str, Block]) -> Relation:
         alias = source.alias_or_name
         if isinstance(source, exp.Table) and isinstance(source.this, exp.Func):
-            function = source.this.name or source.this.sql(dialect="spark").split("(")[0]
+            function = source.this.sql(dialect="spark").split("(", 1)[0].lower()
             raise self.unsupported(f"the table-valued function {function}() in FROM", source,
                                    hint="write its rows as VALUES, or read them from a table")
         if isinstance(source, exp.Table):
