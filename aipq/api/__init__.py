@@ -21,7 +21,7 @@ from pathlib import Path
 
 from aipq import workflow
 from aipq.api.options import RunOptions, split_options
-from aipq.api.result import Result
+from aipq.api.result import Collected, Result
 from aipq.api.session import callers_session, home_folder, thread_job_properties_kept
 from aipq.cli.run_report import RunReport, check_distinct_files
 from aipq.config import Settings, default_home
@@ -32,6 +32,7 @@ from aipq.engine.records import StageMetrics
 from aipq.engine.report import run_dict
 from aipq.engine.session import running_session
 from aipq.engine.sink import output_format, write_output
+from aipq.engine.stage_job import spark_error
 from aipq.errors import BadInputError
 from aipq.explanation import explain_tree, planned_explain
 from aipq.workflow import WorkflowRun
@@ -122,11 +123,21 @@ def _run(source: SqlSource, spark, home, progress, options: dict) -> Result | No
         query_run.keep()
     if query_run.frame is not None:  # handed to Spark whole: its DataFrame as it is, no files written or read back
         return Result(tuple(record.output_names), _named(query_run.frame, record.output_names),
-                      partial(run_dict, record), query_run.close)
+                      partial(run_dict, record), query_run.close, _collected_later(record))
     # the caller's session reads the result's files, which stay until the Result is closed (api/result.py)
     frame = user.read.parquet(record.result_path).toDF(*record.output_names)
     return Result(tuple(record.output_names), frame, partial(run_dict, record),
                   None if run.keep_work else query_run.close)
+
+
+def _collected_later(record) -> Collected:
+    """A handed-off query runs when its rows are read: a failure then is aipq's error, as it would have been in
+    the call, and its rows are counted into the run record."""
+
+    def counted(rows: int) -> None:
+        record.result_rows = rows
+
+    return Collected(lambda error: spark_error(error, "the query (handed to Spark)"), counted)
 
 
 def _named(frame, names: list[str]):
@@ -142,9 +153,9 @@ def _run_workflow(source: SqlSource, context: RunContext, run: RunOptions, with_
     planned = workflow.plan_workflow(source, context, run.allow_overwrite, record=True, resume=run.resume)
     if with_output and not planned.queries:
         raise BadInputError("output= was given but the workflow has no SELECT whose rows could be written")
+    lazy = not with_output and not run.keep_work and report is None  # a report tells what the run did: it runs
     return workflow.run_workflow(planned, _Progress(progress) if progress else None,
-                                 report.step_done if report is not None else None,
-                                 keep_frame=not with_output and not run.keep_work)
+                                 report.step_done if report is not None else None, keep_frame=lazy)
 
 
 def _checked_targets(context: RunContext, run: RunOptions, source: str) -> tuple[str | None, RunReport | None]:

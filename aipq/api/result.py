@@ -14,6 +14,7 @@ import contextlib
 import itertools
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from aipq.errors import EnvironmentProblem
@@ -48,6 +49,15 @@ _OPEN = _OpenResults()
 _TOKENS = itertools.count()
 
 
+@dataclass(frozen=True)
+class Collected:
+    """For a result whose query runs only when its rows are read (one handed to Spark whole, lazily): how a
+    failure then is told (as aipq's error) and where the rows counted go (the run record)."""
+
+    failure: Callable[[BaseException], Exception]
+    counted: Callable[[int], None]
+
+
 class Result:
     """The rows of a query's (or a workflow's last) SELECT as a Spark DataFrame, and what the run did.
 
@@ -56,10 +66,11 @@ class Result:
     summaries and rows pruned). ``close()`` removes the result's files (``rows`` read before stays)."""
 
     def __init__(self, columns: tuple[str, ...], dataframe: Any, run: dict | Callable[[], dict],
-                 release: Callable[[], None] | None = None):
+                 release: Callable[[], None] | None = None, collected: Collected | None = None):
         self.columns = columns
         self.dataframe = dataframe
         self._run = run  # or how to make it: the stages' estimates are computed when it is first read
+        self._collected = collected
         self._rows: list[tuple] | None = None
         self._closed = False
         self._token = next(_TOKENS)  # not id(self): a collected Result's id is reused, its release must not be
@@ -81,8 +92,20 @@ class Result:
             if self._closed:
                 raise EnvironmentProblem("this Result was closed before its rows were read",
                                          hint="read Result.rows (or use Result.dataframe) before close()")
-            self._rows = [tuple(row) for row in self.dataframe.collect()]
+            self._rows = self._collect()
         return self._rows
+
+    def _collect(self) -> list[tuple]:
+        if self._collected is None:
+            return [tuple(row) for row in self.dataframe.collect()]
+        try:
+            rows = [tuple(row) for row in self.dataframe.collect()]
+        except Exception as error:  # noqa: BLE001 — a Spark failure, told as aipq tells it
+            raise self._collected.failure(error) from error
+        self._collected.counted(len(rows))
+        if not callable(self._run):  # the record was read before: it gains the count too
+            self._run["result_rows"] = len(rows)
+        return rows
 
     def to_pandas(self):
         """The rows as a pandas DataFrame (needs pandas installed)."""

@@ -90,8 +90,9 @@ def test_a_udfs_exception_reaches_the_user_in_one_line(spark, home, keyed_view, 
 
 @pytest.mark.slow
 def test_a_udf_error_on_a_users_own_session_started_with_spark_conf(tmp_path):
-    """The user's program as it is written: its own session from ``aipq.spark_conf()``, a UDF that raises; the
-    error is one line, and the uncaught traceback shows where in the UDF."""
+    """The user's program as it is written: its own session from ``aipq.spark_conf()``, a UDF that raises when the
+    rows are read (the query is handed to Spark, which runs it then); the error is one line, and the uncaught
+    traceback shows where in the UDF."""
     program = tmp_path / "user.py"
     program.write_text(textwrap.dedent(f"""
         import aipq
@@ -105,10 +106,10 @@ def test_a_udf_error_on_a_users_own_session_started_with_spark_conf(tmp_path):
             raise ValueError(f"cannot parse {{x}}")
         spark.udf.register("parse", parse, "int")
         try:
-            aipq.sql("select v, sum(parse(k)) from t group by v", spark=spark, home={str(tmp_path / 'home')!r})
+            aipq.sql("select v, sum(parse(k)) from t group by v", spark=spark, home={str(tmp_path / 'home')!r}).rows
         except aipq.errors.ExecutionError as error:
             print("MESSAGE", error.message)
-        aipq.sql("select v, sum(parse(k)) from t group by v", spark=spark, home={str(tmp_path / 'home')!r})
+        aipq.sql("select v, sum(parse(k)) from t group by v", spark=spark, home={str(tmp_path / 'home')!r}).rows
     """))
     done = subprocess.run([sys.executable, str(program)], capture_output=True, text=True, timeout=600,
                           env={**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"})
