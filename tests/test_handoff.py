@@ -165,3 +165,19 @@ def test_a_handed_off_run_spark_fails_runs_aipqs_plan_for_its_error(aipq, contex
         failed = aipq("run", "--sql", sql)
         assert failed.exit_code == 1 and "internal error" not in failed.output
         assert "more than one row returned by a subquery used as an expression" in failed.output
+
+
+def test_a_cte_grouped_once_and_read_twice_is_no_reason_to_keep_aipqs_plan(context):
+    """A GROUP BY that two readers share (a CTE read twice, TPC-H Q15's revenue) is computed once by Spark's plan
+    too (the same exchange in both references, reused), so it is not aipq's own; a map-side subplan two readers
+    share (``planner/shared.py``'s merge) is, and keeps aipq's plan."""
+    from aipq.engine.handoff import aipq_interventions
+
+    cte = _planned(context, query_text(15)).dag
+    read_twice = [p for p, readers in cte.dataflow.items() if len(readers) > 1]
+    assert read_twice and {s.operator for s in cte.stages if s.id in read_twice} == {"GROUP-BY"}
+    assert not any("several readers" in found for found in aipq_interventions(cte, ()))
+    always = context.with_settings(replace(context.settings, share_subplans="always"))
+    merged = _planned(always, query_text(11)).dag
+    assert merged.plan.shared_notes
+    assert any("several readers" in found for found in aipq_interventions(merged, ()))

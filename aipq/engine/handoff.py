@@ -70,7 +70,7 @@ def aipq_interventions(dag: StageDag, decisions: Iterable[StageDecisions]) -> li
         found.append("summaries chosen (built in " + ", ".join(f"S{s}" for s in building) + ")")
     if dag.transfer_passes:
         found.append("predicate transfer passes")
-    if dag.plan.shared_notes or any(len(readers) > 1 for readers in dag.dataflow.values()):
+    if dag.plan.shared_notes or _map_stage_read_again(dag):
         found.append("a subplan computed once for several readers")
     if dag.plan.preaggregations:
         found.append("pre-aggregation below a join")
@@ -78,6 +78,15 @@ def aipq_interventions(dag: StageDag, decisions: Iterable[StageDecisions]) -> li
            and node.broadcast_side == "left" for stage in dag.stages for node in stage.plan.walk()):
         found.append("a semi join built from its preserved side")
     return found
+
+
+def _map_stage_read_again(dag: StageDag) -> bool:
+    """Whether a stage that several stages read is a map-side pipeline. A reduce operator read several times (a
+    CTE read twice) is computed once by Spark's plan too: the exchange under it is the same in every reference,
+    and Spark reuses it (ReuseExchange). A map-side pipeline has no exchange to reuse: Spark reads it again."""
+    by_id = {stage.id: stage for stage in dag.stages}
+    return any(len(readers) > 1 and by_id[producer].operator == "MAP"
+               for producer, readers in dag.dataflow.items() if producer in by_id)
 
 
 def handoff_decision(settings: Settings, dag: StageDag, statement: exp.Expression,
