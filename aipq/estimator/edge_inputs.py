@@ -133,6 +133,7 @@ class EdgeEstimator:
         # and tables (and stage outputs once written) do not change during a run
         self.known = KnownTables(repository, self.session.files)
         self._stages: dict[int, object] = {}
+        self._plan_texts: dict[int, str] = {}  # each stage's canonical text, shared by the stages above it
         self._planning: set[int] = set()  # stages whose plan's rows are being estimated
         # the pruning chosen so far, as the IP planner hands it with the edge being priced (the repository keeps
         # only unpruned subplans' figures; a place already probed holds fewer rows)
@@ -295,7 +296,7 @@ class EdgeEstimator:
         if self.repository is None:
             return None
         if stage_id not in self._stages:
-            self._stages[stage_id] = self.repository.stage(stage_plan_key(self.dag, stage_id),
+            self._stages[stage_id] = self.repository.stage(stage_plan_key(self.dag, stage_id, self._plan_texts),
                                                            lambda p: self._files(p).fingerprint)
         return self._stages[stage_id]
 

@@ -36,13 +36,17 @@ def _canonical(node: object, dag: StageDag, memo: dict[int, str]) -> str:
     return repr(node)
 
 
-def stage_plan_text(dag: StageDag, stage_id: int) -> str:
-    """The canonical text of a stage's subplan, stages below it included."""
-    return _canonical(dag.stage(stage_id).plan, dag, {})
+def stage_plan_text(dag: StageDag, stage_id: int, memo: dict[int, str] | None = None) -> str:
+    """The canonical text of a stage's subplan, stages below it included. ``memo`` keeps each stage's text for
+    later calls on the same DAG (an estimator asks for several stages', which share the stages below them)."""
+    memo = {} if memo is None else memo
+    if stage_id not in memo:
+        memo[stage_id] = _canonical(dag.stage(stage_id).plan, dag, memo)
+    return memo[stage_id]
 
 
-def stage_plan_key(dag: StageDag, stage_id: int) -> str:
-    return hashlib.sha256(stage_plan_text(dag, stage_id).encode()).hexdigest()[:32]
+def stage_plan_key(dag: StageDag, stage_id: int, memo: dict[int, str] | None = None) -> str:
+    return hashlib.sha256(stage_plan_text(dag, stage_id, memo).encode()).hexdigest()[:32]
 
 
 def tables_under(dag: StageDag, stage_id: int) -> list[TableEntry]:
