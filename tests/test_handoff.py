@@ -100,12 +100,18 @@ def test_the_api_hands_back_sparks_dataframe_and_sees_the_users_views(spark, hom
     spark.createDataFrame([(0,), (1,)], "r int").createOrReplaceTempView("handoff_regions")
     sql = ("SELECT n_regionkey, count(*) AS c FROM nation JOIN handoff_regions ON n_regionkey = r "
            "GROUP BY n_regionkey ORDER BY n_regionkey")
+    callers = {key: spark.conf.get(key, None) for key in ("spark.aipq.longDecimalAggregates", "spark.sql.ansi.enabled")}
     for _ in range(2):  # the first run may collect the view's statistics
         result = aipq.sql(sql, spark=spark, home=home, handoff="auto")
-    assert result.rows == [(0, 5), (1, 5)] and result.run["handoff"]["chosen"]
     assert result.run["result_rows"] is None  # Spark's DataFrame, not collected by the call
+    assert result.rows == [(0, 5), (1, 5)] and result.run["handoff"]["chosen"]
+    assert result.run["result_rows"] == 2  # counted when read
     assert [tuple(r) for r in result.dataframe.collect()] == result.rows
     assert result.dataframe.columns == ["n_regionkey", "c"]
+    # it runs when read, under aipq's settings on the call's clone of the session; the caller's stay as they were
+    own = result.dataframe.sparkSession.conf
+    assert own.get("spark.aipq.longDecimalAggregates") == "true" and own.get("spark.sql.shuffle.partitions") == "8"
+    assert {key: spark.conf.get(key, None) for key in callers} == callers
 
 
 def test_sql_spark_refuses_gets_aipqs_own_error_not_an_internal_one(aipq, tpch_statistics):

@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from functools import partial
 
@@ -242,8 +243,9 @@ def run_handed_off(context, statement: exp.Expression, dag: StageDag, why: str, 
                        started_at=time.time())
     group = f"aipq-{run_id}-handoff"
     started = time.perf_counter()
+    conf = {**handoff_conf(settings), **user_runtime_conf(spark, settings)}
     try:
-        with sql_conf(spark, {**handoff_conf(settings), **user_runtime_conf(spark, settings)}):
+        with sql_conf(spark, conf) if not keep_frame else _kept_conf(spark, conf):
             frame, views = handed_off_frame(context, statement, dag)
             try:
                 if not keep_frame:
@@ -264,6 +266,15 @@ def run_handed_off(context, statement: exp.Expression, dag: StageDag, why: str, 
         record.estimating = partial(record_estimates, dag, KnownTables(context.repository, context.storage,
                                                                        record.started_at))
     return record, frame if keep_frame else None
+
+
+@contextmanager
+def _kept_conf(spark, conf: dict[str, str]) -> Iterator[None]:
+    """The handed-off settings left on the session: a kept DataFrame is optimized and run when it is read, under
+    its session's settings then. Only for a session that is the run's own (the Python API's clone of the
+    caller's session, ``api/session.py``), never the caller's."""
+    jvm.swap_sql_conf(spark, conf)
+    yield
 
 
 def _write(spark, frame, record: RunRecord, group: str) -> None:
