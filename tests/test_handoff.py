@@ -12,7 +12,14 @@ from conftest import ALL_QUERIES, assert_same_rows, oracle_rows, run_to_rows
 import aipq
 from aipq.config import Settings
 from aipq.engine.context import RunContext
-from aipq.engine.handoff import HANDED_OFF, VIEW_PREFIX, HandoffRefused, handoff_decision, run_handed_off
+from aipq.engine.handoff import (
+    HANDED_OFF,
+    VIEW_PREFIX,
+    HandoffRefused,
+    aipq_interventions,
+    handoff_decision,
+    run_handed_off,
+)
 from aipq.pipeline import plan_query
 from aipq.tpch.queries import query_text
 from aipq.workflow.query import QueryRun, execute, query_handoff
@@ -177,8 +184,6 @@ def test_a_cte_grouped_once_and_read_twice_is_no_reason_to_keep_aipqs_plan(conte
     """A GROUP BY that two readers share (a CTE read twice, TPC-H Q15's revenue) is computed once by Spark's plan
     too (the same exchange in both references, reused), so it is not aipq's own; a map-side subplan two readers
     share (``planner/shared.py``'s merge) is, and keeps aipq's plan."""
-    from aipq.engine.handoff import aipq_interventions
-
     cte = _planned(context, query_text(15)).dag
     read_twice = [p for p, readers in cte.dataflow.items() if len(readers) > 1]
     assert read_twice and {s.operator for s in cte.stages if s.id in read_twice} == {"GROUP-BY"}

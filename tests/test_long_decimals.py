@@ -93,7 +93,8 @@ SPARKS_OWN = {
 def test_where_the_bounds_do_not_prove_it_spark_sums_as_ever(spark, prices, name):
     too_long_to_run = name == "a cross join's rows times a huge value"  # the plan is what counts
     spark_rows, rows, plan = _both_ways(spark, SPARKS_OWN[name], run=not too_long_to_run)
-    assert rows == spark_rows
+    if not too_long_to_run:
+        assert rows == spark_rows
     if name.startswith("small decimals"):  # Spark's DecimalAggregates: averages on doubles, no division of ours
         assert "decimaldividewithoverflowcheck" not in plan, plan
     else:

@@ -96,12 +96,14 @@ class Result:
         return self._rows
 
     def _collect(self) -> list[tuple]:
-        if self._collected is None:
-            return [tuple(row) for row in self.dataframe.collect()]
         try:
             rows = [tuple(row) for row in self.dataframe.collect()]
-        except Exception as error:  # noqa: BLE001 — a Spark failure, told as aipq tells it
+        except Exception as error:  # noqa: BLE001 — a Spark failure of a query run only now, told as aipq tells it
+            if self._collected is None:
+                raise
             raise self._collected.failure(error) from error
+        if self._collected is None:
+            return rows
         self._collected.counted(len(rows))
         if not callable(self._run):  # the record was read before: it gains the count too
             self._run["result_rows"] = len(rows)

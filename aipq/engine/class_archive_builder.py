@@ -22,7 +22,9 @@ from aipq.engine.class_archive import (
     DUMP_TIMEOUT_SECONDS,
     PREFIX,
     RECORD_VARIABLE,
+    archive_path,
     being_built,
+    driver_memory,
     failed_marker,
     lock_path,
 )
@@ -119,4 +121,6 @@ def main(final: Path) -> int:
 if __name__ == "__main__":
     if hasattr(os, "nice"):
         os.nice(10)  # the user's next command comes first
-    sys.exit(main(Path(sys.argv[1])))
+    # the archive's path, or (run by hand, e.g. by CI before tests) this Java's and installation's own
+    target = Path(sys.argv[1]) if len(sys.argv) > 1 else archive_path(driver_memory())
+    sys.exit(1 if target is None else main(target))

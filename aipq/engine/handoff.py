@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Iterable
+from contextlib import nullcontext
 from dataclasses import dataclass, replace
 from functools import partial
 
@@ -85,9 +85,8 @@ def _map_stage_read_again(dag: StageDag) -> bool:
     """Whether a stage that several stages read is a map-side pipeline. A reduce operator read several times (a
     CTE read twice) is computed once by Spark's plan too: the exchange under it is the same in every reference,
     and Spark reuses it (ReuseExchange). A map-side pipeline has no exchange to reuse: Spark reads it again."""
-    by_id = {stage.id: stage for stage in dag.stages}
-    return any(len(readers) > 1 and by_id[producer].operator == "MAP"
-               for producer, readers in dag.dataflow.items() if producer in by_id)
+    return any(len(readers) > 1 and dag.stage(producer).operator == "MAP"
+               for producer, readers in dag.dataflow.items())
 
 
 def handoff_decision(settings: Settings, dag: StageDag, statement: exp.Expression,
@@ -244,8 +243,10 @@ def run_handed_off(context, statement: exp.Expression, dag: StageDag, why: str, 
     group = f"aipq-{run_id}-handoff"
     started = time.perf_counter()
     conf = {**handoff_conf(settings), **user_runtime_conf(spark, settings)}
+    if keep_frame:  # Spark optimizes a kept DataFrame when it is read, under its session's settings then: they
+        jvm.swap_sql_conf(spark, conf)  # stay, on the run's own session (the API's clone, never the caller's)
     try:
-        with sql_conf(spark, conf) if not keep_frame else _kept_conf(spark, conf):
+        with sql_conf(spark, conf) if not keep_frame else nullcontext():
             frame, views = handed_off_frame(context, statement, dag)
             try:
                 if not keep_frame:
@@ -266,15 +267,6 @@ def run_handed_off(context, statement: exp.Expression, dag: StageDag, why: str, 
         record.estimating = partial(record_estimates, dag, KnownTables(context.repository, context.storage,
                                                                        record.started_at))
     return record, frame if keep_frame else None
-
-
-@contextmanager
-def _kept_conf(spark, conf: dict[str, str]) -> Iterator[None]:
-    """The handed-off settings left on the session: a kept DataFrame is optimized and run when it is read, under
-    its session's settings then. Only for a session that is the run's own (the Python API's clone of the
-    caller's session, ``api/session.py``), never the caller's."""
-    jvm.swap_sql_conf(spark, conf)
-    yield
 
 
 def _write(spark, frame, record: RunRecord, group: str) -> None:
