@@ -296,6 +296,13 @@ KNOBS: tuple[Knob, ...] = (
          "--reuse on) run aipq's plan too. Explain says which and why.",
          "--handoff", "choice", ("auto", "off"),
          help="Hand a query aipq would change nothing in to Spark's own planner (auto), or never (off)."),
+    Knob("runtime_filters", "auto", "In a query handed to Spark, Spark's runtime Bloom filter (a join's "
+         "filtered small side summarized and applied to the other side's scan before its shuffle) is built for "
+         "any scanned side larger than broadcast_threshold with 'auto'; Spark's default waits for a 10 GB scan, "
+         "sized for clusters, so at this machine's scales it never builds one. 'spark' keeps Spark's threshold.",
+         "--runtime-filters", "choice", ("auto", "spark"),
+         help="Let Spark's runtime Bloom filter prune any scan above the broadcast threshold in a handed-off "
+              "query (auto), or only at Spark's 10 GB (spark)."),
     Knob("reuse", "off", "Stage outputs kept in the stage-output cache by earlier commands are read instead of "
          "computed again when the same subplan runs over the same table files ('on'); a command always reads "
          "the outputs it kept itself (a workflow's later statements), and removes them when it completes unless "
@@ -367,6 +374,7 @@ class Settings:
     cartesian: str = default_of("cartesian")
     staging: str = default_of("staging")
     handoff: str = default_of("handoff")
+    runtime_filters: str = default_of("runtime_filters")
     reuse: str = default_of("reuse")
     shared_scans: str = default_of("shared_scans")
     cache_size: int = default_of("cache_size")

@@ -40,3 +40,19 @@ def test_the_least_recently_read_table_goes_first(spark, tmp_path):
     reads.read(spark, files, entries[2])
     assert reads.read(spark, files, entries[0]) is first
     assert reads.read(spark, files, entries[1]).count() == 2  # gone, and read afresh
+
+
+def test_a_kept_read_has_one_view_made_once_and_dropped_when_the_read_goes(spark, tmp_path):
+    entries = []
+    for n in range(2):
+        folder = tmp_path / f"v{n}"
+        spark.range(0, n + 2).selectExpr("id AS k").write.parquet(str(folder))
+        entries.append(TableEntry("default", f"v{n}", str(folder), "parquet", (("k", "bigint"),)))
+    reads, files = TableReads(limit=1), Storage()
+    view, kept = reads.view(spark, files, entries[0])
+    assert kept and reads.view(spark, files, entries[0]) == (view, True)
+    assert spark.table(view).count() == 2
+    other, _ = reads.view(spark, files, entries[1])  # the first read goes, and its view with it
+    assert other != view and spark.table(other).count() == 3
+    assert not spark.catalog.tableExists(view)
+    spark.catalog.dropTempView(other)

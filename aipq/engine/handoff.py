@@ -15,7 +15,6 @@ have, metastore tables and a user's own temporary views by their names, and reco
 from __future__ import annotations
 
 import time
-import uuid
 from collections.abc import Iterable
 from contextlib import nullcontext
 from dataclasses import dataclass, replace
@@ -24,7 +23,7 @@ from functools import partial
 from sqlglot import exp
 
 from aipq.catalog import SPARK_CATALOG_PREFIX, TableEntry
-from aipq.config import Settings
+from aipq.config import Settings, default_of
 from aipq.engine import jvm
 from aipq.engine.executor import record_estimates
 from aipq.engine.like_prefilter import with_like_prefilters
@@ -43,7 +42,6 @@ from aipq.planner.resolve import qualified_key, referenced_tables
 from aipq.planner.stages import StageDag
 
 HANDED_OFF = "SPARK"  # the operator a handed-off run's one stage is recorded with
-VIEW_PREFIX = "__aipq_handoff_"  # per-run views, with a random tag after it: no user view has such a name
 
 
 class HandoffRefused(Exception):
@@ -158,7 +156,16 @@ def handoff_conf(settings: Settings) -> dict[str, str]:
             "spark.sql.autoBroadcastJoinThreshold": str(settings.broadcast_threshold or -1),
             "spark.sql.adaptive.enabled": "true",
             "spark.sql.optimizer.runtime.bloomFilter.enabled": "true",
-            "spark.sql.optimizer.dynamicPartitionPruning.enabled": "true"}
+            "spark.sql.optimizer.dynamicPartitionPruning.enabled": "true",
+            **runtime_filter_conf(settings)}
+
+
+def runtime_filter_conf(settings: Settings) -> dict[str, str]:
+    """Spark's runtime Bloom filter builds for a scanned side past the broadcast threshold, not its 10 GB."""
+    if settings.runtime_filters != "auto":
+        return {}
+    threshold = settings.broadcast_threshold if settings.broadcast_threshold > 0 else default_of("broadcast_threshold")
+    return {"spark.sql.optimizer.runtime.bloomFilter.applicationSideScanSizeThreshold": str(threshold)}
 
 
 def table_entries(dag: StageDag) -> dict[str, TableEntry]:
@@ -200,23 +207,24 @@ def spark_sql_text(statement: exp.Expression, entries: dict[str, TableEntry], vi
 
 
 def handed_off_frame(context, statement: exp.Expression, dag: StageDag) -> tuple[object, list[str]]:
-    """The query as a DataFrame planned by Spark (analyzed, so the per-run views it read may go), and the views
-    made for it (the caller drops them)."""
+    """The query as a DataFrame planned by Spark, and the views made for this run alone (the caller drops them
+    once the frame is analyzed); the views of the session's kept table reads stay for its next runs."""
     spark, entries = context.spark, table_entries(dag)
-    reads, views, tag = session_table_reads(spark), {}, uuid.uuid4().hex[:12]
-    for number, (key, entry) in enumerate(sorted(entries.items())):
+    reads, views, loose = session_table_reads(spark), {}, []
+    for key, entry in sorted(entries.items()):
         if entry.source == "aipq":
-            views[key] = f"{VIEW_PREFIX}{tag}_{number}"
-            reads.read(spark, context.storage, entry).createOrReplaceTempView(views[key])
+            views[key], kept = reads.view(spark, context.storage, entry)
+            if not kept:
+                loose.append(views[key])
     from pyspark.errors import AnalysisException
 
     try:
-        return spark.sql(spark_sql_text(statement, entries, views)), list(views.values())
+        return spark.sql(spark_sql_text(statement, entries, views)), loose
     except AnalysisException as refused:
-        drop_views(spark, views.values())
+        drop_views(spark, loose)
         raise HandoffRefused(str(refused)) from refused
     except BaseException:
-        drop_views(spark, views.values())
+        drop_views(spark, loose)
         raise
 
 

@@ -41,7 +41,7 @@ ROW_OVERHEAD = 8  # bytes Spark adds to each row's estimated width
 ESTIMATE_MARGIN = 8
 
 # Which inputs Spark can broadcast for each join kind (the build side must not be the preserved side).
-_BROADCASTABLE = {
+BROADCASTABLE = {
     "inner": ("right", "left"),
     "cross": ("right", "left"),
     "left": ("right",),
@@ -117,7 +117,7 @@ def estimated_pipeline_bytes(node: Node, sizes: Callable[[str], int | None],
 def _smallest_broadcastable(node: Join, inputs: dict[str, float | None], threshold: int) -> str | None:
     """The side to copy to every task: the smaller of the inputs within ``threshold`` that the join kind can
     build a broadcast hash table from."""
-    candidates = [(inputs[side], side) for side in _BROADCASTABLE[node.kind]
+    candidates = [(inputs[side], side) for side in BROADCASTABLE[node.kind]
                   if inputs[side] is not None and inputs[side] <= threshold]
     return min(candidates)[1] if candidates else None
 
@@ -155,7 +155,7 @@ def choose_physical_joins(root: Node, broadcast_threshold: int, sizes: Callable[
     def choose(node: Node) -> Node:
         if not isinstance(node, Join):
             return node
-        for side in _BROADCASTABLE[node.kind]:
+        for side in BROADCASTABLE[node.kind]:
             if at_most_one_row(node.left if side == "left" else node.right):
                 return replace(node, physical="broadcast", broadcast_side=side)
         if broadcast_threshold <= 0:
