@@ -1,5 +1,5 @@
 """Time a handed-off query phase by phase against the benchmark's own ``spark`` series, interleaved on one
-session: where aipq's per-run work around Spark's plan goes (docs/decisions/staging-and-plans.md).
+session: where aipq's per-run work around Spark's plan goes (docs/decisions/handoff.md).
 
 Each query is planned once, run three times each way to warm up, then ``RUNS`` times each way in turn; the
 medians of ``execute()`` (aipq's defaults), of ``spark.sql(q).write.parquet`` under the anchor's settings, and of

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import pytest
 from conftest import LOCAL_FILES
@@ -375,3 +376,25 @@ def test_a_summary_holds_the_probed_keys_in_the_share_it_holds_of_their_span():
     assert common_keys(30_000, 100_000, span_keys(customer, orders_customers)) == pytest.approx(20_000, rel=1e-3)
     assert common_keys(30_000, 100_000, None) == 30_000
     assert span_keys(customer, KeyRange(10, 200_000, 300_000)) == 10  # disjoint ranges: the probed keys alone
+
+
+@pytest.mark.parametrize("runtime_broadcast", ["on", "off"])
+def test_a_join_that_broadcasts_the_summarys_own_source_at_run_time_does_what_the_summary_would(tpch,
+                                                                                                 runtime_broadcast):
+    """Q18 with repartition joins planned: S1 (the orders whose lineitems total over 300, 57 rows written) is the
+    other input of orders' join in S2. Broadcast at run time (Hive's conditional map join, Spark's adaptive
+    execution), that join drops orders' unmatched rows where they are read, as S1's summary would; with runtime
+    broadcast off, orders' rows are shuffled for the join and only the summary prunes them first."""
+    from aipq.config import Settings
+    from aipq.estimator.edge_inputs import EdgeEstimator, RunState
+    from aipq.ip.candidates import find_candidates
+    from aipq.pipeline import plan_query
+    from aipq.tpch.queries import query_text
+
+    settings = Settings(ip="always", staging="hive", broadcast_threshold=10 << 20, runtime_broadcast=runtime_broadcast)
+    dag = plan_query(query_text(18), tpch, replace(settings, broadcast_threshold=0), LOCAL_FILES).dag
+    estimator = EdgeEstimator(dag, settings, None, CALIBRATION, RunState({1: 57}, {1: "/nowhere/S1"}))
+    edges = [c for c in find_candidates(dag) if c.producer == 1 and c.target.label == "orders"]
+    assert edges
+    assert estimator.joined_map_side_at_run(edges[0].target, 1) is (runtime_broadcast == "on")
+    assert not estimator.joined_map_side_at_run(edges[0].target, 2), "another stage's summary: not the same"

@@ -15,7 +15,7 @@ have, metastore tables and a user's own temporary views by their names, and reco
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from contextlib import nullcontext
 from dataclasses import dataclass, replace
 from functools import partial
@@ -36,7 +36,7 @@ from aipq.engine.table_reads import session_table_reads
 from aipq.engine.work_dirs import new_run_id, new_work_dir, remove_work_dir
 from aipq.errors import AipqError
 from aipq.estimator.join_estimates import KnownTables
-from aipq.ip.decisions import StageDecisions
+from aipq.ip.decisions import StageDecisions, SummaryUse
 from aipq.planner.logical import Join, Scan
 from aipq.planner.resolve import qualified_key, referenced_tables
 from aipq.planner.stages import StageDag
@@ -59,12 +59,16 @@ class Handoff:
     why: str
 
 
-def aipq_interventions(dag: StageDag, decisions: Iterable[StageDecisions]) -> list[str]:
-    """What aipq's plan of the query does that Spark's plan of its SQL would not: summaries the estimator chose,
-    predicate transfer, subplans computed once for several readers, pre-aggregation below joins, a semi join built
-    from its preserved side. Empty: aipq chooses nothing here."""
-    found = []
-    building = sorted({d.stage for d in decisions if d.builds})
+def aipq_interventions(dag: StageDag, decisions: Iterable[StageDecisions],
+                       broadcast_does_it: Callable[[SummaryUse], bool] = lambda use: False) -> list[str]:
+    """What aipq's plan of the query does that Spark's plan of its SQL would not: summaries the estimator chose
+    (but one whose every use prunes the input of a join that broadcasts the summary's own source, which Spark's
+    plan does as well: ``broadcast_does_it``), predicate transfer, subplans computed once for several readers,
+    pre-aggregation below joins, a semi join built from its preserved side. Empty: aipq chooses nothing here."""
+    found, decisions = [], list(decisions)
+    uses = [use for d in decisions for use in d.uses]
+    building = sorted({d.stage for d in decisions for build in d.builds
+                       if any(u.summary == build.key and not broadcast_does_it(u) for u in uses)})
     if building:
         found.append("summaries chosen (built in " + ", ".join(f"S{s}" for s in building) + ")")
     if dag.transfer_passes:
@@ -89,7 +93,8 @@ def _map_stage_read_again(dag: StageDag) -> bool:
 
 def handoff_decision(settings: Settings, dag: StageDag, statement: exp.Expression,
                      decisions: Iterable[StageDecisions], forced_strategy: bool = False,
-                     writes_table: bool = False, statistics_missing: bool = False) -> Handoff:
+                     writes_table: bool = False, statistics_missing: bool = False,
+                     broadcast_does_it: Callable[[SummaryUse], bool] = lambda use: False) -> Handoff:
     """Whether a planned query is handed to Spark whole (``Handoff.why`` says why or why not): only under
     ``--handoff auto`` with the default strategy, staging and join order, without ``--reuse on`` (a forcing
     switch runs aipq's plan), for a query
@@ -115,7 +120,7 @@ def handoff_decision(settings: Settings, dag: StageDag, statement: exp.Expressio
     if in_subquery_as_value(statement):
         return Handoff(False, "an IN subquery's value is used outside a filter (Spark's plan of it answers "
                               "false where SQL's answer is NULL)")
-    found = aipq_interventions(dag, decisions)
+    found = aipq_interventions(dag, decisions, broadcast_does_it)
     if found:
         return Handoff(False, "aipq's plan: " + "; ".join(found))
     return Handoff(True, "aipq chooses nothing here (no summary, shared subplan, pre-aggregation or semi-join "

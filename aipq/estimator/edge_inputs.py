@@ -308,7 +308,7 @@ class EdgeEstimator:
         if target.place == "output":
             return self._after_earlier_summaries(self._stage_output(stage, target.column, shuffled=True), target)
         leaf = self._target_leaf(target)
-        shuffled = feeds_shuffle(stage, target.node_id) and not self._joined_map_side_at_run(stage, target.node_id)
+        shuffled = feeds_shuffle(stage, target.node_id)
         if isinstance(leaf, Scan):
             probed = self._scan(leaf, target.column, shuffled)
         elif isinstance(leaf, StageRead):
@@ -319,28 +319,25 @@ class EdgeEstimator:
             probed.shuffle_share = self.cardinality.reach(stage.reduce_node, target.node_id)
         return self._after_earlier_summaries(probed, target)
 
-    def _joined_map_side_at_run(self, stage: Stage, leaf_id: int) -> bool:
-        """Whether the repartition join that would shuffle this input is expected to run map-side: its other
-        input is an earlier stage's output estimated within the runtime broadcast threshold with the planner's
-        margin (Hive's conditional map join, ``planner/physical.measured_broadcasts``; Spark's adaptive
-        execution likewise). The join then drops the rows that do not match where they are read, before any
-        shuffle, as a summary would: Spark's plan of the same part has nothing left for one to save."""
+    def joined_map_side_at_run(self, target: Target, producer: int) -> bool:
+        """Whether the repartition join that would shuffle this input place is expected to run map-side with
+        ``producer``'s output as its other input: that output estimated within the runtime broadcast threshold
+        with the planner's margin (Hive's conditional map join, ``planner/physical.measured_broadcasts``; Spark's
+        adaptive execution likewise). The join then drops the rows a summary of ``producer`` would, where they
+        are read: in Spark's plan of the same part, which broadcasts the small side, the summary adds nothing."""
         threshold = self.settings.broadcast_threshold if self.settings.runtime_broadcast == "on" else 0
-        path = path_to(stage.reduce_node, leaf_id) if stage.reduce_node is not None else None
-        if threshold <= 0 or not path:
-            return False
-        joins = [(node, index) for node, index in path if isinstance(node, Join) and node.physical != "broadcast"]
-        if not joins:
+        stage = self.dag.stage(target.stage)
+        path = path_to(stage.reduce_node, target.node_id) if stage.reduce_node is not None else None
+        joins = [(node, index) for node, index in path or () if isinstance(node, Join) and node.physical != "broadcast"]
+        if threshold <= 0 or target.place != "input" or not joins:
             return False
         join, index = joins[-1]  # the deepest: the shuffle these rows reach first
-        other_side = "right" if index == 0 else "left"
-        other = join.right if index == 0 else join.left
+        other_side, other = ("right", join.right) if index == 0 else ("left", join.left)
         while isinstance(other, (Project, Filter)):
             other = other.children[0]
-        if other_side not in BROADCASTABLE[join.kind] or not isinstance(other, StageRead):
+        if other_side not in BROADCASTABLE[join.kind] or not isinstance(other, StageRead) or other.stage_id != producer:
             return False
-        output = self._stage_output(self.dag.stage(other.stage_id), other.columns[0] if other.columns else "",
-                                    shuffled=False)
+        output = self._stage_output(self.dag.stage(producer), other.columns[0] if other.columns else "", shuffled=False)
         return output is not None and output.bytes * ESTIMATE_MARGIN <= threshold
 
     def _after_earlier_summaries(self, probed: ProbedInput | None, target: Target) -> ProbedInput | None:

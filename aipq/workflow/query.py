@@ -117,9 +117,9 @@ def query_handoff(planned: PlannedQuery, context: RunContext, ip_strategy: Strat
     if batch_shared:
         return Handoff(False, "a batch shares part of its work with other queries")
 
-    def decide(decisions=(), statistics_missing=False) -> Handoff:
+    def decide(decisions=(), statistics_missing=False, broadcast_does_it=lambda use: False) -> Handoff:
         return handoff_decision(settings, dag, planned.statement, decisions, ip_strategy is not None,
-                                planned.table is not None, statistics_missing)
+                                planned.table is not None, statistics_missing, broadcast_does_it)
 
     first = decide()
     if not first.chosen:
@@ -127,8 +127,11 @@ def query_handoff(planned: PlannedQuery, context: RunContext, ip_strategy: Strat
     # statistics this run would collect (tables with files: a view of rows in memory has none to collect)
     missing = settings.statistics == "recollect" or (settings.statistics == "collect" and any(
         need.missing and need.files.fingerprint for need in statistics_needs(dag, context)))
-    decisions = IpPlanner(dag, settings, estimator=planning_estimator(dag, context)).plan_all()
-    return decide(decisions, missing)
+    estimator = planning_estimator(dag, context)
+    decisions = IpPlanner(dag, settings, estimator=estimator).plan_all()
+    if estimator is None:
+        return decide(decisions, missing)
+    return decide(decisions, missing, lambda use: estimator.joined_map_side_at_run(use.target, use.producer))
 
 
 def statistics_needs(dag: StageDag, context: RunContext) -> list:
