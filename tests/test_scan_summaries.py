@@ -15,7 +15,7 @@ from aipq.engine.context import RunContext
 from aipq.engine.dag_run import RunOptions
 from aipq.engine.executor import run_dag
 from aipq.engine.work_dirs import remove_work_dir
-from aipq.estimator.edge_inputs import feeds_shuffle
+from aipq.estimator.shuffled_inputs import feeds_shuffle
 from aipq.ip.candidates import find_candidates
 from aipq.ip.staging import surely_written
 from aipq.pipeline import plan_query

@@ -27,12 +27,18 @@ def test_a_tables_read_is_reused_while_its_files_are_unchanged_and_made_afresh_w
     assert reads.read(spark, files, renamed) is not reads.read(spark, files, entry)
 
 
-def test_the_least_recently_read_table_goes_first(spark, tmp_path):
+def counted_tables(spark, folder, prefix: str, rows: list[int]) -> list[TableEntry]:
+    """A parquet table of ``rows[n]`` rows (k bigint) per count, named ``prefix`` and its number."""
     entries = []
-    for n in range(3):
-        folder = tmp_path / f"t{n}"
-        spark.range(0, n + 1).selectExpr("id AS k").write.parquet(str(folder))
-        entries.append(TableEntry("default", f"t{n}", str(folder), "parquet", (("k", "bigint"),)))
+    for n, count in enumerate(rows):
+        path = folder / f"{prefix}{n}"
+        spark.range(0, count).selectExpr("id AS k").write.parquet(str(path))
+        entries.append(TableEntry("default", f"{prefix}{n}", str(path), "parquet", (("k", "bigint"),)))
+    return entries
+
+
+def test_the_least_recently_read_table_goes_first(spark, tmp_path):
+    entries = counted_tables(spark, tmp_path, "t", [1, 2, 3])
     reads, files = TableReads(limit=2), Storage()
     first = reads.read(spark, files, entries[0])
     reads.read(spark, files, entries[1])
@@ -43,11 +49,7 @@ def test_the_least_recently_read_table_goes_first(spark, tmp_path):
 
 
 def test_a_kept_read_has_one_view_made_once_and_dropped_when_the_read_goes(spark, tmp_path):
-    entries = []
-    for n in range(2):
-        folder = tmp_path / f"v{n}"
-        spark.range(0, n + 2).selectExpr("id AS k").write.parquet(str(folder))
-        entries.append(TableEntry("default", f"v{n}", str(folder), "parquet", (("k", "bigint"),)))
+    entries = counted_tables(spark, tmp_path, "v", [2, 3])
     reads, files = TableReads(limit=1), Storage()
     view, kept = reads.view(spark, files, entries[0])
     assert kept and reads.view(spark, files, entries[0]) == (view, True)

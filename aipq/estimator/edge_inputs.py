@@ -33,11 +33,12 @@ from aipq.estimator.join_estimates import KnownTables
 from aipq.estimator.overlap import KeyRange, common_keys, span_keys
 from aipq.estimator.parameters import PAGE_BYTES, Calibration, parse_memory, sort_buffer_pages
 from aipq.estimator.selectivity import value_bounds
+from aipq.estimator.shuffled_inputs import broadcastable_partner, feeds_shuffle
 from aipq.files import FileSource, NoFiles
 from aipq.ip.candidates import Candidate, Target, distinct_bound, leaf_columns
 from aipq.ip.decisions import NO_PRUNING, BuiltInfo, Pruning
-from aipq.planner.logical import Filter, Join, Project, Scan, path_to
-from aipq.planner.physical import BROADCASTABLE, ESTIMATE_MARGIN
+from aipq.planner.logical import Join, Scan
+from aipq.planner.physical import ESTIMATE_MARGIN
 from aipq.planner.reducers import reduce_tasks, stage_input_bytes
 from aipq.planner.stages import Stage, StageDag, StageRead
 from aipq.stats import sketches
@@ -78,18 +79,6 @@ class RunState:
     rows_written: dict[int, int] = field(default_factory=dict)
     stage_paths: dict[int, str] = field(default_factory=dict)
     output_sketches: dict[tuple[int, str], bytes] = field(default_factory=dict)
-
-
-def feeds_shuffle(stage: Stage, leaf_id: int | None) -> bool:
-    """Whether a stage input's rows are shuffled in this stage: it has a reduce operator above the input, and
-    the input is not the broadcast side of a map-side join on the way (that side is sent whole, not shuffled)."""
-    if stage.reduce_node is None or leaf_id is None:
-        return False
-    path = path_to(stage.reduce_node, leaf_id)
-    if path is None:
-        return False
-    return not any(isinstance(node, Join) and node.physical == "broadcast"
-                   and (node.broadcast_side == "left") == (index == 0) for node, index in path)
 
 
 @dataclass(frozen=True)
@@ -326,18 +315,10 @@ class EdgeEstimator:
         adaptive execution likewise). The join then drops the rows a summary of ``producer`` would, where they
         are read: in Spark's plan of the same part, which broadcasts the small side, the summary adds nothing."""
         threshold = self.settings.broadcast_threshold if self.settings.runtime_broadcast == "on" else 0
-        stage = self.dag.stage(target.stage)
-        path = path_to(stage.reduce_node, target.node_id) if stage.reduce_node is not None else None
-        joins = [(node, index) for node, index in path or () if isinstance(node, Join) and node.physical != "broadcast"]
-        if threshold <= 0 or target.place != "input" or not joins:
+        partner = broadcastable_partner(self.dag.stage(target.stage), target.node_id)
+        if threshold <= 0 or target.place != "input" or partner is None or partner.stage_id != producer:
             return False
-        join, index = joins[-1]  # the deepest: the shuffle these rows reach first
-        other_side, other = ("right", join.right) if index == 0 else ("left", join.left)
-        while isinstance(other, (Project, Filter)):
-            other = other.children[0]
-        if other_side not in BROADCASTABLE[join.kind] or not isinstance(other, StageRead) or other.stage_id != producer:
-            return False
-        output = self._stage_output(self.dag.stage(producer), other.columns[0] if other.columns else "", shuffled=False)
+        output = self._stage_output(self.dag.stage(producer), next(iter(partner.columns), ""), shuffled=False)
         return output is not None and output.bytes * ESTIMATE_MARGIN <= threshold
 
     def _after_earlier_summaries(self, probed: ProbedInput | None, target: Target) -> ProbedInput | None:

@@ -129,9 +129,8 @@ def query_handoff(planned: PlannedQuery, context: RunContext, ip_strategy: Strat
         need.missing and need.files.fingerprint for need in statistics_needs(dag, context)))
     estimator = planning_estimator(dag, context)
     decisions = IpPlanner(dag, settings, estimator=estimator).plan_all()
-    if estimator is None:
-        return decide(decisions, missing)
-    return decide(decisions, missing, lambda use: estimator.joined_map_side_at_run(use.target, use.producer))
+    return decide(decisions, missing, lambda use: estimator is not None
+                  and estimator.joined_map_side_at_run(use.target, use.producer))
 
 
 def statistics_needs(dag: StageDag, context: RunContext) -> list:
