@@ -82,7 +82,9 @@ class TableEntry:
     format: str
     columns: tuple[tuple[str, str], ...]  # (column name, Spark SQL type); partition columns last
     options: tuple[tuple[str, str], ...] = ()
-    source: str = "aipq"  # "aipq" (registered here) or "spark" (found in Spark's catalog)
+    # "aipq" (registered here), "spark" (found in Spark's catalog, read by name), or "view" (a given session's
+    # temporary view that reads the parquet files at ``path``: read by its name, sized and known by those files)
+    source: str = "aipq"
     partition_columns: tuple[str, ...] = ()
     # the registered partitions; a scan's entry holds only those its filters (or summaries) leave
     partitions: tuple[Partition, ...] = ()
@@ -92,6 +94,15 @@ class TableEntry:
     @property
     def qualified_name(self) -> str:
         return f"{self.database}.{self.name}"
+
+    @property
+    def spark_name(self) -> str | None:
+        """The name Spark reads the table by, for one aipq does not read by its files (None for aipq's own)."""
+        if self.source == "spark":
+            return self.path.removeprefix(SPARK_CATALOG_PREFIX)
+        if self.source == "view":  # a local temporary view by its own name, a global one as global_temp.NAME
+            return self.name if self.database == DEFAULT_DATABASE else self.qualified_name
+        return None
 
     @property
     def partitioned(self) -> bool:

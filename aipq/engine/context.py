@@ -100,7 +100,7 @@ class RunContext:
             else:
                 catalog = Catalog(self.home, tables)
             if self._shared.given:
-                catalog.shadowing = (SessionTemporaryViews(self.spark),)
+                catalog.shadowing = (SessionTemporaryViews(self.spark, self.storage),)
             self._shared.catalog = catalog
         return self._shared.catalog
 

@@ -22,7 +22,7 @@ from functools import partial
 
 from sqlglot import exp
 
-from aipq.catalog import SPARK_CATALOG_PREFIX, TableEntry
+from aipq.catalog import TableEntry
 from aipq.config import Settings, default_of
 from aipq.engine import jvm
 from aipq.engine.executor import record_estimates
@@ -199,7 +199,7 @@ def spark_sql_text(statement: exp.Expression, entries: dict[str, TableEntry], vi
     for table in referenced_tables(tree):
         key = qualified_key(table)
         entry = entries.get(key)
-        name = views.get(key) or (entry.path.removeprefix(SPARK_CATALOG_PREFIX) if entry is not None else None)
+        name = views.get(key) or (entry.spark_name if entry is not None else None)
         if name is None:
             continue
         if not table.alias:

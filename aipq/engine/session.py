@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from aipq.catalog import SPARK_CATALOG_PREFIX, TableEntry
+from aipq.catalog import TableEntry
 from aipq.config import Settings
 from aipq.engine import class_archive
 from aipq.engine.footers import footer_rows
@@ -329,8 +329,8 @@ def _ddl(columns) -> str:
 
 
 def read_table(spark, entry: TableEntry):
-    if entry.source == "spark":  # by the name Spark knows it by: db.name, or a temporary view's own
-        return spark.table(entry.path.removeprefix(SPARK_CATALOG_PREFIX))
+    if entry.spark_name is not None:  # by the name Spark knows it by: db.name, or a temporary view's own
+        return spark.table(entry.spark_name)
     if entry.partitioned:
         return _read_partitions(spark, entry)
     reader = spark.read.format(entry.format)

@@ -32,7 +32,7 @@ def plan_shared_scans(dags: list[StageDag]) -> dict[tuple[str, tuple[str, ...]],
     for index, dag in enumerate(dags):
         for stage in dag.stages:
             for node in stage.plan.walk():
-                if isinstance(node, Scan) and node.table.source != "spark":
+                if isinstance(node, Scan) and node.table.source == "aipq":
                     key = table_key(node.table)
                     readers.setdefault(key, set()).add(index)
                     columns = frozenset(src for _, src in node.columns + node.filter_only)

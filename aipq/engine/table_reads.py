@@ -47,7 +47,7 @@ class TableReads:
         return name, key is not None
 
     def _kept(self, spark, files: FileSource, entry: TableEntry) -> tuple[tuple | None, object]:
-        if entry.source == "spark":
+        if entry.spark_name is not None:  # read by name: Spark resolves it (a view's files are listed there)
             return None, read_table(spark, entry)
         fingerprints = tuple(data_files(files, path).fingerprint for path in entry.data_paths())
         if not all(fingerprints) and not entry.partitioned:  # nothing there (yet): read it as it is each time

@@ -158,6 +158,9 @@ class WorkflowPlanner:
         if existing is None:  # CREATE TABLE … AS SELECT, or CREATE OR REPLACE of a new table
             self.plan_new_table(step, planned)
             return
+        if existing.source == "view":
+            raise self.error_at(step, f"{step.target} is a temporary view of the session; aipq writes tables",
+                                step.statement.this, hint="write a table, then make the view over its files")
         if existing.format not in WRITE_FORMATS or existing.source == "spark":
             raise self.error_at(step, f"table {step.target} is {existing.format} data; aipq writes parquet and ORC "
                                 "tables", step.statement.this)

@@ -74,6 +74,7 @@ from aipq.engine.jvm.metastore import (
     metastore_partitions,
     metastore_table,
     metastore_table_names,
+    plain_parquet_read,
     temporary_view_names,
 )
 from aipq.engine.jvm.plans import (
@@ -100,6 +101,6 @@ __all__ = [
     "job_groups_figures", "join_strategies", "load_sketch_memory_quietly", "metastore_database_location",
     "metastore_databases", "metastore_partitions", "metastore_table", "metastore_table_names", "might_contain",
     "might_contain_column", "observe", "observed_metrics", "observed_value", "parquet_footer_statistics",
-    "parquet_footers", "probe_gate", "select_sql", "seq_size", "session_stopped", "stop_and_wait",
+    "parquet_footers", "plain_parquet_read", "probe_gate", "select_sql", "seq_size", "session_stopped", "stop_and_wait",
     "swap_sql_conf", "temporary_view_names",
 ]

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pyspark.sql import SparkSession
 
 from aipq.engine.jvm.gateway import (
+    _aipq_class,
     _jvm,
 )
 
@@ -122,3 +123,30 @@ def is_global_temporary_view(spark: SparkSession, name: str) -> bool:
 def temporary_view_names(spark: SparkSession) -> list[str]:
     """The names of the session's (local) temporary views."""
     return _scala_strings(_session_catalog(spark).getTempViewNames())
+
+
+@dataclass(frozen=True)
+class ViewFile:
+    """One file a view reads, as Spark listed it when the view was made."""
+
+    path: str  # the URI's path part: /warehouse/t/part-0.parquet
+    length: int
+    modified_ms: int
+
+
+_MOST_VIEW_FILES = 256  # a view of more files is read by name alone: comparing them would cost more than it saves
+
+
+def plain_parquet_read(frame) -> tuple[str, list[ViewFile]] | None:
+    """When ``frame`` (a view read by name) is a plain parquet read of one path, as ``spark.read.parquet(path)``
+    makes it (no other reader option, no partition columns, no buckets, nothing on top): that path and the files
+    Spark listed for it (``aipq.spark.ViewFiles``, one call). Else None."""
+    found = _aipq_class(frame.sparkSession, "ViewFiles").plainParquetRead(frame._jdf, _MOST_VIEW_FILES)
+    if found is None:
+        return None
+    root, *lines = str(found).split("\n")
+    files = []
+    for line in lines:
+        path, length, modified = line.rsplit("\t", 2)
+        files.append(ViewFile(path, int(length), int(modified)))
+    return root, files
