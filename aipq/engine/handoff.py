@@ -15,7 +15,7 @@ have, metastore tables and a user's own temporary views by their names, and reco
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass, replace
 from functools import partial
@@ -190,7 +190,8 @@ def table_entries(dag: StageDag) -> dict[str, TableEntry]:
     return found
 
 
-def spark_sql_text(statement: exp.Expression, entries: dict[str, TableEntry], views: dict[str, str]) -> str:
+def spark_sql_text(statement: exp.Expression, entries: dict[str, TableEntry], views: dict[str, str],
+                   names: Sequence[str] = ()) -> str:
     """The statement in Spark's SQL, each table read by the name Spark knows it by: a per-run view (``views``:
     ``database.name`` → view) for aipq's catalog tables, its own name for a table in Spark's catalog. A renamed
     table keeps its name as an alias, so that columns qualified with it still resolve. A LIKE that Spark matches
@@ -208,7 +209,21 @@ def spark_sql_text(statement: exp.Expression, entries: dict[str, TableEntry], vi
         table.set("this", exp.to_identifier(parts[-1]))
         table.set("db", exp.to_identifier(parts[-2]) if len(parts) > 1 else None)
         table.set("catalog", None)
-    return with_like_prefilters(tree).sql(dialect="spark")
+    return with_like_prefilters(named_outputs(tree, names)).sql(dialect="spark")
+
+
+def named_outputs(tree: exp.Expression, names: Sequence[str]) -> exp.Expression:
+    """A SELECT whose columns Spark names as aipq names them (``names``: Hive's ``_c0`` for an unnamed expression):
+    its result then needs no renaming, which would be a new plan for Spark to analyse. Left as it is when the
+    columns cannot be matched one to one (a star, a set operation, a name twice)."""
+    if not isinstance(tree, exp.Select) or len(tree.expressions) != len(names) or len(set(names)) != len(names):
+        return tree
+    if any(e.is_star for e in tree.expressions):
+        return tree
+    tree.set("expressions", [e if e.alias_or_name == name and isinstance(e, exp.Alias | exp.Column)
+                             else exp.alias_(e.unalias(), name, quoted=True)
+                             for e, name in zip(tree.expressions, names)])
+    return tree
 
 
 def handed_off_frame(context, statement: exp.Expression, dag: StageDag) -> tuple[object, list[str]]:
@@ -224,7 +239,7 @@ def handed_off_frame(context, statement: exp.Expression, dag: StageDag) -> tuple
     from pyspark.errors import AnalysisException
 
     try:
-        return spark.sql(spark_sql_text(statement, entries, views)), loose
+        return spark.sql(spark_sql_text(statement, entries, views, dag.plan.output_names)), loose
     except AnalysisException as refused:
         drop_views(spark, loose)
         raise HandoffRefused(str(refused)) from refused

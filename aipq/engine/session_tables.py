@@ -12,37 +12,34 @@ is: the view is then a name alone, as any other view."""
 
 from __future__ import annotations
 
+import json
 from urllib.parse import urlparse
+
+from pyspark.sql.types import StructType
 
 from aipq.catalog import DEFAULT_DATABASE, SPARK_CATALOG_PREFIX, TableEntry
 from aipq.engine import jvm
 from aipq.engine.storage import Storage, is_local, local_path
 
 
-def _entry(spark, database: str, name: str, read_as: str, storage: Storage | None = None) -> TableEntry | None:
+def _entry(spark, database: str, name: str, read_as: str) -> TableEntry | None:
     try:
-        frame = spark.table(read_as)
-        schema = frame.schema
+        schema = spark.table(read_as).schema
     except Exception:  # noqa: BLE001 — the session cannot read it (a view over a table since dropped): not here
         return None
     columns = tuple((f.name.lower(), f.dataType.simpleString()) for f in schema.fields)
-    files = _files_read(frame, storage) if storage is not None else None
-    if files is not None:
-        return TableEntry(database, name, files, "parquet", columns, source="view")
     return TableEntry(database, name, f"{SPARK_CATALOG_PREFIX}{read_as}", "spark", columns, source="spark")
 
 
-def _files_read(frame, storage: Storage) -> str | None:
+def _files_now(view: jvm.TemporaryView, storage: Storage) -> str | None:
     """The path a view reads as plain parquet, when the files Spark listed for it are the files there now."""
-    found = jvm.plain_parquet_read(frame)
-    if found is None:
+    if view.root is None or not view.files:
         return None
-    root, listed = found
-    there = storage.data_files(root) or []
+    there = storage.data_files(view.root) or []
     now = sorted((urlparse(f.path).path, f.length, f.modified_ms) for f in there)
-    if not listed or now != sorted((f.path, f.length, f.modified_ms) for f in listed):
+    if now != sorted((f.path, f.length, f.modified_ms) for f in view.files):
         return None
-    return local_path(root) if is_local(root) else root  # as a local table is registered: its statistics' key
+    return local_path(view.root) if is_local(view.root) else view.root  # as a local table is registered
 
 
 class SessionTemporaryViews:
@@ -55,13 +52,19 @@ class SessionTemporaryViews:
         self.global_database = spark.conf.get("spark.sql.globalTempDatabase", "global_temp").lower()
 
     def find(self, database: str, name: str) -> TableEntry | None:
-        if database == self.global_database:
-            if jvm.is_global_temporary_view(self.spark, name):
-                return _entry(self.spark, database, name, f"{database}.{name}", self.storage)
+        global_view = database == self.global_database
+        if not global_view and database != DEFAULT_DATABASE:
             return None
-        if database == DEFAULT_DATABASE and jvm.is_temporary_view(self.spark, name):
-            return _entry(self.spark, database, name, name, self.storage)
-        return None
+        view = jvm.temporary_view(self.spark, name, global_view)
+        if view is None:
+            return None
+        read_as = f"{database}.{name}" if global_view else name
+        path = _files_now(view, self.storage)
+        if path is None:  # read by name alone: the session must be able to read it
+            return _entry(self.spark, database, name, read_as)
+        schema = StructType.fromJson(json.loads(view.schema_json))
+        columns = tuple((f.name.lower(), f.dataType.simpleString()) for f in schema.fields)
+        return TableEntry(database, name, path, "parquet", columns, source="view")
 
 
 class SessionCatalogTables:

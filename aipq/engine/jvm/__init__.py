@@ -66,15 +66,14 @@ from aipq.engine.jvm.gateway import (
 )
 from aipq.engine.jvm.metastore import (
     MetastoreTable,
+    TemporaryView,
     class_loadable,
-    is_global_temporary_view,
-    is_temporary_view,
     metastore_database_location,
     metastore_databases,
     metastore_partitions,
     metastore_table,
     metastore_table_names,
-    plain_parquet_read,
+    temporary_view,
     temporary_view_names,
 )
 from aipq.engine.jvm.plans import (
@@ -96,11 +95,11 @@ __all__ = [
     "aipq_classes_loaded", "bloom_broadcast", "bloom_filter_agg", "bloom_filter_shape", "class_loadable",
     "clone_session", "cluster_shape", "codegen_compilations", "counted_filter", "destroy_broadcast",
     "disable_nagle", "filter_row_counts", "gate_unprobed_rows", "hadoop_setting", "in_hash_set",
-    "is_global_temporary_view", "is_temporary_view", "jar_spark_version", "java_spark_context", "java_version",
+    "jar_spark_version", "java_spark_context", "java_version",
     "job_group_figures",
     "job_groups_figures", "join_strategies", "load_sketch_memory_quietly", "metastore_database_location",
     "metastore_databases", "metastore_partitions", "metastore_table", "metastore_table_names", "might_contain",
     "might_contain_column", "observe", "observed_metrics", "observed_value", "parquet_footer_statistics",
-    "parquet_footers", "plain_parquet_read", "probe_gate", "select_sql", "seq_size", "session_stopped", "stop_and_wait",
-    "swap_sql_conf", "temporary_view_names",
+    "parquet_footers", "probe_gate", "select_sql", "seq_size", "session_stopped", "stop_and_wait",
+    "swap_sql_conf", "temporary_view", "temporary_view_names", "TemporaryView",
 ]

@@ -110,16 +110,6 @@ def _session_catalog(spark: SparkSession):
     return spark._jsparkSession.sessionState().catalog()
 
 
-def is_temporary_view(spark: SparkSession, name: str) -> bool:
-    """Whether the session has a (local) temporary view ``name``."""
-    return bool(_session_catalog(spark).getTempView(name).isDefined())
-
-
-def is_global_temporary_view(spark: SparkSession, name: str) -> bool:
-    """Whether the application has a global temporary view ``name`` (read as ``global_temp.name``)."""
-    return bool(_session_catalog(spark).getGlobalTempView(name).isDefined())
-
-
 def temporary_view_names(spark: SparkSession) -> list[str]:
     """The names of the session's (local) temporary views."""
     return _scala_strings(_session_catalog(spark).getTempViewNames())
@@ -134,19 +124,28 @@ class ViewFile:
     modified_ms: int
 
 
+@dataclass(frozen=True)
+class TemporaryView:
+    """A session's temporary view: its schema, and the path and files it reads when it is a plain parquet read."""
+
+    schema_json: str
+    root: str | None
+    files: tuple[ViewFile, ...]
+
+
 _MOST_VIEW_FILES = 256  # a view of more files is read by name alone: comparing them would cost more than it saves
 
 
-def plain_parquet_read(frame) -> tuple[str, list[ViewFile]] | None:
-    """When ``frame`` (a view read by name) is a plain parquet read of one path, as ``spark.read.parquet(path)``
-    makes it (no other reader option, no partition columns, no buckets, nothing on top): that path and the files
-    Spark listed for it (``aipq.spark.ViewFiles``, one call). Else None."""
-    found = _aipq_class(frame.sparkSession, "ViewFiles").plainParquetRead(frame._jdf, _MOST_VIEW_FILES)
+def temporary_view(spark: SparkSession, name: str, global_view: bool = False) -> TemporaryView | None:
+    """The temporary view ``name`` (a global one, read as ``global_temp.name``, with ``global_view``), or None:
+    one call (``aipq.spark.ViewFiles``); its files when it is a plain parquet read of one path, as
+    ``spark.read.parquet(path)`` makes it (no other reader option, no partition columns, nothing on top)."""
+    found = _aipq_class(spark, "ViewFiles").describe(spark._jsparkSession, name, global_view, _MOST_VIEW_FILES)
     if found is None:
         return None
-    root, *lines = str(found).split("\n")
+    schema_json, *lines = str(found).split("\n")
     files = []
-    for line in lines:
+    for line in lines[1:]:
         path, length, modified = line.rsplit("\t", 2)
         files.append(ViewFile(path, int(length), int(modified)))
-    return root, files
+    return TemporaryView(schema_json, lines[0] if lines else None, tuple(files))

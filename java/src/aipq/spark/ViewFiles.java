@@ -3,8 +3,8 @@ package aipq.spark;
 import java.util.Set;
 
 import org.apache.hadoop.fs.FileStatus;
-import org.apache.spark.sql.Dataset;
-import org.apache.spark.sql.Row;
+import org.apache.spark.sql.SparkSession;
+import org.apache.spark.sql.catalyst.catalog.SessionCatalog;
 import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan;
 import org.apache.spark.sql.catalyst.plans.logical.SubqueryAlias;
 import org.apache.spark.sql.catalyst.plans.logical.View;
@@ -13,11 +13,13 @@ import org.apache.spark.sql.execution.datasources.LogicalRelation;
 import org.apache.spark.sql.execution.datasources.PartitioningAwareFileIndex;
 import org.apache.spark.sql.execution.datasources.parquet.ParquetFileFormat;
 
+import scala.Option;
 import scala.jdk.javaapi.CollectionConverters;
 
 /**
- * Whether a view is a plain parquet read of one path, as {@code spark.read.parquet(path)} makes it, and if so the
- * files Spark listed for it: in one call, since walking the plan over py4j costs a round trip per step.
+ * A session's temporary view as aipq resolves it: its columns and, when it is a plain parquet read of one path as
+ * {@code spark.read.parquet(path)} makes it, the files Spark listed for it. One call, since walking the view's plan
+ * over py4j costs a round trip per step and analysing it again (what {@code spark.table} does) milliseconds.
  */
 public final class ViewFiles {
     private static final Set<String> PLAIN_READ_OPTIONS = Set.of("path", "paths");
@@ -26,13 +28,25 @@ public final class ViewFiles {
     }
 
     /**
-     * The path the analyzed plan of {@code frame} reads and, a line each, every file Spark listed for it as
-     * {@code path<TAB>length<TAB>modification ms} (the URI's path part); null when the plan is anything but one
-     * parquet relation over one path with no reader option, partition column or bucket, or lists more than
-     * {@code mostFiles} files.
+     * The temporary view {@code name} (a global one with {@code global}), or null when there is none: its schema
+     * as JSON, then, a line each, the path it reads and every file Spark listed for it as {@code
+     * path<TAB>length<TAB>modification ms} (the URI's path part) when it is a plain parquet read.
      */
-    public static String plainParquetRead(Dataset<Row> frame, int mostFiles) {
-        LogicalPlan plan = frame.queryExecution().analyzed();
+    public static String describe(SparkSession spark, String name, boolean global, int mostFiles) {
+        SessionCatalog catalog = spark.sessionState().catalog();
+        Option<View> view = global ? catalog.getGlobalTempView(name) : catalog.getTempView(name);
+        if (view.isEmpty()) {
+            return null;
+        }
+        String files = plainParquetRead(view.get(), mostFiles);
+        return view.get().desc().schema().json() + (files == null ? "" : "\n" + files);
+    }
+
+    /**
+     * The path {@code plan} reads and its files, one line each; null unless the plan is one parquet relation over
+     * one path with no reader option, partition column or bucket, listing at most {@code mostFiles} files.
+     */
+    private static String plainParquetRead(LogicalPlan plan, int mostFiles) {
         while (plan instanceof SubqueryAlias || plan instanceof View) {
             plan = plan.children().head();
         }
