@@ -381,6 +381,8 @@ def _add_measures(node: Tree, measured: dict[str, Any]) -> None:
         if measured.get("spark_joins"):
             ran = ", ".join(f"{count} {name}" for name, count in measured["spark_joins"].items())
             node.add(f"[cyan]Spark ran[/cyan] {ran} [dim](its final plan, fused stages included)[/dim]")
+    if measured.get("kept_rows"):
+        node.add(f"[cyan]scan once[/cyan] {measured['kept_rows']}")
     for note in measured.get("measured_broadcasts", []):
         outputs = ", ".join(f"S{stage} {format_size(size)}" for stage, size in note["stage_bytes"].items())
         node.add(f"[cyan]map-side[/cyan] {note['join']} join: its {note['side']} input broadcast, measured "

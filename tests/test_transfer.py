@@ -5,8 +5,10 @@ test_ip_safety.py."""
 from __future__ import annotations
 
 import json
+import re
 
-from conftest import LOCAL_FILES
+import duckdb
+from conftest import LOCAL_FILES, assert_same_rows, oracle_rows
 
 from aipq.config import Settings
 from aipq.engine.context import RunContext
@@ -109,3 +111,63 @@ def test_the_passes_run_as_one_spark_job_and_report_each_pass(aipq, tmp_path):
     assert all(s["summaries"] and s["rows_written"] >= 0 for s in passes)
     # a pass probed inside the job counts what it kept: nation keeps Europe's 5 of 25
     assert any(p["rows_in"] == 25 and p["rows_out"] == 5 for s in passes for p in s["probes"])
+
+
+TPCH_PREFIXES = {"r": "region", "n": "nation", "c": "customer", "s": "supplier", "o": "orders", "l": "lineitem",
+                 "p": "part", "ps": "partsupp"}
+
+
+def file_scans(spark, job_groups: list[str]) -> dict[str, int]:
+    """Rows each TPC-H table's file scans read in the SQL executions that ran jobs of ``job_groups``, from
+    Spark's SQL status store. A scan counts in the execution whose tasks read its files: a cached relation's plan
+    is listed under every plan that reads the cache (once per place), its metrics filled only where the cache
+    was, so each scan (accumulator) counts once per execution."""
+    java = spark.sparkContext._jvm.scala.jdk.javaapi.CollectionConverters.asJava
+    tracker = spark.sparkContext.statusTracker()
+    jobs = {job for group in job_groups for job in tracker.getJobIdsForGroup(group)}
+    store = spark._jsparkSession.sharedState().statusStore()
+    read: dict[tuple[int, int], tuple[str, int]] = {}  # (execution, accumulator) → (table folder, rows)
+    for execution in java(store.executionsList()):
+        if not jobs & {int(j) for j in java(execution.jobs().keySet())}:
+            continue
+        values = {int(k): v for k, v in java(store.executionMetrics(execution.executionId())).items()}
+        for node in java(store.planGraph(execution.executionId()).allNodes()):
+            if not node.name().startswith("Scan parquet"):
+                continue
+            # the location is cut short in the description: TPC-H's column prefix names the table
+            table = TPCH_PREFIXES[re.match(r"FileScan \w+ \[(\w+?)_", node.desc()).group(1)]
+            for metric in java(node.metrics()):
+                value = values.get(metric.accumulatorId())
+                if metric.name() == "number of output rows" and value:
+                    rows = int(str(value).replace(",", ""))
+                    read[(execution.executionId(), metric.accumulatorId())] = (table, rows)
+    scanned: dict[str, int] = {}
+    for table, rows in read.values():
+        scanned[table] = scanned.get(table, 0) + rows
+    return scanned
+
+
+def test_a_passed_table_is_read_once_its_join_stage_reads_the_rows_its_pass_kept(aipq, duck, spark, tmp_path,
+                                                                                  tpch_statistics):
+    out, report = tmp_path / "q5.parquet", tmp_path / "q5.json"
+    result = aipq("run", "tpch:5", "--ip", "transfer", "--broadcast-threshold", "0", "--output", str(out),
+                  "--force", "--report", str(report))
+    assert result.exit_code == 0, result.output
+    sql = query_text(5)
+    actual = duckdb.connect().execute(f"SELECT * FROM read_parquet('{out}')").fetchall()
+    assert_same_rows(actual, oracle_rows(duck, sql), ordered=True)
+    run = json.loads(report.read_text())["result"]
+    stages = run["stages"]
+    passes = {int(s) for s, m in stages.items() if m["staging"].startswith("summary passes")}
+    keeping = {s for s in passes if "kept its rows" in stages[str(s)]["kept_rows"]}
+    reading = [m for s, m in stages.items() if int(s) not in passes and m["kept_rows"].startswith("read the rows")]
+    assert keeping and reading
+    # a backward pass reads the forward pass's rows of its table, not the table again
+    assert any(stages[str(s)]["kept_rows"].startswith("read the rows") for s in passes)
+    groups = [f"aipq-{run['run_id']}-S{s}" for s in stages] + [f"aipq-{run['run_id']}-passes"]
+    scanned = file_scans(spark, groups)
+    for table in ("region", "nation", "customer", "supplier", "orders", "lineitem"):
+        # each table's files read once in the run: by its (forward) pass, or by its join stage
+        rows = duck.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
+        assert scanned.get(table, 0) <= rows, (table, scanned)
+    assert scanned.get("orders", 0) > 0, scanned

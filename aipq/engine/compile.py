@@ -18,6 +18,7 @@ from sqlglot import exp
 from aipq.catalog import TableEntry
 from aipq.engine import jvm
 from aipq.engine.jvm import LazyPlan
+from aipq.engine.kept_rows import KeptRows
 from aipq.engine.like_prefilter import with_like_prefilters
 from aipq.engine.session import union_frames
 from aipq.engine.shared_scans import SharedScan, table_key
@@ -89,6 +90,8 @@ class StageCompiler:
         self.broadcasts_allowed = True
         # a batch's tables read by several of its queries, each read once for all of them (``shared_scans.py``)
         self.shared_scans: dict[tuple[str, tuple[str, ...]], SharedScan] = {}
+        # scans whose filtered rows a predicate-transfer pass kept: read from there, not the table (scan once)
+        self.kept = KeptRows()
 
     def table(self, entry: TableEntry, columns: frozenset[str] = frozenset()) -> DataFrame:
         """The table's rows: from a batch's shared scan when it holds ``columns`` (``engine/shared_scans.py``),
@@ -106,10 +109,17 @@ class StageCompiler:
         return self.plan(node).frame()
 
     def plan(self, node: Node) -> LazyPlan:
-        """The node's rows as a plan not analysed yet."""
-        plan = self._compile(node)
+        """The node's rows as a plan not analysed yet: a scan whose rows a transfer pass kept reads them, and
+        the pass that keeps them keeps its rows as probed."""
+        kept = self.kept.frame(node) if isinstance(node, Scan) else None
+        plan = LazyPlan.of(kept) if kept is not None else self._compile(node)
         hook = self.input_hooks.get(id(node))
-        return LazyPlan.of(hook(plan.frame())) if hook is not None else plan
+        if hook is not None:
+            plan = LazyPlan.of(hook(plan.frame()))
+        keeping = self.kept.keeping
+        if keeping is not None and keeping[0] is node:
+            plan = LazyPlan.of(self.kept.keep(node, plan.frame()))
+        return plan
 
     def _compile(self, node: Node) -> LazyPlan:
         if isinstance(node, Scan):

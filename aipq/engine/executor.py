@@ -18,7 +18,8 @@ from aipq.engine import jvm
 from aipq.engine.adaptive_joins import fused_job_conf, runtime_broadcast_threshold
 from aipq.engine.context import RunContext
 from aipq.engine.dag_run import DagRun, RunOptions, StageStep
-from aipq.engine.pass_job import MAX_NESTED_PASSES, PassJob
+from aipq.engine.kept_rows import rows_to_keep
+from aipq.engine.pass_job import MAX_NESTED_PASSES, PassJob, kept_rows_note
 from aipq.engine.records import RunRecord, StageMetrics
 from aipq.engine.session import sql_conf
 from aipq.engine.stage_job import Fused, StageJob, output_is_read
@@ -51,6 +52,8 @@ def run_dag(context: RunContext, dag: StageDag, options: RunOptions | None = Non
     finally:
         with contextlib.suppress(Exception):  # freeing early is a courtesy: the JVM's collector frees them anyway
             run.runner.store.release()
+        with contextlib.suppress(Exception):  # kept rows are cached blocks: freed now, the run failed or not
+            run.runner.compiler.kept.release()
     record = run.record
     record.seconds = time.perf_counter() - run.started
     record.result_rows = record.stages[-1].rows_written
@@ -161,7 +164,7 @@ def gather_pass(run: DagRun, step: StageStep) -> bool:
         return True
     if passes.nested(step.decisions) > MAX_NESTED_PASSES:
         _record_passes(run, passes)
-    passes.add(step.stage, step.decisions, step.decision_seconds)
+    passes.add(step.stage, step.decisions, step.decision_seconds, rows_to_keep(run.dag, step.stage, run.statistics))
     return False
 
 
@@ -266,6 +269,7 @@ def record(run: DagRun, step: StageStep) -> bool:
     stage, metrics, spark = step.stage, step.metrics, run.context.spark
     assert metrics is not None
     metrics.staging = step.why
+    metrics.kept_rows = kept_rows_note(run.runner.compiler.kept.take_served(), False)
     metrics.measured_broadcasts = _broadcast_notes(stage, step.broadcasts, run.read_bytes)
     run.bytes_written[stage.id] = metrics.bytes_written
     probes = metrics.probes + [p for fused in step.inputs for p in fused.probes]

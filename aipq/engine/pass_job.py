@@ -18,12 +18,14 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from aipq.engine import jvm
+from aipq.engine.kept_rows import HOW_KEPT
 from aipq.engine.records import StageMetrics
 from aipq.engine.session import sql_conf
 from aipq.engine.stage_job import StageRunner, spark_error
 from aipq.engine.summaries import ProbeRecord
 from aipq.errors import AipqError
 from aipq.ip.decisions import StageDecisions
+from aipq.planner.logical import Scan
 from aipq.planner.stages import Stage
 
 
@@ -38,6 +40,7 @@ class PendingPass:
     probes: list[ProbeRecord]
     decision_seconds: float
     nested: int  # the passes its plan holds, itself and those whose subqueries it probes, counted as a tree
+    kept_rows: str = ""  # the rows it keeps for later stages, and the kept rows it reads (``kept_rows.py``)
 
 
 # The most passes one pass's plan may hold, counted as a tree (a pass probed twice counted twice): Spark copies
@@ -60,17 +63,22 @@ class PassJob:
         probed = {use.producer for use in decisions.uses}
         return 1 + sum(p.nested for p in self.pending if p.stage.id in probed)
 
-    def add(self, stage: Stage, decisions: StageDecisions, decision_seconds: float) -> None:
-        """Compile a pass; its summaries become pending ones that later passes probe as subqueries."""
+    def add(self, stage: Stage, decisions: StageDecisions, decision_seconds: float, keep: Scan | None = None) -> None:
+        """Compile a pass; its summaries become pending ones that later passes probe as subqueries. With ``keep``,
+        its rows of that scan are kept for the stages that read the scan later (``engine/kept_rows.py``)."""
         runner, probes, nested = self.runner, [], self.nested(decisions)
+        kept = runner.compiler.kept
+        kept.keeping = (keep, stage.id) if keep is not None else None
         try:
             frame = runner.frame(stage, decisions, probes, self.group, statistics=None)
         finally:
             runner.reset_hooks()
+            kept.keeping = None
+        note = kept_rows_note(kept.take_served(), keep is not None and kept.kept(keep))
         columns = [F.count(F.lit(1)).alias("rows"), *runner.store.build_columns(frame, decisions.builds, {})]
         aggregate = frame.agg(F.struct(*columns).alias("built")).scalar()
         runner.store.pend(frame, decisions.builds, aggregate)
-        self.pending.append(PendingPass(stage, decisions, frame, aggregate, probes, decision_seconds, nested))
+        self.pending.append(PendingPass(stage, decisions, frame, aggregate, probes, decision_seconds, nested, note))
 
     def run(self) -> list[StageMetrics]:
         """Every pending pass in one action; each pass's metrics (the job's time on the first of them)."""
@@ -91,6 +99,7 @@ class PassJob:
             raise spark_error(error, f"summary passes ({names})") from error
         finally:
             sc.setLocalProperty("spark.jobGroup.id", None)
+        self.runner.compiler.kept.drop_superseded()  # read by the passes that kept rows of the same tables again
         seconds = time.perf_counter() - started
         marks = [probe.mark for p in passes for probe in p.probes if probe.mark is not None]
         counts = jvm.filter_row_counts(spark, self.group, marks) if marks else {}
@@ -107,5 +116,13 @@ class PassJob:
             metrics.append(StageMetrics(
                 done.stage.id, done.stage.operator, seconds if first else 0.0, int(values["rows"]), 0,
                 summaries=built, probes=done.probes, decisions=done.decisions, decision_seconds=done.decision_seconds,
-                materialized=False, staging=staging, job_group=self.group if first else ""))
+                materialized=False, staging=staging, job_group=self.group if first else "", kept_rows=done.kept_rows))
         return metrics
+
+
+def kept_rows_note(read: list[int], keeps: bool) -> str:
+    """What a stage's record says of kept rows: the passes whose kept rows it read, and whether it keeps its own."""
+    parts = [f"read the rows {', '.join(f'S{s}' for s in read)} kept instead of the table"] if read else []
+    if keeps:
+        parts.append(f"kept its rows for the stages that read the table ({HOW_KEPT})")
+    return "; ".join(parts)

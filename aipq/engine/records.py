@@ -31,6 +31,7 @@ class StageMetrics:
     spark_joins: dict[str, int] = field(default_factory=dict)  # with --analyze: the joins Spark's final plan ran
     measured_broadcasts: list[dict] = field(default_factory=list)  # joins made map-side by measured input sizes
     reused: bool = False  # its rows read from the stage-output cache, not computed
+    kept_rows: str = ""  # the transfer passes' kept rows it read or kept (``engine/kept_rows.py``)
     job_group: str = ""  # the Spark job group ``shuffle`` is summed over, once the run ends (``executor``)
     # its rows as estimated before the run, and the q-error against rows_written (``executor.record_estimates``)
     estimate: dict = field(default_factory=dict)

@@ -22,6 +22,7 @@ def stage_measures(metrics: StageMetrics) -> dict[str, Any]:
         "measured_broadcasts": metrics.measured_broadcasts,
         "staging": metrics.staging,
         "reused": metrics.reused,
+        "kept_rows": metrics.kept_rows,
         "shuffle": asdict(metrics.shuffle),
         "input_rows_probed": sum(p.rows_in for p in probed if p is _first_on_input(probed, p)),
         "summaries": [s.metadata() for s in metrics.summaries],

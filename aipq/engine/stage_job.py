@@ -106,15 +106,17 @@ class StageRunner:
     def _install_probes(self, stage: Stage, decisions: StageDecisions, probes: list[ProbeRecord],
                         group: str) -> None:
         """The compiler's hooks for the summaries the stage probes its inputs with: a partition column's prunes
-        whole partitions, any other's filters the scan's rows."""
+        whole partitions (it filters rows where a transfer pass kept the scan's rows), any other's filters the
+        scan's rows."""
         by_input: dict[int, list[SummaryUse]] = {}
         by_partition: dict[int, list[SummaryUse]] = {}
         scans = {id(n): n for n in stage.plan.walk() if isinstance(n, Scan)}
         for use in decisions.uses:
             if use.target.place == "input" and use.target.node_id is not None:
                 scan = scans.get(use.target.node_id)
-                chosen = by_partition if scan is not None and _is_partition_column(scan, use.target.column) \
-                    else by_input
+                prunes = (scan is not None and _is_partition_column(scan, use.target.column)
+                          and not self.compiler.kept.kept(scan))
+                chosen = by_partition if prunes else by_input
                 chosen.setdefault(use.target.node_id, []).append(use)
         store = self.store
         self.compiler.partition_pruners.update({

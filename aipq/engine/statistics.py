@@ -187,6 +187,12 @@ class StatisticsCollector:
         """Whether ``scan_observers`` would observe a scan of ``stage`` (a table it reads lacks statistics)."""
         return any(True for _ in self._observable(stage))
 
+    def would_observe_scan(self, scan: Scan) -> bool:
+        """Whether a stage reading ``scan`` would observe its raw table read (its table lacks statistics)."""
+        return not self.disabled and any(
+            id(scan) in need.scans and need.entry.path not in self._claimed and (need.collect or self.recollect)
+            and bool(need.files.fingerprint) for need in self.needs)
+
     def _observable(self, stage: Stage) -> Iterator[tuple[TableNeed, list[int]]]:
         """Each table lacking statistics that ``stage`` reads whole and not yet claimed, with its scans there."""
         if self.disabled:
