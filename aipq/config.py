@@ -268,6 +268,13 @@ KNOBS: tuple[Knob, ...] = (
          "adaptive staging.",
          "--cut-scans", "choice", ("on", "off"),
          help="Cut large filtered scans into stages of their own when their keys' summary pays (adaptive)."),
+    Knob("transfer_keep", 10 * MB, "A predicate-transfer pass over a table whose files hold at least this many "
+         "bytes keeps its filtered rows (the query's columns) in Spark's cache, memory and disk, and the stages that "
+         "read the table again read them instead: each table is read once. Keeping runs the pass as an action of "
+         "its own, which costs more than reading again a smaller table. 0: every pass keeps its rows; -1: none.",
+         "--transfer-keep", "size", shown="10MB",
+         help="A transfer pass over a table of at least SIZE keeps its rows for the join (scan once); "
+              "0 = every pass, -1 = none."),
     Knob("stats_lg_k", 12, "HyperLogLog precision: log2 of the sketch's buckets (4–21); the relative standard "
          "error is 1.04/sqrt(2^lg_k), 1.6 % at 12 (Spark's default).",
          "--stats-lg-k", "int", low=4, high=21,
@@ -369,6 +376,7 @@ class Settings:
     scan_summaries: int = default_of("scan_summaries")
     scan_reach: int = default_of("scan_reach")
     cut_scans: str = default_of("cut_scans")
+    transfer_keep: int = default_of("transfer_keep")
     stats_lg_k: int = default_of("stats_lg_k")
     stats_columns: tuple[str, ...] = default_of("stats_columns")
     cartesian: str = default_of("cartesian")

@@ -162,9 +162,12 @@ def gather_pass(run: DagRun, step: StageStep) -> bool:
         if passes.pending:
             _record_passes(run, passes)
         return True
-    if passes.nested(step.decisions) > MAX_NESTED_PASSES:
-        _record_passes(run, passes)
-    passes.add(step.stage, step.decisions, step.decision_seconds, rows_to_keep(run.dag, step.stage, run.statistics))
+    keep = rows_to_keep(run.dag, step.stage, run.statistics, run.sizes, run.settings.transfer_keep)
+    if passes.nested(step.decisions) > MAX_NESTED_PASSES or (keep is not None and passes.pending):
+        _record_passes(run, passes)  # a pass that keeps rows probes the filters as built, not as subqueries
+    passes.add(step.stage, step.decisions, step.decision_seconds, keep)
+    if keep is not None:
+        _record_passes(run, passes)  # its rows cached by an action of its own before any plan reads them
     return False
 
 

@@ -9,14 +9,22 @@ compiled again: in a later pass over the same table (the backward pass reads the
 stage that joins it, which still probes them with the filters that reach the table later in the schedule. Kept
 rows are a pass's output, a superset of what the joins need (a pass keeps every row that reaches the result), so
 reading them gives the same rows as reading the table. They are unpersisted when the run ends, failed or not.
+
+A pass that keeps rows runs as an action of its own, after the passes before it have run: its cache is then built
+by the action's thread, never inside one of Spark's subquery threads, where a relation's builder holds a lock
+while it waits for the subqueries of the relation's plan (``pass_job.run_alone``). Tables too small to be worth
+that action are read again instead (``--transfer-keep``).
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame
 
 from aipq.engine.statistics import StatisticsCollector
+from aipq.files import table_bytes
 from aipq.planner.logical import Scan
 from aipq.planner.stages import Stage, StageDag
 
@@ -25,22 +33,26 @@ HOW_KEPT = "Spark's cache, memory and disk"
 
 def kept_frame(frame: DataFrame) -> DataFrame:
     """The way a pass's rows are kept: ``frame`` in Spark's cache, what does not fit in memory spilled to the
-    executors' disks. Filled by the pass job's own action (no job of its own), found by Spark wherever its plan
-    recurs (the plans stay as they are, with the probes' row counts), read back by column; a local checkpoint
-    or a write would cut the lineage but run a job or a write of their own (docs/decisions)."""
+    executors' disks. Filled by the pass's own action (the aggregate that builds its filters), found by Spark
+    wherever its plan recurs (the plans stay as they are, with the probes' row counts), read back by column; a
+    local checkpoint or a write would cut the lineage but run a second job or a write (docs/decisions)."""
     return frame.persist(StorageLevel.MEMORY_AND_DISK)
 
 
-def rows_to_keep(dag: StageDag, stage: Stage, statistics: StatisticsCollector | None) -> Scan | None:
+def rows_to_keep(dag: StageDag, stage: Stage, statistics: StatisticsCollector | None,
+                 sizes: Callable[[str], int | None], least_bytes: int) -> Scan | None:
     """The scan whose filtered rows the transfer pass ``stage`` keeps for the stages that read it again, or None.
-    A pass keeps them unless the run collects its table's statistics: those observe the raw table read, which the
-    stage that joins the table would then not make."""
-    if stage.id not in dag.transfer_passes:
+    A pass keeps them when its table's files hold ``least_bytes`` or more (``--transfer-keep``; negative: never),
+    unless the run collects the table's statistics: those observe the raw table read, which the stage that joins
+    the table would then not make."""
+    if stage.id not in dag.transfer_passes or least_bytes < 0:
         return None
     scans = [node for node in stage.plan.walk() if isinstance(node, Scan)]
     if len(scans) != 1:
         return None
     scan = scans[0]
+    if least_bytes > 0 and (table_bytes(sizes, scan.table) or 0) < least_bytes:
+        return None
     if statistics is not None and statistics.would_observe_scan(scan):
         return None
     return scan
