@@ -45,6 +45,18 @@ def test_a_view_of_parquet_files_is_read_by_name_and_known_by_its_files(spark, h
     assert sorted(aipq.sql(query, spark=spark, home=home).rows) == rows_of(spark.sql(query))
 
 
+def test_a_global_view_of_parquet_files_is_read_as_global_temp_name(spark, home, folder_view):
+    spark.read.parquet(folder_view).createOrReplaceGlobalTempView("sv_global")
+    try:
+        context, _ = _context(spark, home, Settings())
+        entry = context.catalog.lookup("global_temp.sv_global")
+        assert entry.source == "view" and entry.path == folder_view and entry.spark_name == "global_temp.sv_global"
+        query = "select v, count(*) as n from global_temp.sv_global group by v"
+        assert sorted(aipq.sql(query, spark=spark, home=home).rows) == rows_of(spark.sql(query))
+    finally:
+        spark.catalog.dropGlobalTempView("sv_global")
+
+
 def test_a_view_whose_files_changed_since_it_was_made_is_a_name_alone(spark, home, folder_view):
     spark.createDataFrame([(100, "new")], "k int, v string").write.mode("append").parquet(folder_view)
     entry = resolved(spark, home, "sv_keys")
