@@ -198,6 +198,11 @@ def analyzed(aipq, *args: str) -> dict:
     return json.loads(result.output)
 
 
+def frame_rows(frame) -> list[tuple]:
+    """A Spark DataFrame's rows as sorted tuples (what ``spark.sql`` gives, to compare with aipq's)."""
+    return sorted(tuple(row) for row in frame.collect())
+
+
 def parquet_rows(path) -> list[tuple]:
     """The rows of the parquet file or folder ``path``, read by DuckDB."""
     return duckdb.connect().execute(f"SELECT * FROM read_parquet('{path}')").fetchall()

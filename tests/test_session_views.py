@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from conftest import frame_rows
 
 import aipq
 from aipq.api import _context
@@ -21,10 +22,6 @@ Q2_TABLES = ("part", "supplier", "partsupp", "nation", "region")
 def resolved(spark, home: Path, name: str):
     context, _ = _context(spark, home, Settings())
     return context.catalog.lookup(f"default.{name}")
-
-
-def rows_of(frame) -> list[tuple]:
-    return sorted(tuple(row) for row in frame.collect())
 
 
 @pytest.fixture
@@ -42,7 +39,7 @@ def test_a_view_of_parquet_files_is_read_by_name_and_known_by_its_files(spark, h
     entry = resolved(spark, home, "sv_keys")
     assert entry.source == "view" and entry.path == folder_view and entry.spark_name == "sv_keys"
     query = "select v, count(*) as n, sum(k) as s from sv_keys where k > 3 group by v"
-    assert sorted(aipq.sql(query, spark=spark, home=home).rows) == rows_of(spark.sql(query))
+    assert sorted(aipq.sql(query, spark=spark, home=home).rows) == frame_rows(spark.sql(query))
 
 
 def test_a_global_view_of_parquet_files_is_read_as_global_temp_name(spark, home, folder_view):
@@ -52,7 +49,7 @@ def test_a_global_view_of_parquet_files_is_read_as_global_temp_name(spark, home,
         entry = context.catalog.lookup("global_temp.sv_global")
         assert entry.source == "view" and entry.path == folder_view and entry.spark_name == "global_temp.sv_global"
         query = "select v, count(*) as n from global_temp.sv_global group by v"
-        assert sorted(aipq.sql(query, spark=spark, home=home).rows) == rows_of(spark.sql(query))
+        assert sorted(aipq.sql(query, spark=spark, home=home).rows) == frame_rows(spark.sql(query))
     finally:
         spark.catalog.dropGlobalTempView("sv_global")
 
@@ -62,7 +59,7 @@ def test_a_view_whose_files_changed_since_it_was_made_is_a_name_alone(spark, hom
     entry = resolved(spark, home, "sv_keys")
     assert entry.source == "spark" and entry.spark_name == "sv_keys"
     query = "select count(*) as n, max(k) as top from sv_keys"
-    assert aipq.sql(query, spark=spark, home=home).rows == rows_of(spark.sql(query)) == [(20, 19)]
+    assert aipq.sql(query, spark=spark, home=home).rows == frame_rows(spark.sql(query)) == [(20, 19)]
 
 
 def test_a_view_that_does_more_than_read_files_is_a_name_alone(spark, home, folder_view):
@@ -81,7 +78,7 @@ def test_writing_into_a_view_of_files_is_refused_clearly(spark, home, folder_vie
     with pytest.raises(BadInputError) as raised:
         aipq.sql("insert into sv_keys select 1, 'x'", spark=spark, home=home)
     assert "sv_keys is a temporary view of the session" in raised.value.message
-    assert rows_of(spark.sql("select count(*) from sv_keys")) == [(20,)]
+    assert frame_rows(spark.sql("select count(*) from sv_keys")) == [(20,)]
 
 
 def test_views_over_the_catalogs_files_plan_as_its_tables(spark, home, tpch, tpch_statistics):

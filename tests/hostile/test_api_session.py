@@ -13,6 +13,7 @@ import threading
 from pathlib import Path
 
 import pytest
+from conftest import frame_rows
 
 import aipq
 from aipq.catalog import Catalog, TableEntry
@@ -26,10 +27,6 @@ WATCHED = ("spark.sql.shuffle.partitions", "spark.sql.autoBroadcastJoinThreshold
 
 def settings_of(spark) -> dict[str, str | None]:
     return {key: spark.conf.get(key, None) for key in WATCHED}
-
-
-def rows_of(frame) -> list[tuple]:
-    return sorted(tuple(row) for row in frame.collect())
 
 
 def registered_table(spark, home: Path, name: str, rows: list[tuple]) -> None:
@@ -57,7 +54,7 @@ def test_a_global_temporary_view_is_read_as_global_temp_name(spark, home):
     spark.createDataFrame([(7, "g")], "k int, v string").createOrReplaceGlobalTempView("api_gv")
     try:
         query = "select v, count(*) as n from global_temp.api_gv group by v"
-        assert aipq.sql(query, spark=spark, home=home).rows == rows_of(spark.sql(query))
+        assert aipq.sql(query, spark=spark, home=home).rows == frame_rows(spark.sql(query))
     finally:
         spark.catalog.dropGlobalTempView("api_gv")
 
@@ -71,7 +68,7 @@ def test_unqualified_names_are_in_the_sessions_current_database(spark, home):
     query = "select t.k, t.v, b.w from api_t t left join api_beside b on t.k = b.k"
     spark.catalog.setCurrentDatabase("api_db")
     try:
-        expected = rows_of(spark.sql(query))
+        expected = frame_rows(spark.sql(query))
         assert sorted(aipq.sql(query, spark=spark, home=home).rows) == expected == [(1, "a", None), (2, "b", "z")]
     finally:
         spark.catalog.setCurrentDatabase("default")
@@ -108,7 +105,7 @@ def run_from_threads(spark, home: Path, threads: int, calls: int) -> None:
 
     def users_own() -> None:
         while not done.is_set():
-            if rows_of(spark.sql("select t, count(*) from api_th0 group by t")) != [(0, 1)]:
+            if frame_rows(spark.sql("select t, count(*) from api_th0 group by t")) != [(0, 1)]:
                 wrong.append("the user's spark.sql got other rows")
 
     def reader() -> None:
