@@ -7,6 +7,7 @@ import json
 from dataclasses import replace
 
 import pytest
+import sqlglot
 from conftest import ALL_QUERIES, assert_same_rows, oracle_rows, run_to_rows
 
 import aipq
@@ -17,6 +18,7 @@ from aipq.engine.handoff import (
     HandoffRefused,
     aipq_interventions,
     handoff_decision,
+    named_outputs,
     run_handed_off,
 )
 from aipq.engine.table_reads import VIEW_PREFIX, session_table_reads
@@ -193,3 +195,17 @@ def test_a_cte_grouped_once_and_read_twice_is_no_reason_to_keep_aipqs_plan(conte
     merged = _planned(always, query_text(11)).dag
     assert merged.plan.shared_notes
     assert any("several readers" in found for found in aipq_interventions(merged, ()))
+
+
+@pytest.mark.parametrize(("sql", "names", "expected"), [
+    ("select count(*) from t", ["_c0"], "SELECT COUNT(*) AS `_c0` FROM t"),
+    ("select a, t.b, c + 1, d as e from t order by a", ["a", "b", "_c2", "e"],
+     "SELECT a, t.b, c + 1 AS `_c2`, d AS e FROM t ORDER BY a"),
+    ("select A from t", ["a"], "SELECT A AS `a` FROM t"),
+    ("select * from t", ["a", "b"], "SELECT * FROM t"),  # a star: Spark's names are the columns'
+    ("select t.* from t", ["a"], "SELECT t.* FROM t"),
+    ("select a, a from t", ["a", "a"], "SELECT a, a FROM t"),  # a name twice: renamed afterwards
+    ("select a from t union all select b from u", ["a"], "SELECT a FROM t UNION ALL SELECT b FROM u"),
+])
+def test_a_handed_off_select_names_its_columns_as_aipq_does(sql, names, expected):
+    assert named_outputs(sqlglot.parse_one(sql, read="hive"), names).sql(dialect="spark") == expected
