@@ -275,6 +275,12 @@ KNOBS: tuple[Knob, ...] = (
          "--transfer-keep", "size", shown="10MB",
          help="A transfer pass over a table of at least SIZE keeps its rows for the join (scan once); "
               "0 = every pass, -1 = none."),
+    Knob("transfer_survivors", 0.35, "A predicate-transfer pass is made only where it is estimated to keep at "
+         "most this share of its table's rows (after its filters and probes): a filter that lets most keys through "
+         "removes little from the tables it reaches and costs a read (Robust Predicate Transfer's RPT+ skips "
+         "building above about 35%). 1: every pass the schedule allows.",
+         "--transfer-survivors", "float", low=0, high=1,
+         help="Make a transfer pass only where it keeps at most this share of its table's rows; 1 = always."),
     Knob("stats_lg_k", 12, "HyperLogLog precision: log2 of the sketch's buckets (4–21); the relative standard "
          "error is 1.04/sqrt(2^lg_k), 1.6 % at 12 (Spark's default).",
          "--stats-lg-k", "int", low=4, high=21,
@@ -377,6 +383,7 @@ class Settings:
     scan_reach: int = default_of("scan_reach")
     cut_scans: str = default_of("cut_scans")
     transfer_keep: int = default_of("transfer_keep")
+    transfer_survivors: float = default_of("transfer_survivors")
     stats_lg_k: int = default_of("stats_lg_k")
     stats_columns: tuple[str, ...] = default_of("stats_columns")
     cartesian: str = default_of("cartesian")

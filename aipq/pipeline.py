@@ -119,7 +119,8 @@ def _stage_dag(plan: QueryPlan, table: TableShape | None, sql: str, source_name:
         bound = scan_summary_bound(dag, settings.scan_summaries, sizes)
         estimates = costing.estimates if costing is not None else None
         dag = add_transfers(dag, estimates.rows if estimates else (lambda node: None), sizes, bound,
-                            estimates.distinct if estimates else (lambda node, column: None))
+                            estimates.distinct if estimates else (lambda node, column: None),
+                            estimates.table_rows if estimates else (lambda scan: None), settings.transfer_survivors)
     else:
         dag = add_scan_summaries(dag, settings, sizes)
     if table is not None:

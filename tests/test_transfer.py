@@ -60,14 +60,15 @@ def test_a_query_without_a_filter_or_a_join_has_no_schedule(tpch):
 
 
 def test_explain_shows_the_schedule_as_a_tree_json_and_dot(aipq):
-    tree = aipq("explain", "tpch:9", "--ip", "transfer", "--broadcast-threshold", "0")
+    every = ("--transfer-survivors", "1")  # Q9's whole schedule, backward passes included
+    tree = aipq("explain", "tpch:9", "--ip", "transfer", "--broadcast-threshold", "0", *every)
     assert tree.exit_code == 0, tree.output
     assert "predicate transfer" in tree.output and "forward: part" in tree.output and "backward:" in tree.output
-    info = json.loads(aipq("explain", "tpch:9", "--ip", "transfer", "--format", "json").output)
+    info = json.loads(aipq("explain", "tpch:9", "--ip", "transfer", "--format", "json", *every).output)
     schedule = info["transfer_schedule"]
     assert schedule["passes"][0]["table"] == "part" and schedule["passes"][0]["phase"] == "forward"
     assert any(p["probed_by"] for p in schedule["passes"][1:])
-    dot = aipq("explain", "tpch:9", "--ip", "transfer", "--format", "dot").output
+    dot = aipq("explain", "tpch:9", "--ip", "transfer", "--format", "dot", *every).output
     assert "style=dashed" in dot and "p_partkey → lineitem.l_partkey" in dot
 
 
@@ -173,3 +174,20 @@ def test_a_passed_table_is_read_once_its_join_stage_reads_the_rows_its_pass_kept
         rows = duck.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
         assert scanned.get(table, 0) <= rows, (table, scanned)
     assert scanned.get("orders", 0) > 0, scanned
+
+
+def pass_tables(home, tpch, number: int, survivors: float) -> list[tuple[str, str]]:
+    """Each transfer pass of TPC-H query ``number`` as (table, phase), planned with ``--transfer-survivors``."""
+    settings = Settings(ip="transfer", transfer_survivors=survivors)
+    dag = plan_query(query_text(number), tpch, settings, LOCAL_FILES, costing=RunContext(home).join_costing()).dag
+    return [(dag.stage(stage_id).tables[0].split(".")[-1], phase)
+            for stage_id, phase in sorted(dag.transfer_passes.items())]
+
+
+def test_a_pass_that_would_keep_most_of_its_table_is_not_made(home, tpch, tpch_statistics):
+    every = pass_tables(home, tpch, 10, 1.0)
+    chosen = pass_tables(home, tpch, 10, Settings().transfer_survivors)
+    # Q10: a quarter's orders are a few percent of orders, but the customers who placed them are most customers
+    assert ("orders", "forward") in chosen and ("customer", "forward") in every
+    assert ("customer", "forward") not in chosen and set(chosen) < set(every)
+    assert pass_tables(home, tpch, 10, 0.0) == []  # every estimate known: no pass keeps nothing

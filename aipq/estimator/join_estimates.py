@@ -141,6 +141,10 @@ class JoinEstimates:
     def rows(self, node: Node) -> float | None:
         return self.cardinality.rows(node)
 
+    def table_rows(self, scan: Scan) -> float | None:
+        """The rows of the scan's table before its filters."""
+        return self._table_rows(scan)
+
     def distinct(self, node: Node, name: str) -> float | None:
         return self.cardinality.distinct(node, name)
 

@@ -24,6 +24,9 @@ tables costs as much as the query, docs/decisions.md):
   forward pass, the smaller ones' forward pass);
 - the reading stages: each scan probes the last pass of every neighbour.
 
+A pass estimated to keep more than ``--transfer-survivors`` of its table's rows (35%) is not made: its filter
+would let most keys through (RPT+'s rule, ``_PassKeys.worth_a_pass``).
+
 A probe is placed only where the pass it reads carries some filter other than the probed table's own: without
 one, it could remove only rows with no match at all, which a join of foreign keys does not have.
 
@@ -114,10 +117,13 @@ DistinctEstimate = Callable[[Node, str], float | None]
 
 
 def add_transfers(dag: StageDag, rows: RowEstimate, sizes: Sizes, max_bytes: int,
-                  distinct: DistinctEstimate = lambda node, column: None) -> StageDag:
+                  distinct: DistinctEstimate = lambda node, column: None,
+                  table_rows: Callable[[Scan], float | None] = lambda scan: None,
+                  survivors: float = 1.0) -> StageDag:
     """``dag`` with predicate transfer's passes run first, and its schedule in ``dag.transfers``. Only tables of
     at most ``max_bytes`` are read by a pass (the bound of a filtered scan's pre-pass): a larger one is read
-    once, by the stage that joins it, where it is probed with its neighbours' last summaries."""
+    once, by the stage that joins it, where it is probed with its neighbours' last summaries. A pass estimated
+    to keep more than ``survivors`` of its table's rows (``table_rows``) is not made (``_PassKeys.survive``)."""
     scans = joined_scans(dag)
     edges = admissible_edges(dag, scans)
     if not edges:
@@ -127,7 +133,7 @@ def add_transfers(dag: StageDag, rows: RowEstimate, sizes: Sizes, max_bytes: int
     passable = {id(scan) for scan in scans if within_bound(table_bytes(sizes, scan.table), max_bytes)}
     by_id = {id(scan): scan for scan in scans}
     schedule = _Schedule(order, edges, reduced, passable, max(s.id for s in dag.stages) + 1,
-                         _PassKeys(by_id, rows, distinct))
+                         _PassKeys(by_id, rows, distinct, table_rows, survivors))
     schedule.plan()
     if not schedule.passes:
         return dag
@@ -159,10 +165,13 @@ class _PassKeys:
     """The keys each pass is estimated to hold per column, as its filters are sized (an upper bound where the
     estimates hold; None where they are unknown)."""
 
-    def __init__(self, scans: dict[int, Scan], rows: RowEstimate, distinct: DistinctEstimate):
+    def __init__(self, scans: dict[int, Scan], rows: RowEstimate, distinct: DistinctEstimate,
+                 table_rows: Callable[[Scan], float | None] = lambda scan: None, survivors: float = 1.0):
         self.scans = scans
         self.rows = rows
         self.distinct = distinct
+        self.table_rows = table_rows
+        self.survivors = survivors
         self.latest: dict[tuple[int, str], float] = {}  # (scan node id, column) → keys of its latest pass
         self.by_stage: dict[tuple[int, str], float] = {}  # (pass stage id, column) → keys
 
@@ -176,6 +185,14 @@ class _PassKeys:
                 self.latest.pop((node_id, column), None)
                 continue
             self.latest[(node_id, column)] = self.by_stage[(stage_id, column)] = max(keys, 1.0)
+
+    def worth_a_pass(self, node_id: int, probes: list[Edge]) -> bool:
+        """Whether a pass with ``probes`` is estimated to remove enough of its table's rows to be worth a build:
+        Robust Predicate Transfer's RPT+ builds no filter where more than about 35% of the rows survive (its keys
+        then remove little from the tables they reach). Unknown estimates make the pass."""
+        scan = self.scans[node_id]
+        kept, whole = self.pass_rows(scan, probes), self.table_rows(scan)
+        return kept is None or not whole or kept <= self.survivors * whole
 
     def pass_rows(self, scan: Scan, probes: list[Edge]) -> float | None:
         """At most the table's rows after its filters, and at most what each probe lets through: the probing
@@ -231,7 +248,8 @@ class _Schedule:
         earlier = [e for e in self.into(node_id) if self.useful(e)]
         if node_id not in self.passable or not (node_id in self.filtered or earlier) or not self.out_of(node_id):
             return
-        self.add_pass(node_id, "forward", earlier)
+        if self.sizing.worth_a_pass(node_id, earlier):
+            self.add_pass(node_id, "forward", earlier)
 
     def backward(self, node_id: int) -> None:
         """A second pass when a larger neighbour's pass carries filters this table's pass has not seen."""
@@ -240,7 +258,9 @@ class _Schedule:
         if (node_id not in self.passable or not later or news <= self.knows.get(node_id, frozenset())
                 or not self.out_of(node_id)):
             return
-        self.add_pass(node_id, "backward", [e for e in self.into(node_id) if self.useful(e)])
+        probes = [e for e in self.into(node_id) if self.useful(e)]
+        if self.sizing.worth_a_pass(node_id, probes):
+            self.add_pass(node_id, "backward", probes)
 
     def add_pass(self, node_id: int, phase: str, probes: list[Edge]) -> None:
         stage_id = self.next_stage
