@@ -41,6 +41,7 @@ class PendingPass:
     probes: list[ProbeRecord]
     decision_seconds: float
     nested: int  # the passes its plan holds, itself and those whose subqueries it probes, counted as a tree
+    keeps: bool = False  # it keeps its rows for later stages: it runs alone (``run_alone``)
     kept_rows: str = ""  # the rows it keeps for later stages, and the kept rows it reads (``kept_rows.py``)
 
 
@@ -75,13 +76,14 @@ class PassJob:
         finally:
             runner.reset_hooks()
             kept.keeping = None
-        note = kept_rows_note(kept.take_served(), keep is not None and kept.kept(keep))
+        keeps = keep is not None and kept.kept(keep)
+        note = kept_rows_note(kept.take_served(), keeps)
         columns = [F.count(F.lit(1)).alias("rows"), *runner.store.build_columns(frame, decisions.builds, {})]
         built = F.struct(*columns).alias("built")
         aggregate = frame.agg(built).scalar()
         runner.store.pend(frame, decisions.builds, aggregate)
         self.pending.append(PendingPass(stage, decisions, frame, aggregate, built, probes, decision_seconds, nested,
-                                        note))
+                                        keeps, note))
 
     def run(self) -> list[StageMetrics]:
         """Every pending pass in one action; each pass's metrics (the job's time on the first of them)."""
@@ -95,7 +97,7 @@ class PassJob:
             # one plan of small aggregates: nothing for adaptive execution to coalesce, and each subquery is
             # planned once rather than again at every stage
             with sql_conf(spark, {"spark.sql.adaptive.enabled": "false"}):
-                row = run_alone(passes[0]) if len(passes) == 1 and passes[0].kept_rows else \
+                row = run_alone(passes[0]) if len(passes) == 1 and passes[0].keeps else \
                     spark.range(1).select(*[p.aggregate.alias(f"pass_{i}") for i, p in enumerate(passes)]).first()
         except AipqError:
             raise
@@ -125,7 +127,7 @@ class PassJob:
 
 
 def run_alone(done: PendingPass):
-    """A pass that keeps or reads kept rows, run as an action of its own (its row as ``run``'s): its cached
+    """A pass that keeps its rows, run as an action of its own (its row as ``run``'s): its cached
     relation is then built by the action's own thread. Inside a subquery, each of Spark's subquery threads building
     a cached relation holds its builder's lock while it waits for the subqueries of that relation's plan, and
     enough of them nested (TPC-DS Q88's eight scalar subqueries, each a pass) leave none free to run those."""

@@ -20,6 +20,7 @@ from pyspark.sql.types import StructType
 from aipq.catalog import DEFAULT_DATABASE, SPARK_CATALOG_PREFIX, TableEntry
 from aipq.engine import jvm
 from aipq.engine.storage import Storage, is_local, local_path
+from aipq.errors import AipqError
 
 
 def _entry(spark, database: str, name: str, read_as: str) -> TableEntry | None:
@@ -35,7 +36,10 @@ def _files_now(view: jvm.TemporaryView, storage: Storage) -> str | None:
     """The path a view reads as plain parquet, when the files Spark listed for it are the files there now."""
     if view.root is None or not view.files:
         return None
-    there = storage.data_files(view.root) or []
+    try:
+        there = storage.data_files(view.root) or []
+    except AipqError:  # this process cannot list them (Spark did, when the view was made): read by name alone
+        return None
     now = sorted((urlparse(f.path).path, f.length, f.modified_ms) for f in there)
     if now != sorted((f.path, f.length, f.modified_ms) for f in view.files):
         return None

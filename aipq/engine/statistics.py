@@ -189,9 +189,13 @@ class StatisticsCollector:
 
     def would_observe_scan(self, scan: Scan) -> bool:
         """Whether a stage reading ``scan`` would observe its raw table read (its table lacks statistics)."""
-        return not self.disabled and any(
-            id(scan) in need.scans and need.entry.path not in self._claimed and (need.collect or self.recollect)
-            and bool(need.files.fingerprint) for need in self.needs)
+        return not self.disabled and any(id(scan) in need.scans and self._collecting(need) for need in self.needs)
+
+    def _collecting(self, need: TableNeed) -> bool:
+        """Whether the run still collects the statistics of ``need``'s table: not yet claimed by a stage, asked
+        for, and of files whose fingerprint can tell later whether they still hold."""
+        return (need.entry.path not in self._claimed and (need.collect or self.recollect)
+                and bool(need.files.fingerprint))
 
     def _observable(self, stage: Stage) -> Iterator[tuple[TableNeed, list[int]]]:
         """Each table lacking statistics that ``stage`` reads whole and not yet claimed, with its scans there."""
@@ -200,10 +204,8 @@ class StatisticsCollector:
         # a scan that partition pruning left with some partitions only reads part of its table
         scan_ids = {id(n) for n in stage.plan.walk() if not (isinstance(n, Scan) and n.all_partitions)}
         for need in self.needs:
-            if need.entry.path in self._claimed or not (need.collect or self.recollect):
+            if not self._collecting(need):
                 continue
-            if not need.files.fingerprint:
-                continue  # not local files: no way to tell later whether the statistics still hold
             mine = [s for s in need.scans if s in scan_ids]
             if mine:
                 yield need, mine

@@ -86,7 +86,7 @@ class JoinEstimates:
         self.measured_distinct = measured_distinct or {}  # (stage id, column) → distinct keys sketched in it
         self.footers = footers  # a table without statistics: what its files' footers tell
         self._footers: dict[str, TableFooters | None] = {}  # by table path: each table's footers read once
-        self.cardinality = Cardinality(StatsLookup(table_rows=self._table_rows, column=self._column,
+        self.cardinality = Cardinality(StatsLookup(table_rows=self.table_rows, column=self._column,
                                                    stage_rows=self._stage_rows, stage_distinct=self._stage_distinct,
                                                    stage_plan=self._stage_plan))
 
@@ -119,7 +119,8 @@ class JoinEstimates:
             self._footers[scan.table.path] = self.footers(scan)
         return self._footers[scan.table.path]
 
-    def _table_rows(self, scan: Scan) -> float | None:
+    def table_rows(self, scan: Scan) -> float | None:
+        """The rows of the scan's table before its filters: its statistics', else its files' footers'."""
         stats = self.tables.stats(scan.table.path)
         if stats is not None:
             return float(stats.rows)
@@ -141,16 +142,12 @@ class JoinEstimates:
     def rows(self, node: Node) -> float | None:
         return self.cardinality.rows(node)
 
-    def table_rows(self, scan: Scan) -> float | None:
-        """The rows of the scan's table before its filters."""
-        return self._table_rows(scan)
-
     def distinct(self, node: Node, name: str) -> float | None:
         return self.cardinality.distinct(node, name)
 
     def missing_statistics(self, node: Node) -> list[str]:
         return sorted({scan.table.qualified_name for scan in node.walk()
-                       if isinstance(scan, Scan) and self._table_rows(scan) is None})
+                       if isinstance(scan, Scan) and self.table_rows(scan) is None})
 
 
 def stage_row_estimates(dag: StageDag, tables: KnownTables) -> dict[int, float | None]:

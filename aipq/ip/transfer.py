@@ -123,7 +123,7 @@ def add_transfers(dag: StageDag, rows: RowEstimate, sizes: Sizes, max_bytes: int
     """``dag`` with predicate transfer's passes run first, and its schedule in ``dag.transfers``. Only tables of
     at most ``max_bytes`` are read by a pass (the bound of a filtered scan's pre-pass): a larger one is read
     once, by the stage that joins it, where it is probed with its neighbours' last summaries. A pass estimated
-    to keep more than ``survivors`` of its table's rows (``table_rows``) is not made (``_PassKeys.survive``)."""
+    to keep more than ``survivors`` of its table's rows (``table_rows``) is not made (``_PassKeys.worth_a_pass``)."""
     scans = joined_scans(dag)
     edges = admissible_edges(dag, scans)
     if not edges:
