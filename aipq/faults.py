@@ -9,8 +9,9 @@ until it is removed (a test then changes the world around it, e.g. stops the met
 
 Spark failures aipq recovers from, for their tests: with ``AIPQ_FAIL_AT=FAILURE[@N]``, ``failing(FAILURE)`` is
 true the N-th time it is asked. The failures: ``broadcast`` (the driver runs out of memory building a broadcast
-join's table, which takes a driver smaller than a test can start) and ``hash-join`` (a reduce task runs out of
-memory building a shuffled hash join's table)."""
+join's table, which takes a driver smaller than a test can start), ``hash-join`` (a reduce task runs out of
+memory building a shuffled hash join's table) and ``result-size`` (a result sent to the driver passes
+``spark.driver.maxResultSize``, which a running session cannot lower)."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ import time
 from pathlib import Path
 
 POINTS = ("statement", "stage-written", "between-stages", "table-commit")
-FAILURES = ("broadcast", "hash-join")
+FAILURES = ("broadcast", "hash-join", "result-size")
 _reached: dict[str, int] = {}
 
 

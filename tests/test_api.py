@@ -38,6 +38,36 @@ def test_a_tpch_query_gives_duckdbs_rows_through_the_api(spark, home, duck):
     assert any(stage["probes"] for stage in result.run["stages"].values()), "information passing ran"
 
 
+def test_a_small_result_of_aipqs_plan_comes_back_as_rows_not_files(spark, home, duck):
+    """Q3's LIMIT 10 bounds its result: its last stage sends the rows to the driver and writes no files, and
+    the DataFrame made from them has the result's names and Spark's types."""
+    result = aipq.sql(query_text(3), spark=spark, home=home, ip="always", broadcast_threshold="0")
+    assert result.run["handoff"] is None
+    final = list(result.run["stages"].values())[-1]
+    assert final["rows_written"] == 10 and final["bytes_written"] == 0
+    assert_same_rows(result.rows, oracle_rows(duck, query_text(3)), ordered=True)
+    frame = result.dataframe
+    with aipq.sql(query_text(3), spark=spark, home=home, ip="always", broadcast_threshold="0",
+                  keep_work=True) as written:  # kept work: its result is written, read back from its files
+        assert list(written.run["stages"].values())[-1]["bytes_written"] > 0
+        assert frame.schema == written.dataframe.schema
+    assert frame.columns == list(result.columns)
+    assert [tuple(row) for row in frame.collect()] == result.rows
+    result.close()
+    assert result.dataframe.count() == 10, "made from the rows: no files to lose"
+
+
+def test_a_result_larger_than_the_driver_takes_is_written_after_all(spark, home, tpch, monkeypatch):
+    """Spark fails a job whose results pass ``spark.driver.maxResultSize``; a result aipq chose to collect is
+    then written and read back as any other. Injected (``AIPQ_FAIL_AT``): a running session's limit is fixed."""
+    monkeypatch.setenv("AIPQ_FAIL_AT", "result-size")
+    monkeypatch.setattr("aipq.faults._reached", {})
+    result = aipq.sql(query_text(3), spark=spark, home=home, ip="always", broadcast_threshold="0")
+    final = list(result.run["stages"].values())[-1]
+    assert final["rows_written"] == 10 and final["bytes_written"] > 0
+    assert len(result.rows) == 10 and result.dataframe.count() == 10
+
+
 def test_a_run_frees_its_bloom_filters_broadcasts_when_it_ends(spark, home, tpch, monkeypatch):
     from aipq.engine import jvm
 

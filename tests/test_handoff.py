@@ -116,6 +116,9 @@ def test_the_api_hands_back_sparks_dataframe_and_sees_the_users_views(spark, hom
     assert result.run["result_rows"] is None  # Spark's DataFrame, not collected by the call
     assert result.rows == [(0, 5), (1, 5)] and result.run["handoff"]["chosen"]
     assert result.run["result_rows"] == 2  # counted when read
+    again = aipq.sql(sql, spark=spark, home=home, handoff="auto")
+    assert len(again.rows) == 2  # read before the record: its one stage's rows are counted, beside its estimate
+    assert [stage["rows_written"] for stage in again.run["stages"].values()] == [2]
     assert [tuple(r) for r in result.dataframe.collect()] == result.rows
     assert result.dataframe.columns == ["n_regionkey", "c"]
     # it runs when read, under aipq's settings on the call's clone of the session; the caller's stay as they were

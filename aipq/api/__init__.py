@@ -124,6 +124,10 @@ def _run(source: SqlSource, spark, home, progress, options: dict) -> Result | No
     if query_run.frame is not None:  # handed to Spark whole: its DataFrame as it is, no files written or read back
         return Result(tuple(record.output_names), _named(query_run.frame, record.output_names),
                       partial(run_dict, record), query_run.close, _collected_later(record))
+    if record.collected is not None:  # a small result of aipq's plan, sent to the driver by its last job
+        collected = record.collected
+        return Result(tuple(record.output_names), partial(collected.frame, user, record.output_names),
+                      partial(run_dict, record), query_run.close, rows=collected.rows)
     # the caller's session reads the result's files, which stay until the Result is closed (api/result.py)
     frame = user.read.parquet(record.result_path).toDF(*record.output_names)
     return Result(tuple(record.output_names), frame, partial(run_dict, record),
@@ -135,7 +139,7 @@ def _collected_later(record) -> Collected:
     the call, and its rows are counted into the run record."""
 
     def counted(rows: int) -> None:
-        record.result_rows = rows
+        record.result_rows = record.stages[-1].rows_written = rows  # its one stage's rows: beside its estimate
 
     return Collected(lambda error: spark_error(error, "the query (handed to Spark)"), counted)
 

@@ -1,6 +1,8 @@
 """What ``aipq.sql`` gives back: a DataFrame over the result, read lazily. Nothing is collected into Python until
 ``rows`` (or ``to_pandas``) is read, so a result used as a DataFrame — written, joined, counted — never passes
-through the driver's Python process.
+through the driver's Python process; except a result aipq's own plan expects to be small (at most
+``workflow.query.COLLECTED_ROWS`` rows by its LIMIT or estimate), which its last job sends to the driver instead of
+writing it as files for the caller's session to read back.
 
 The result's files live in the run's work directory: they stay until ``close()`` (or the end of a ``with`` block)
 or the end of the Python process, whichever comes first. They do not go when the Result is garbage-collected, since
@@ -62,20 +64,30 @@ class Result:
     """The rows of a query's (or a workflow's last) SELECT as a Spark DataFrame, and what the run did.
 
     ``dataframe`` is the result on the caller's session, read from the result's files when it is acted on;
-    ``rows`` collects it once, when first read; ``run`` is the run record (stages with their rows, bytes, seconds,
+    ``rows`` collects it once, when first read (a small result of aipq's own plan comes back with the run as
+    rows, its DataFrame made from them); ``run`` is the run record (stages with their rows, bytes, seconds,
     summaries and rows pruned). ``close()`` removes the result's files (``rows`` read before stays)."""
 
     def __init__(self, columns: tuple[str, ...], dataframe: Any, run: dict | Callable[[], dict],
-                 release: Callable[[], None] | None = None, collected: Collected | None = None):
+                 release: Callable[[], None] | None = None, collected: Collected | None = None,
+                 rows: list[tuple] | None = None):
         self.columns = columns
-        self.dataframe = dataframe
+        self._frame = dataframe  # or, for rows already collected, how to make it: when first read
         self._run = run  # or how to make it: the stages' estimates are computed when it is first read
         self._collected = collected
-        self._rows: list[tuple] | None = None
+        self._rows = rows
         self._closed = False
         self._token = next(_TOKENS)  # not id(self): a collected Result's id is reused, its release must not be
         if release is not None:
             _OPEN.add(self._token, release)
+
+    @property
+    def dataframe(self) -> Any:
+        """The result as a DataFrame on the caller's session (for a result that came back as rows, made from
+        them the first time it is read)."""
+        if callable(self._frame):
+            self._frame = self._frame()
+        return self._frame
 
     @property
     def run(self) -> dict:

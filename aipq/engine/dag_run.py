@@ -69,6 +69,7 @@ class RunOptions:
     reuse: bool = False  # entries of earlier commands are read too (--reuse)
     shared: frozenset[str] = frozenset()  # cache keys of stages other queries of a batch compute too
     shared_scans: dict | None = None  # tables read from a batch's cached read of them
+    collect_rows: int = 0  # a final stage expected to have at most this many rows sends them to the driver
 
 
 

@@ -24,11 +24,11 @@ from aipq.engine.records import RunRecord, StageMetrics
 from aipq.engine.session import sql_conf
 from aipq.engine.stage_job import Fused, StageJob, output_is_read
 from aipq.engine.work_dirs import remove_work_dir
-from aipq.estimator.join_estimates import KnownTables, stage_estimate_figures
+from aipq.estimator.join_estimates import JoinEstimates, KnownTables, stage_estimate_figures
 from aipq.ip import staging
 from aipq.ip.decisions import StageDecisions, drops_output_rows, keeping_output_exact
 from aipq.planner import reducers
-from aipq.planner.logical import Join
+from aipq.planner.logical import Join, top_limit
 from aipq.planner.physical import measured_broadcasts
 from aipq.planner.stages import Stage, StageDag, StageRead
 
@@ -243,11 +243,32 @@ def run_job(run: DagRun, step: StageStep) -> bool:
                    write=output_is_read(stage, step.decisions, run.options.analyze), fused=step.inputs,
                    text=(run.record.result_format, run.record.output_names) if final else None,
                    partition_by=dag.partition_by if final else (),
-                   write_format=dag.write_format if final else "parquet", broadcasts=step.broadcasts)
+                   write_format=dag.write_format if final else "parquet", broadcasts=step.broadcasts,
+                   collect=final and _collects_result(run, stage))
     with sql_conf(run.context.spark, stage_conf):
         step.metrics = run.runner.run_recovering(job, run.statistics)
     step.metrics.reduce_tasks = tasks
+    if job.collected is not None:
+        run.record.collected = job.collected
     return True
+
+
+def _collects_result(run: DagRun, stage: Stage) -> bool:
+    """Whether the final stage sends its rows to the driver instead of writing them: asked for (the Python API's
+    result, ``RunOptions.collect_rows``), a plain parquet result, and at most that many rows by its LIMIT or its
+    estimate. A larger result than the driver takes is written after all (``StageRunner.run_recovering``)."""
+    most, dag = run.options.collect_rows, run.dag
+    if not most or dag.partition_by or dag.write_format != "parquet" or run.record.result_format != "parquet":
+        return False
+    limit = top_limit(stage.plan)
+    if limit is not None and limit <= most:
+        return True
+    repository = run.context.repository
+    if repository is None:
+        return False
+    tables = KnownTables(repository, run.context.storage, run.record.started_at)
+    estimate = JoinEstimates(tables, dag).stage_estimate(stage.id)
+    return estimate is not None and estimate <= most
 
 
 def keep(run: DagRun, step: StageStep) -> bool:
@@ -256,6 +277,8 @@ def keep(run: DagRun, step: StageStep) -> bool:
     stage, cache, metrics = step.stage, run.options.cache, step.metrics
     assert metrics is not None and step.decisions is not None
     exact_summary = any(build.kind == "exact" for build in step.decisions.builds)
+    if stage is run.dag.final and run.record.collected is not None:  # no files: the rows are in the driver
+        return True
     if cache is not None and step.cache_key is not None and stage.id not in run.inexact and not exact_summary:
         kept = cache.keep(step.cache_key, run.paths[stage.id], metrics.rows_written, metrics.bytes_written,
                           f"{stage.name} {stage.operator}")

@@ -53,6 +53,7 @@ class RunRecord:
     replans: list[dict] = field(default_factory=list)  # each re-plan between stages (``Reoptimizer``)
     dag: StageDag | None = None  # the DAG the run finished with, when a re-plan changed it
     started_at: float = 0.0  # wall-clock time the run started (what it records itself comes after)
+    collected: object | None = None  # the result's rows sent to the driver, not written (``CollectedRows``)
     handed_off: str = ""  # why the query ran as Spark plans it (``engine/handoff.py``); empty: aipq's plan ran
     # fills each stage's ``estimate`` when first asked (``fill_estimates``), not on every run's critical path
     estimating: Callable[[RunRecord], None] | None = None

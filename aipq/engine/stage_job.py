@@ -10,6 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from pyspark.sql import Observation
+from pyspark.sql.types import StructField, StructType
 
 from aipq import faults
 from aipq.engine import jvm, stage_cache
@@ -33,6 +34,8 @@ BROADCAST_OUT_OF_MEMORY = "Not enough memory to build and broadcast the table"
 # Spark's adaptive execution hashes a join input of at most this many shuffled bytes per reduce task (0: never).
 HASH_JOIN_SETTING = "spark.sql.adaptive.maxShuffledHashJoinLocalMapThreshold"
 TASK_OUT_OF_MEMORY = ("UNABLE_TO_ACQUIRE_MEMORY", "OutOfMemoryError")
+# What Spark says when a job's results sent to the driver pass its limit.
+RESULT_TOO_LARGE = "spark.driver.maxResultSize"
 
 
 @dataclass
@@ -43,6 +46,20 @@ class Fused:
     stage: Stage
     decisions: StageDecisions
     probes: list[ProbeRecord]
+
+
+@dataclass(frozen=True)
+class CollectedRows:
+    """A result collected by its stage's job rather than written: its rows as tuples and their Spark schema."""
+
+    rows: list[tuple]
+    schema: StructType
+
+    def frame(self, spark, names: list[str]):
+        """The rows as a DataFrame of ``spark``, its columns named ``names``, with the types Spark gave them."""
+        schema = StructType([StructField(name, column.dataType, column.nullable)
+                             for name, column in zip(names, self.schema.fields, strict=True)])
+        return spark.createDataFrame(self.rows, schema, verifySchema=False)
 
 
 @dataclass
@@ -60,6 +77,8 @@ class StageJob:
     partition_by: tuple[str, ...] = ()  # the result as a folder per value, as Hive lays out partitions
     write_format: str = "parquet"
     broadcasts: dict[int, str] = field(default_factory=dict)  # joins turned map-side by measured input sizes
+    collect: bool = False  # the result's rows come back to the driver instead of being written (a small result)
+    collected: CollectedRows | None = None  # the rows it collected, once it ran
 
     @property
     def stages(self) -> list[Stage]:
@@ -179,7 +198,9 @@ class StageRunner:
 
     @staticmethod
     def _write(df, job: StageJob) -> None:
-        if job.text is not None and job.text[0] in TEXT_FORMATS:
+        if job.collect:
+            job.collected = CollectedRows([tuple(row) for row in df.collect()], df.schema)
+        elif job.text is not None and job.text[0] in TEXT_FORMATS:
             write_text_frame(df, job.text[1], job.text[0], job.path)
         elif job.write:
             writer = df.write.partitionBy(*job.partition_by) if job.partition_by else df.write
@@ -221,10 +242,15 @@ class StageRunner:
             if self._hashes_joins() and faults.failing("hash-join"):
                 raise ExecutionError(f"stage {job.stage.name} ({job.stage.operator}) failed on Spark: "
                                      f"{TASK_OUT_OF_MEMORY[0]} (AIPQ_FAIL_AT)")
+            if job.collect and faults.failing("result-size"):
+                raise ExecutionError(f"stage {job.stage.name} ({job.stage.operator}) failed on Spark: the results "
+                                     f"are bigger than {RESULT_TOO_LARGE} (AIPQ_FAIL_AT)")
             return self.run(job, statistics)
         except BadInputError:
             raise
         except AipqError as error:
+            if job.collect and RESULT_TOO_LARGE in error.message:
+                return self._written_instead(job, statistics)
             if BROADCAST_OUT_OF_MEMORY in error.message and self.compiler.broadcasts_allowed:
                 return self._without_broadcasts(job, statistics)
             if self._hashes_joins() and any(sign in error.message for sign in TASK_OUT_OF_MEMORY):
@@ -234,6 +260,12 @@ class StageRunner:
             statistics.disable(error.message)  # statistics never fail a query: run the stage without
             self._start_over(job)
             return self.run(job, statistics)
+
+    def _written_instead(self, job: StageJob, statistics: StatisticsCollector | None) -> StageMetrics:
+        """A result expected small that was larger than the driver takes: written after all, as any other."""
+        self._start_over(job)
+        job.collect = False
+        return self.run_recovering(job, statistics)
 
     def _without_broadcasts(self, job: StageJob, statistics: StatisticsCollector | None) -> StageMetrics:
         warn(f"stage {job.stage.name} ({job.stage.operator}): the driver had not the memory to broadcast a join "

@@ -318,6 +318,13 @@ class Limit(Node):
         return self.child.output
 
 
+def top_limit(node: Node) -> int | None:
+    """The LIMIT that bounds ``node``'s rows from its top (under projections and sorts), if any."""
+    while isinstance(node, Project | Sort):
+        node = node.child
+    return node.count if isinstance(node, Limit) else None
+
+
 @dataclass(frozen=True)
 class QueryPlan:
     """A planned query: the operator tree and the names users see for its output columns."""

@@ -25,6 +25,10 @@ from aipq.planner.stages import StageDag
 from aipq.reoptimizer import Reoptimizer
 from aipq.stats.planner import plan_statistics
 
+# A result of aipq's own plan with at most this many rows (by its LIMIT or its estimate) is sent to the driver by
+# its last job when the caller keeps the result as a DataFrame (the Python API), not written and read back.
+COLLECTED_ROWS = 10_000
+
 
 @dataclass
 class QueryRun:
@@ -62,7 +66,7 @@ def execute(planned: PlannedQuery, context: RunContext, listener: StageListener 
     stages other queries of a batch compute too, ``shared_scans`` its tables read once for all of them;
     ``ip_strategy``: a strategy object instead of the settings' (a benchmark measuring one decision). A query in
     which aipq chooses nothing is handed to Spark whole (``query_handoff``); with ``keep_frame`` its result is then
-    the run's DataFrame, not files."""
+    the run's DataFrame, not files, and a small result of aipq's plan comes back as rows (``COLLECTED_ROWS``)."""
     check_table_data(planned.dag, context.storage)
     handoff = query_handoff(planned, context, ip_strategy, bool(shared or shared_scans))
     if handoff.chosen:
@@ -78,7 +82,7 @@ def execute(planned: PlannedQuery, context: RunContext, listener: StageListener 
         options = RunOptions(listener=listener or StageListener(), analyze=analyze, statistics=collector,
                              result_format=result_format, reoptimizer=reoptimizer, cache=context.stage_cache,
                              reuse=context.reuses_outputs, shared=shared, shared_scans=shared_scans,
-                             ip_strategy=ip_strategy)
+                             ip_strategy=ip_strategy, collect_rows=COLLECTED_ROWS if keep_frame else 0)
         record = run_dag(context, planned.dag, options)
     except BadInputError as error:
         name = getattr(error, "missing_name", None)

@@ -30,9 +30,12 @@ def collected(spark, monkeypatch) -> list[int]:
 
 
 # The result files these tests check are aipq's plan's (a query handed to Spark hands back Spark's DataFrame, no
-# files: tests/test_handoff.py), so they run aipq's plan.
+# files: tests/test_handoff.py), so they run aipq's plan, over more rows than it collects with its run
+# (``workflow.query.COLLECTED_ROWS``; a small result comes back as rows: tests/test_api.py).
+LINES = "select l_orderkey, l_linenumber from lineitem"
+
 def test_the_rows_are_collected_only_when_read(spark, home, tpch, collected):
-    result = aipq.sql("select l_orderkey, l_linenumber from lineitem", spark=spark, home=home, handoff="off")
+    result = aipq.sql(LINES, spark=spark, home=home, handoff="off")
     total = result.run["result_rows"]
     assert total > 1000 and max(collected, default=0) < total, "the result went through Python"
     assert result.dataframe.inputFiles(), "the DataFrame reads the result's files"
@@ -42,15 +45,16 @@ def test_the_rows_are_collected_only_when_read(spark, home, tpch, collected):
 
 
 def test_the_results_files_stay_until_it_is_closed(spark, home, tpch):
-    result = aipq.sql("select n_name from nation where n_regionkey = 1", spark=spark, home=home, handoff="off")
-    derived = result.dataframe.where("n_name like 'A%'")
+    result = aipq.sql(LINES, spark=spark, home=home, handoff="off")
+    derived = result.dataframe.where("l_linenumber = 1")
     aipq.sql("select 1 as one", spark=spark, home=home).close()  # another run: it cleans stale work directories
-    assert derived.count() == 1 and len(result.rows) == 5
+    firsts = derived.count()
+    assert 0 < firsts < len(result.rows) == result.run["result_rows"]
     result.close()
-    assert len(result.rows) == 5, "rows read before close stay"
+    assert len(result.rows) == result.run["result_rows"], "rows read before close stay"
     with pytest.raises(Exception):  # noqa: B017, PT011 — Spark's error for files that are gone
         result.dataframe.collect()
-    with aipq.sql("select n_name from nation", spark=spark, home=home, handoff="off") as scoped:
+    with aipq.sql(LINES, spark=spark, home=home, handoff="off") as scoped:
         files = scoped.dataframe.inputFiles()
     from pathlib import Path
 
