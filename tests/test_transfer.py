@@ -8,6 +8,7 @@ import json
 import re
 
 import duckdb
+import pytest
 from conftest import LOCAL_FILES, assert_same_rows, oracle_rows
 
 from aipq.config import Settings
@@ -149,6 +150,7 @@ def file_scans(spark, job_groups: list[str]) -> dict[str, int]:
     return scanned
 
 
+@pytest.mark.slow  # every pass keeps its rows and runs as an action of its own: 30 s at the tests' scale
 def test_a_passed_table_is_read_once_its_join_stage_reads_the_rows_its_pass_kept(aipq, duck, spark, tmp_path,
                                                                                   tpch_statistics):
     out, report = tmp_path / "q5.parquet", tmp_path / "q5.json"
