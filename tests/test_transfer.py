@@ -14,6 +14,7 @@ from conftest import LOCAL_FILES, assert_same_rows, oracle_rows
 from aipq.config import Settings
 from aipq.engine.context import RunContext
 from aipq.engine.pass_job import MAX_NESTED_PASSES
+from aipq.estimator.join_estimates import KnownTables, stage_row_estimates
 from aipq.ip.bloom_sizing import bloom_bits
 from aipq.ip.planner import IpPlanner
 from aipq.pipeline import plan_query
@@ -193,3 +194,15 @@ def test_a_pass_that_would_keep_most_of_its_table_is_not_made(home, tpch, tpch_s
     assert ("orders", "forward") in chosen and ("customer", "forward") in every
     assert ("customer", "forward") not in chosen and set(chosen) < set(every)
     assert pass_tables(home, tpch, 10, 0.0) == []  # every estimate known: no pass keeps nothing
+
+
+def test_a_passs_estimated_rows_count_the_probes_it_runs_with(home, tpch, duck, tpch_statistics):
+    """A pass's rows as recorded beside its actual rows are what its filters and probes are estimated to keep,
+    not its table's: Q2's partsupp passes, probed with part's and supplier's keys, keep a few percent of it."""
+    settings = Settings(ip="transfer", transfer_survivors=1.0)
+    context = RunContext(home)
+    dag = plan_query(query_text(2), tpch, settings, LOCAL_FILES, costing=context.join_costing()).dag
+    estimates = stage_row_estimates(dag, KnownTables(context.repository, context.storage))
+    partsupp = [stage_id for stage_id in dag.transfer_passes if dag.stage(stage_id).tables[0].endswith("partsupp")]
+    rows = duck.execute("SELECT count(*) FROM partsupp").fetchone()[0]
+    assert partsupp and all(estimates[stage_id] < 0.05 * rows for stage_id in partsupp)

@@ -98,11 +98,15 @@ class JoinEstimates:
         return self.stage_estimate(read.stage_id) if self.dag is not None else None
 
     def stage_estimate(self, stage_id: int) -> float | None:
-        """A stage's output rows: what the same subplan wrote before over the same files, else its plan's
-        estimate."""
+        """A stage's output rows: what the same subplan wrote before over the same files, else, for a predicate
+        transfer pass, what its filters and probes are estimated to keep (``ip/transfer._PassKeys``), else its
+        plan's estimate."""
         assert self.dag is not None
         known = self.tables.stage_rows(self.dag, stage_id)
-        return known if known is not None else self.cardinality.rows(self.dag.stage(stage_id).plan)
+        if known is not None:
+            return known
+        passed = self.dag.transfer_rows.get(stage_id)
+        return passed if passed is not None else self.cardinality.rows(self.dag.stage(stage_id).plan)
 
     def _stage_plan(self, read: StageRead) -> Node | None:
         return self.dag.stage(read.stage_id).plan if self.dag is not None else None

@@ -141,7 +141,7 @@ def add_transfers(dag: StageDag, rows: RowEstimate, sizes: Sizes, max_bytes: int
     new = with_scan_stages(dag, passes)
     return replace(new, transfers=tuple(schedule.transfers),
                    transfer_passes={stage_id: phase for stage_id, _, phase in schedule.passes},
-                   transfer_keys=schedule.sizing.by_stage,
+                   transfer_keys=schedule.sizing.by_stage, transfer_rows=schedule.sizing.rows_by_stage,
                    scan_sources={node_id: stage_id for node_id, stage_id in schedule.last.items()})
 
 
@@ -174,10 +174,13 @@ class _PassKeys:
         self.survivors = survivors
         self.latest: dict[tuple[int, str], float] = {}  # (scan node id, column) → keys of its latest pass
         self.by_stage: dict[tuple[int, str], float] = {}  # (pass stage id, column) → keys
+        self.rows_by_stage: dict[int, float] = {}  # pass stage id → rows it keeps
 
     def add(self, stage_id: int, node_id: int, probes: list[Edge], columns: tuple[str, ...]) -> None:
         scan = self.scans[node_id]
         kept = self.pass_rows(scan, probes)
+        if kept is not None:
+            self.rows_by_stage[stage_id] = kept
         for column in columns:
             distinct = self.distinct(scan, column)
             keys = min(kept, distinct) if kept is not None and distinct is not None else kept

@@ -95,6 +95,8 @@ class StageDag:
     transfer_passes: dict[int, str] = field(default_factory=dict)
     # (pass stage id, column) → the keys the pass's filter of that column is sized for (``ip/transfer.py``)
     transfer_keys: dict[tuple[int, str], float] = field(default_factory=dict)
+    # pass stage id → the rows the pass is estimated to keep after its filters and probes (``ip/transfer.py``)
+    transfer_rows: dict[int, float] = field(default_factory=dict)
     # a write to a partitioned table: the final stage writes a folder per value of these columns
     partition_by: tuple[str, ...] = ()
     write_format: str = "parquet"  # the final stage's format (a table write: the table's)
