@@ -79,14 +79,15 @@ def factor_common_conjuncts(expression: exp.Expression) -> exp.Expression:
     def rewrite(node: exp.Expression) -> exp.Expression:
         if not isinstance(node, exp.Or):
             return node
-        branches = [conjuncts(branch) for branch in node.flatten()]
-        shared = {_text(part) for part in branches[0] if not nondeterministic(part)}
+        # each conjunct's text made once: a text is a generated SQL string, the costliest step here
+        branches = [[(_text(part), part) for part in conjuncts(branch)] for branch in node.flatten()]
+        shared = {text for text, part in branches[0] if not nondeterministic(part)}
         for parts in branches[1:]:
-            shared &= {_text(part) for part in parts}
+            shared &= {text for text, _ in parts}
         if not shared:
             return node
-        common = list({_text(part): part for part in branches[0] if _text(part) in shared}.values())
-        rests = [[part for part in parts if _text(part) not in shared] for parts in branches]
+        common = list({text: part for text, part in branches[0] if text in shared}.values())
+        rests = [[part for text, part in parts if text not in shared] for parts in branches]
         if any(not rest for rest in rests):  # a OR (a AND b) is a
             return and_all(part.copy() for part in common)
         remainder = exp.or_(*[and_all(part.copy() for part in rest) for rest in rests], copy=False)
