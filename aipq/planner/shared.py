@@ -157,7 +157,7 @@ def _canonical(expression: exp.Expression, tokens: Tokens) -> str | None:
         return None
     if any(c.name not in tokens for c in expression.find_all(exp.Column)):
         return None
-    return _renamed(expression, tokens).sql(dialect="spark")
+    return _renamed(expression, tokens).sql(dialect="spark", copy=False)  # a copy of its own: no second one
 
 
 def _canonical_all(expressions, tokens: Tokens) -> list[str] | None:
