@@ -67,11 +67,16 @@ def run_dag(context: RunContext, dag: StageDag, options: RunOptions | None = Non
 def _estimates_of(run: DagRun) -> Callable[[RunRecord], None] | None:
     """How the record's stages get their estimates when first asked (``RunRecord.fill_estimates``; nothing
     without a statistics repository)."""
+    tables = _tables_known_before(run)
+    return None if tables is None else partial(record_estimates, run.dag, tables)
+
+
+def _tables_known_before(run: DagRun) -> KnownTables | None:
+    """What the statistics repository knew when the run started (None without one): its estimates' source."""
     context = run.context
     if context.repository is None:
         return None
-    return partial(record_estimates, run.dag, KnownTables(context.repository, context.storage,
-                                                          run.record.started_at))
+    return KnownTables(context.repository, context.storage, run.record.started_at)
 
 
 def record_estimates(dag: StageDag, tables: KnownTables, record: RunRecord) -> None:
@@ -263,11 +268,8 @@ def _collects_result(run: DagRun, stage: Stage) -> bool:
     limit = top_limit(stage.plan)
     if limit is not None and limit <= most:
         return True
-    repository = run.context.repository
-    if repository is None:
-        return False
-    tables = KnownTables(repository, run.context.storage, run.record.started_at)
-    estimate = JoinEstimates(tables, dag).stage_estimate(stage.id)
+    tables = _tables_known_before(run)
+    estimate = JoinEstimates(tables, dag).stage_estimate(stage.id) if tables is not None else None
     return estimate is not None and estimate <= most
 
 
@@ -276,9 +278,9 @@ def keep(run: DagRun, step: StageStep) -> bool:
     (an exact summary is the written output itself, read where it was written: such a stage stays put)."""
     stage, cache, metrics = step.stage, run.options.cache, step.metrics
     assert metrics is not None and step.decisions is not None
-    exact_summary = any(build.kind == "exact" for build in step.decisions.builds)
     if stage is run.dag.final and run.record.collected is not None:  # no files: the rows are in the driver
         return True
+    exact_summary = any(build.kind == "exact" for build in step.decisions.builds)
     if cache is not None and step.cache_key is not None and stage.id not in run.inexact and not exact_summary:
         kept = cache.keep(step.cache_key, run.paths[stage.id], metrics.rows_written, metrics.bytes_written,
                           f"{stage.name} {stage.operator}")

@@ -4,6 +4,11 @@ Result is closed (or the process ends)."""
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
+import textwrap
+
 import pytest
 from pyspark.sql import DataFrame
 
@@ -65,3 +70,34 @@ def test_a_result_wraps_any_dataframe_lazily(spark, collected):
     wrapped = Result(("a",), spark.range(3).toDF("a"), {})
     assert not collected
     assert wrapped.rows == [(0,), (1,), (2,)] and collected == [3]
+
+
+_SMALL_DRIVER_SCRIPT = textwrap.dedent("""
+    import json, sys
+    from pyspark.sql import SparkSession
+    import aipq
+
+    folder = sys.argv[1]
+    spark = (SparkSession.builder.master("local[1]").config("spark.ui.enabled", "false")
+             .config(map={**aipq.spark_conf(), "spark.driver.maxResultSize": "64k"}).getOrCreate())
+    spark.range(20000).selectExpr("id", "sha2(cast(id as string), 256) as note") \\
+        .write.parquet(folder + "/padded")
+    spark.read.parquet(folder + "/padded").createOrReplaceTempView("padded")
+    result = aipq.sql("select id, note from padded order by id limit 5000", spark=spark, home=folder + "/home",
+                      handoff="off")
+    last = list(result.run["stages"].values())[-1]
+    print(json.dumps({"bytes_written": last["bytes_written"], "rows_written": last["rows_written"],
+                      "counted": result.dataframe.count()}))
+""")
+
+
+@pytest.mark.slow
+def test_a_result_past_the_drivers_limit_is_written_instead_of_collected(tmp_path):
+    """A LIMIT 5000 result is small enough to collect by its bound, but its 5,000 rows pass the session's
+    ``spark.driver.maxResultSize`` (64 KB, set when the session starts, so in a process of its own): Spark fails the
+    collect, and the last stage runs again, written, as a larger result would be."""
+    ran = subprocess.run([sys.executable, "-c", _SMALL_DRIVER_SCRIPT, str(tmp_path)], capture_output=True, text=True,
+                         timeout=600)
+    assert ran.returncode == 0, ran.stderr[-3000:]
+    said = json.loads(ran.stdout.strip().splitlines()[-1])
+    assert said["rows_written"] == said["counted"] == 5000 and said["bytes_written"] > 0, said
