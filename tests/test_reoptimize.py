@@ -114,7 +114,7 @@ def test_adps_variants_without_date_predicates_give_the_oracles_rows(aipq, duck,
         assert_same_rows(actual, oracle_rows(duck, text), ordered=False)
 
 
-@pytest.mark.parametrize("number", [2, 5, 9, 21])
+@pytest.mark.parametrize("number", [9, 21] + [pytest.param(n, marks=pytest.mark.matrix) for n in (2, 5)])
 def test_re_planning_at_every_deviation_with_statistics_gives_the_oracles_rows(aipq, duck, tpch_statistics,
                                                                               tmp_path, number):
     """Factor 1: every written join whose rows are not exactly its estimate re-plans (Hive staging writes every
