@@ -216,14 +216,19 @@ def named_outputs(tree: exp.Expression, names: Sequence[str]) -> exp.Expression:
     """A SELECT whose columns Spark names as aipq names them (``names``: Hive's ``_c0`` for an unnamed expression):
     its result then needs no renaming, which would be a new plan for Spark to analyse. Left as it is when the
     columns cannot be matched one to one (a star, a set operation, a name twice)."""
-    if not isinstance(tree, exp.Select) or len(tree.expressions) != len(names) or len(set(names)) != len(names):
-        return tree
-    if any(e.is_star for e in tree.expressions):
+    if not outputs_nameable(tree, names):
         return tree
     tree.set("expressions", [e if e.alias_or_name == name and isinstance(e, exp.Alias | exp.Column)
                              else exp.alias_(e.unalias(), name, quoted=True)
                              for e, name in zip(tree.expressions, names)])
     return tree
+
+
+def outputs_nameable(tree: exp.Expression, names: Sequence[str]) -> bool:
+    """Whether the SELECT's columns can be named one to one as ``names`` (``named_outputs``): then its result needs
+    no renaming before it is written."""
+    return (isinstance(tree, exp.Select) and len(tree.expressions) == len(names) == len(set(names))
+            and not any(e.is_star for e in tree.expressions))
 
 
 def handed_off_frame(context, statement: exp.Expression, dag: StageDag) -> tuple[object, list[str]]:
@@ -278,7 +283,7 @@ def run_handed_off(context, statement: exp.Expression, dag: StageDag, why: str, 
             frame, views = handed_off_frame(context, statement, dag)
             try:
                 if not keep_frame:
-                    _write(spark, frame, record, group)
+                    _write(spark, frame, record, group, renamed=not outputs_nameable(statement, record.output_names))
             finally:
                 drop_views(spark, views)
     except BaseException:
@@ -297,14 +302,15 @@ def run_handed_off(context, statement: exp.Expression, dag: StageDag, why: str, 
     return record, frame if keep_frame else None
 
 
-def _write(spark, frame, record: RunRecord, group: str) -> None:
-    """Write the result; a Spark failure other than a cancellation (Ctrl-C) is ``HandoffRefused``."""
+def _write(spark, frame, record: RunRecord, group: str, renamed: bool = True) -> None:
+    """Write the result (its columns given aipq's names first unless Spark already names them so: ``renamed``); a
+    Spark failure other than a cancellation (Ctrl-C) is ``HandoffRefused``."""
     spark.sparkContext.setJobGroup(group, "aipq: handed to Spark")
     try:
         if record.result_format in TEXT_FORMATS:
             write_text_frame(frame, record.output_names, record.result_format, record.result_path)
         else:
-            frame.toDF(*unique_names(record.output_names)).write.parquet(record.result_path)
+            (frame.toDF(*unique_names(record.output_names)) if renamed else frame).write.parquet(record.result_path)
     except AipqError:
         raise
     except Exception as error:

@@ -151,8 +151,10 @@ class Adaptive(Strategy):
                 chosen.append((column, f"may pay: its edges together B = {together:.3f} s > β = "
                                        f"{planner.settings.beta:g} s (best case; best edge with a "
                                        f"{best.filter_bytes:,} B filter)"))
+        if not chosen:  # nothing to price the stage's write against (the estimate of its output is not cheap)
+            return chosen
         cost = planner.materialization_cost(stage)
-        if chosen and cost > 0:  # adaptive staging fuses this stage unless its summaries pay for its write
+        if cost > 0:  # adaptive staging fuses this stage unless its summaries pay for its write
             if benefit - cost <= planner.settings.beta:
                 return []
             chosen = [(column, f"{reason}; with its stage's write ({cost:.3f} s) B = {benefit - cost:.3f} s")
