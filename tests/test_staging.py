@@ -214,15 +214,31 @@ class _FixedEstimator:
     """The benefit estimator's answers fixed per producer stage (its summary keeps ``survive[producer]``), and
     writing any stage that could be fused costs ``write_seconds``: the planner's own rules decide the rest."""
 
-    def __init__(self, survive: dict[int, float], write_seconds: float):
-        self.survive, self.write_seconds = survive, write_seconds
+    def __init__(self, survive: dict[int, float], write_seconds: float, saves: float = 2.0):
+        self.survive, self.write_seconds, self.saves = survive, write_seconds, saves
+        self.priced: list[int] = []  # the stages whose write was priced
 
     def __call__(self, candidate, _built, pruning) -> _FixedEdge:
-        """What the edge saves scales with what summaries built before it leave at its place."""
-        return _FixedEdge(self.survive.get(candidate.producer, 0.5), total=2.0 * pruning.at(candidate.target))
+        """What the edge saves (``saves``) scales with what summaries built before it leave at its place."""
+        return _FixedEdge(self.survive.get(candidate.producer, 0.5), total=self.saves * pruning.at(candidate.target))
 
-    def materialization_seconds(self, _stage_id: int) -> float:
+    def materialization_seconds(self, stage_id: int) -> float:
+        self.priced.append(stage_id)
         return self.write_seconds
+
+
+def test_adaptive_prices_a_stages_write_only_for_the_summaries_it_would_build(tpch):
+    """Pricing a stage's write estimates its output (a repository lookup by its subplan's text, its plan's
+    cardinality): a query handed to Spark pays that in each run, so it is done only for a stage with summaries
+    that may pay."""
+    settings = Settings(ip="adaptive", staging="adaptive", broadcast_threshold=0, scan_summaries=0)
+    dag = plan_query(query_text(10), tpch, settings, LOCAL_FILES).dag
+    idle = _FixedEstimator({}, write_seconds=0.5, saves=0.0)
+    assert not [b for d in IpPlanner(dag, settings, estimator=idle).plan_all() for b in d.builds]
+    assert idle.priced == []
+    paying = _FixedEstimator({}, write_seconds=0.5)
+    builds = [b for d in IpPlanner(dag, settings, estimator=paying).plan_all() for b in d.builds]
+    assert builds and {b.stage for b in builds} <= set(paying.priced)
 
 
 @pytest.mark.parametrize(("nearer_keeps", "builder"), [(0.1, 1), (0.01, 2)])
