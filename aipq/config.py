@@ -281,6 +281,12 @@ KNOBS: tuple[Knob, ...] = (
          "building above about 35%). 1: every pass the schedule allows.",
          "--transfer-survivors", "float", low=0, high=1,
          help="Make a transfer pass only where it keeps at most this share of its table's rows; 1 = always."),
+    Knob("transfer_choice", "auto", "Under 'adaptive', the benefit estimator prices the query's predicate-transfer "
+         "schedule (its reading stages' probes, eq. 1 with aipq's terms, against its passes' reads) and runs it "
+         "instead of adaptive's summaries where it saves more than they do by more than β. 'off': 'adaptive' never "
+         "runs a transfer ('--ip transfer' forces one).",
+         "--transfer-choice", "choice", ("auto", "off"),
+         help="Let 'adaptive' run predicate transfer where the estimator says it pays more than its summaries."),
     Knob("stats_lg_k", 12, "HyperLogLog precision: log2 of the sketch's buckets (4–21); the relative standard "
          "error is 1.04/sqrt(2^lg_k), 1.6 % at 12 (Spark's default).",
          "--stats-lg-k", "int", low=4, high=21,
@@ -384,6 +390,7 @@ class Settings:
     cut_scans: str = default_of("cut_scans")
     transfer_keep: int = default_of("transfer_keep")
     transfer_survivors: float = default_of("transfer_survivors")
+    transfer_choice: str = default_of("transfer_choice")
     stats_lg_k: int = default_of("stats_lg_k")
     stats_columns: tuple[str, ...] = default_of("stats_columns")
     cartesian: str = default_of("cartesian")

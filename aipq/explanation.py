@@ -12,27 +12,32 @@ from typing import Any
 from rich.tree import Tree
 
 from aipq.engine.context import RunContext
+from aipq.engine.handoff import Handoff
 from aipq.engine.report import run_dict
 from aipq.estimator.join_estimates import KnownTables, stage_estimate_figures
 from aipq.files import format_size
 from aipq.ip.decisions import StageDecisions
 from aipq.ip.explain import explain_dict
-from aipq.ip.planner import IpPlanner
 from aipq.pipeline import PlannedQuery
 from aipq.planner.stages import StageDag
 from aipq.stats.fingerprint import data_files
 from aipq.stats.plan_key import stage_plan_key
 from aipq.stats.planner import plan_statistics
 from aipq.workflow import PlannedStep
-from aipq.workflow.query import QueryRun, execute, finish_stage_cache, planning_estimator, query_handoff
+from aipq.workflow.planning_estimates import PlanTimeDecisions
+from aipq.workflow.query import QueryRun, execute, finish_stage_cache, query_handoff
+from aipq.workflow.transfer_choice import with_transfer_if_it_pays
 
 
 def planned_explain(query: PlannedQuery, context: RunContext) -> dict:
     """What explain shows of a query without running it: the stage DAG with the decisions strategy ``adaptive``'s
     estimator makes from what is known now, each stage's estimated rows, the statistics a run would collect and
     the output sizes earlier runs of the same subplans recorded (the CLI and the Python API alike)."""
-    dag = query.dag
-    decisions = IpPlanner(dag, context.settings, estimator=planning_estimator(dag, context)).plan_all()
+    adaptive = PlanTimeDecisions(query.dag, context)
+    query, context, choice = with_transfer_if_it_pays(query, context, adaptive)
+    chosen = bool(choice and choice.chosen)
+    made = PlanTimeDecisions(query.dag, context) if chosen else adaptive
+    dag, decisions = query.dag, made.decisions
     info = explain_dict(dag, context.settings, decisions)
     figures = stage_estimates(dag, context, decisions=decisions)
     known = known_stage_sizes(dag, context)
@@ -40,8 +45,10 @@ def planned_explain(query: PlannedQuery, context: RunContext) -> dict:
         stage.update(figures.get(stage["id"], {}))
         stage["known_output"] = known.get(stage["id"])
     info["statistics"] = statistics_plan(dag, context)
-    handoff = query_handoff(query, context)
+    handoff = (Handoff(False, "predicate transfer, chosen by the estimator") if chosen
+               else query_handoff(query, context, adaptive=made))
     info["handoff"] = {"chosen": handoff.chosen, "why": handoff.why}
+    info["transfer_choice"] = choice.as_dict() if choice is not None else None
     return info
 
 
@@ -74,6 +81,7 @@ def analyzed_info(result: QueryRun, context: RunContext) -> dict:
     info["run"] = {k: v for k, v in measured.items() if k != "stages"}
     if record.handed_off:
         info["handoff"] = measured["handoff"]
+    info["transfer_choice"] = record.transfer_choice
     add_estimates(info, {m.stage_id: m.estimate for m in record.stages})  # as the run recorded them
     return info
 
@@ -220,6 +228,10 @@ def _plan_header(info: dict[str, Any]) -> Tree:
         root.add(f"[bold yellow]handed to Spark[/bold yellow] [dim]({handoff['why']})[/dim]")
     elif handoff:
         root.add(f"[dim]aipq's plan runs: {handoff['why']}[/dim]")
+    choice = info.get("transfer_choice")
+    if choice:
+        root.add(f"[bold]predicate transfer chosen[/bold] [dim]({choice['why']})[/dim]" if choice["chosen"]
+                 else f"[dim]no predicate transfer: {choice['why']}[/dim]")
     for note in info.get("join_order", []):
         root.add(f"[dim]join order: {note}[/dim]")
     for replan in info.get("run", {}).get("replans", []):

@@ -114,6 +114,20 @@ def _stage_dag(plan: QueryPlan, table: TableShape | None, sql: str, source_name:
                sizes: Sizes, costing: JoinCosting | None, finished: Sequence[Stage] = ()) -> StageDag:
     if table is not None:
         plan = shape_for_table(plan, table, sql, source_name)
+    return _cut(plan, table, settings, sizes, costing, finished)
+
+
+def transfer_alternative(planned: PlannedQuery, settings: Settings, files: FileSource,
+                         costing: JoinCosting | None) -> StageDag | None:
+    """``planned``'s plan (its join order and physical joins) cut into stages under predicate transfer, for the
+    benefit estimator to price against the plan without it (``estimator/transfer_price.py``); None when the
+    schedule makes no pass."""
+    dag = _cut(planned.dag.plan, planned.table, replace(settings, ip="transfer"), Sizes(files), costing)
+    return dag if dag.transfer_passes else None
+
+
+def _cut(plan: QueryPlan, table: TableShape | None, settings: Settings, sizes: Sizes, costing: JoinCosting | None,
+         finished: Sequence[Stage] = ()) -> StageDag:
     dag = cut_stages(plan, finished, scans_to_cut(plan.root, settings, sizes) | plan.shared)
     if settings.ip in TRANSFER_STRATEGIES:
         bound = scan_summary_bound(dag, settings.scan_summaries, sizes)

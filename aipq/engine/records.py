@@ -55,6 +55,7 @@ class RunRecord:
     started_at: float = 0.0  # wall-clock time the run started (what it records itself comes after)
     collected: object | None = None  # the result's rows sent to the driver, not written (``CollectedRows``)
     handed_off: str = ""  # why the query ran as Spark plans it (``engine/handoff.py``); empty: aipq's plan ran
+    transfer_choice: dict | None = None  # adaptive's choice of predicate transfer, where it priced one
     # fills each stage's ``estimate`` when first asked (``fill_estimates``), not on every run's critical path
     estimating: Callable[[RunRecord], None] | None = None
 

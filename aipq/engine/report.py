@@ -49,6 +49,7 @@ def run_dict(record: RunRecord) -> dict[str, Any]:
         "stages": {m.stage_id: stage_measures(m) for m in record.stages},
         "replans": record.replans,
         "handoff": {"chosen": bool(record.handed_off), "why": record.handed_off} if record.handed_off else None,
+        "transfer_choice": record.transfer_choice,
     }
 
 

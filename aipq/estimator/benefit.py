@@ -176,7 +176,12 @@ def prepass_cost(inputs: EdgeInputs, calibration: Calibration) -> float:
     (key and filter columns), spread over the cores."""
     if inputs.prepass_pages is None:
         return 0.0
-    return DEFAULT_PREPASS_SECONDS + inputs.prepass_pages * calibration.costs.c_read / max(inputs.cores, 1)
+    return prepass_cost_of(inputs.prepass_pages, inputs.cores, calibration)
+
+
+def prepass_cost_of(pages: float, cores: int, calibration: Calibration) -> float:
+    """A pre-pass over ``pages`` pages: a job's fixed cost and their read, spread over the cores."""
+    return DEFAULT_PREPASS_SECONDS + pages * calibration.costs.c_read / max(cores, 1)
 
 
 def materialization_cost(pages: float, cores: int, calibration: Calibration) -> float:

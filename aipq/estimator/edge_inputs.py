@@ -99,19 +99,20 @@ class SessionFacts:
 
 def adaptive_estimator(dag: StageDag, settings: Settings, repository: StatsRepository | None,
                        calibration: Calibration, session: Callable[[], SessionFacts],
-                       state: RunState | None = None) -> EdgeEstimator | None:
+                       state: RunState | None = None, known: KnownTables | None = None) -> EdgeEstimator | None:
     """The benefit estimator strategy ``adaptive`` decides with (None under any other strategy): over what is
     known before a run (explain), or reading a run's ``state`` as it grows; ``session`` is asked only then."""
     if settings.ip != "adaptive":
         return None
-    return EdgeEstimator(dag, settings, repository, calibration, state, session())
+    return EdgeEstimator(dag, settings, repository, calibration, state, session(), known)
 
 
 class EdgeEstimator:
     """The IP planner's estimator for one run (or for explain, before anything ran)."""
 
     def __init__(self, dag: StageDag, settings: Settings, repository: StatsRepository | None,
-                 calibration: Calibration, state: RunState | None = None, session: SessionFacts | None = None):
+                 calibration: Calibration, state: RunState | None = None, session: SessionFacts | None = None,
+                 known: KnownTables | None = None):
         self.dag = dag
         self.settings = settings
         self.repository = repository
@@ -120,8 +121,8 @@ class EdgeEstimator:
         self.session = session or SessionFacts()
         self.sort_buffer = self._sort_buffer_pages()
         # tables' files and statistics, listed and looked up once per estimator: every candidate edge asks again,
-        # and tables (and stage outputs once written) do not change during a run
-        self.known = KnownTables(repository, self.session.files)
+        # and tables (and stage outputs once written) do not change during a run; ``known``: a planner's, shared
+        self.known = known or KnownTables(repository, self.session.files)
         self._stages: dict[int, object] = {}
         self._plan_texts: dict[int, str] = {}  # each stage's canonical text, shared by the stages above it
         self._planning: set[int] = set()  # stages whose plan's rows are being estimated

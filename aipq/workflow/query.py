@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from aipq.config import master_cores
 from aipq.engine.context import RunContext
 from aipq.engine.dag_run import RunOptions, StageListener
 from aipq.engine.executor import run_dag
@@ -16,14 +15,14 @@ from aipq.engine.statistics import collector_for
 from aipq.engine.storage import Storage
 from aipq.engine.work_dirs import keep_work_dir, remove_work_dir
 from aipq.errors import BadInputError, ExecutionError
-from aipq.estimator.edge_inputs import EdgeEstimator, SessionFacts, adaptive_estimator
-from aipq.ip.planner import IpPlanner
 from aipq.ip.strategies import Strategy
 from aipq.pipeline import PlannedQuery
 from aipq.planner.resolve import find_word
 from aipq.planner.stages import StageDag
 from aipq.reoptimizer import Reoptimizer
 from aipq.stats.planner import plan_statistics
+from aipq.workflow.planning_estimates import PlanTimeDecisions
+from aipq.workflow.transfer_choice import with_transfer_if_it_pays
 
 # A result of aipq's own plan with at most this many rows (by its LIMIT or its estimate) is sent to the driver by
 # its last job when the caller keeps the result as a DataFrame (the Python API), not written and read back.
@@ -68,11 +67,16 @@ def execute(planned: PlannedQuery, context: RunContext, listener: StageListener 
     which aipq chooses nothing is handed to Spark whole (``query_handoff``); with ``keep_frame`` its result is then
     the run's DataFrame, not files, and a small result of aipq's plan comes back as rows (``COLLECTED_ROWS``)."""
     check_table_data(planned.dag, context.storage)
-    handoff = query_handoff(planned, context, ip_strategy, bool(shared or shared_scans))
+    choice, adaptive = None, PlanTimeDecisions(planned.dag, context)
+    if ip_strategy is None and not (shared or shared_scans):
+        planned, context, choice = with_transfer_if_it_pays(planned, context, adaptive)
+    handoff = (Handoff(False, "aipq's plan: predicate transfer, chosen by the estimator") if choice and choice.chosen
+               else query_handoff(planned, context, ip_strategy, bool(shared or shared_scans), adaptive))
     if handoff.chosen:
         try:
             record, frame = run_handed_off(context, planned.statement, planned.dag, handoff.why,
                                            result_format or "parquet", keep_frame)
+            record.transfer_choice = choice.as_dict() if choice is not None else None
             return QueryRun(context.spark, planned, record, context.storage, frame)
         except HandoffRefused:
             pass  # aipq's own plan runs: its planning or stages report the mistake as without the handoff
@@ -90,6 +94,7 @@ def execute(planned: PlannedQuery, context: RunContext, listener: StageListener 
             error.position = find_word(planned.sql, name.split(".")[-1])
             error.source_name = planned.source_name
         raise
+    record.transfer_choice = choice.as_dict() if choice is not None else None
     if record.dag is not None:  # re-planned while it ran: the stages as they ran
         planned = replace(planned, dag=record.dag)
     return QueryRun(context.spark, planned, record, context.storage)
@@ -113,10 +118,11 @@ def finish_stage_cache(context: RunContext) -> None:
 
 
 def query_handoff(planned: PlannedQuery, context: RunContext, ip_strategy: Strategy | None = None,
-                  batch_shared: bool = False) -> Handoff:
+                  batch_shared: bool = False, adaptive: PlanTimeDecisions | None = None) -> Handoff:
     """Whether ``planned`` is handed to Spark whole (``engine/handoff.py``), from what aipq knows before running
-    it: the decisions strategy ``adaptive``'s estimator makes now (those explain shows), the plan's own rewrites,
-    and whether the run would collect statistics. A query whose work a batch shares with others runs aipq's plan."""
+    it: the decisions strategy ``adaptive``'s estimator makes now (those explain shows; ``adaptive`` when they
+    were made already), the plan's own rewrites, and whether the run would collect statistics. A query whose work
+    a batch shares with others runs aipq's plan."""
     settings, dag = context.settings, planned.dag
     if batch_shared:
         return Handoff(False, "a batch shares part of its work with other queries")
@@ -131,9 +137,9 @@ def query_handoff(planned: PlannedQuery, context: RunContext, ip_strategy: Strat
     # statistics this run would collect (tables with files: a view of rows in memory has none to collect)
     missing = settings.statistics == "recollect" or (settings.statistics == "collect" and any(
         need.missing and need.files.fingerprint for need in statistics_needs(dag, context)))
-    estimator = planning_estimator(dag, context)
-    decisions = IpPlanner(dag, settings, estimator=estimator).plan_all()
-    return decide(decisions, missing, lambda use: estimator is not None
+    adaptive = adaptive or PlanTimeDecisions(dag, context)
+    estimator = adaptive.estimator
+    return decide(adaptive.decisions, missing, lambda use: estimator is not None
                   and estimator.joined_map_side_at_run(use.target, use.producer))
 
 
@@ -142,9 +148,3 @@ def statistics_needs(dag: StageDag, context: RunContext) -> list:
         return []
     return plan_statistics(dag, context.repository, context.storage, context.settings.stats_columns)
 
-
-def planning_estimator(dag: StageDag, context: RunContext) -> EdgeEstimator | None:
-    """For explain without running: strategy ``adaptive``'s estimator over what is known before the run."""
-    settings = context.settings
-    return adaptive_estimator(dag, settings, context.repository, context.calibration,
-                              lambda: SessionFacts(files=context.storage, parallelism=master_cores(settings.master)))
