@@ -157,7 +157,7 @@ class QueryRunner:
     def _measured(self, record: RunRecord, run: RunContext, dag: StageDag, seconds: float, stolen: float,
                   planning_seconds: float, executions: int) -> Measurement:
         detail = run_dict(record)
-        ran = record.dag or dag  # re-planned while it ran: the stages as they ran
+        ran = record.dag or dag  # re-planned while it ran, or run as a transfer: the stages as they ran
         self.last_dag = ran
         # after the timed part; from the tables' statistics alone, so that the q-error is that of a first sight
         decisions = [m.decisions for m in record.stages if m.decisions is not None]

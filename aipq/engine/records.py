@@ -51,7 +51,7 @@ class RunRecord:
     statistics_collected: list[str] = field(default_factory=list)  # tables whose statistics this run stored
     result_format: str = "parquet"  # csv or json: the final stage wrote the requested format straight away
     replans: list[dict] = field(default_factory=list)  # each re-plan between stages (``Reoptimizer``)
-    dag: StageDag | None = None  # the DAG the run finished with, when a re-plan changed it
+    dag: StageDag | None = None  # the DAG the run finished with, when a re-plan or the transfer choice changed it
     started_at: float = 0.0  # wall-clock time the run started (what it records itself comes after)
     collected: object | None = None  # the result's rows sent to the driver, not written (``CollectedRows``)
     handed_off: str = ""  # why the query ran as Spark plans it (``engine/handoff.py``); empty: aipq's plan ran

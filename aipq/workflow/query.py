@@ -95,6 +95,8 @@ def execute(planned: PlannedQuery, context: RunContext, listener: StageListener 
             error.source_name = planned.source_name
         raise
     record.transfer_choice = choice.as_dict() if choice is not None else None
+    if choice is not None and choice.chosen and record.dag is None:  # the stages as they ran, not as planned
+        record.dag = planned.dag
     if record.dag is not None:  # re-planned while it ran: the stages as they ran
         planned = replace(planned, dag=record.dag)
     return QueryRun(context.spark, planned, record, context.storage)
