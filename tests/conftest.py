@@ -115,8 +115,9 @@ def local_bytes(path: str) -> int | None:
 
 
 def strategy_options(strategy: str) -> list[str]:
-    """``--ip STRATEGY``; for ``adaptive`` with β low enough that the estimator's path runs on every edge."""
-    return ["--ip", strategy, *(["--beta", "-1000"] if strategy == "adaptive" else [])]
+    """``--ip STRATEGY``; for ``adaptive`` with β low enough that the estimator's path runs on every edge (and
+    without the transfer choice, which so low a β would make on every query)."""
+    return ["--ip", strategy, *(["--beta", "-1000", "--transfer-choice", "off"] if strategy == "adaptive" else [])]
 
 
 def run_to_rows(aipq, tmp_path, *args: str) -> list[tuple]:

@@ -65,7 +65,7 @@ def test_adaptive_with_every_edge_allowed_gives_the_same_rows(aipq, duck, tmp_pa
 
     sql = query_text(9)
     actual = run_to_rows(aipq, tmp_path, "tpch:9", "--ip", "adaptive", "--beta", "-1000", "--plan", "bushy",
-                         "--broadcast-threshold", "0")
+                         "--broadcast-threshold", "0", "--transfer-choice", "off")
     assert_same_rows(actual, oracle_rows(duck, sql), ordered=True)
 
 

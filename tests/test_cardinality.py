@@ -461,7 +461,7 @@ def test_a_written_stages_estimate_counts_the_rows_its_summaries_prune(aipq, tpc
     summaries were expected to keep: TPC-H Q7's two nations' summary prunes supplier below S1, whose output
     keeps about 2 of 25 nations' lines, an order of magnitude its subplan's rows alone would be off."""
     result = aipq("explain", "tpch:7", "--analyze", "--format", "json", "--staging", "hive", "--ip", "adaptive",
-                  "--beta", "-1000", "--broadcast-threshold", "0")
+                  "--beta", "-1000", "--broadcast-threshold", "0", "--transfer-choice", "off")
     assert result.exit_code == 0, result.output
     stages = {s["id"]: s for s in json.loads(result.output)["stages"]}
     pruned = [s for s in stages.values() if "estimated_subplan_rows" in s and "q_error" in s]
@@ -470,7 +470,7 @@ def test_a_written_stages_estimate_counts_the_rows_its_summaries_prune(aipq, tpc
     assert first["estimated_subplan_rows"] > 5 * first["estimated_rows"], first
     assert first["q_error"] < 3, first
     planned = json.loads(aipq("explain", "tpch:7", "--format", "json", "--ip", "adaptive", "--beta", "-1000",
-                              "--broadcast-threshold", "0").output)["stages"]
+                              "--broadcast-threshold", "0", "--transfer-choice", "off").output)["stages"]
     assert any("estimated_subplan_rows" in s for s in planned)  # explain without running says it too
 
 

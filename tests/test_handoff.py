@@ -63,7 +63,7 @@ def test_every_tpch_query_handed_to_spark_gives_duckdbs_rows(context, spark, duc
 def test_a_query_where_aipq_builds_a_summary_is_never_handed_off(context, number):
     """The rule reads the plan-time decisions; a run of aipq's plan that builds a summary must not have been a
     query the rule hands to Spark (run with aipq's plan, β low so that summaries are chosen)."""
-    settings = Settings(beta=-1000.0, broadcast_threshold=0, handoff="auto")
+    settings = Settings(beta=-1000.0, broadcast_threshold=0, handoff="auto", transfer_choice="off")
     own = context.with_settings(replace(settings, handoff="off"))
     planned = _planned(own, query_text(number))
     ran = execute(planned, own)

@@ -136,6 +136,22 @@ def test_a_repository_replaced_after_its_check_is_checked_again(tmp_path):
     assert list(tmp_path.glob("stats.db.unreadable-*"))
 
 
+def test_a_repository_reads_the_database_its_path_names_now(tmp_path):
+    """Reads reuse one connection per thread; once the file is replaced (moved aside and made anew, here by
+    another repository as a second process would), they read the new one, not the file the connection opened."""
+    from aipq.stats.repository import ColumnStats, TableStats
+
+    reader = StatsRepository(tmp_path, notice=pytest.fail)
+    column = ColumnStats("k", "bigint", 10, 0, 10, 12, 8, "1", "10")
+    StatsRepository(tmp_path).save_table(TableStats("/t", "default.t", "f1", 10, 100, 1, 1, columns={"k": column}))
+    assert reader.table("/t").rows == 10 and reader.table("/t").rows == 10
+    (tmp_path / "stats.db").replace(tmp_path / "stats.db.aside")
+    for suffix in ("-wal", "-shm"):
+        (tmp_path / f"stats.db{suffix}").unlink(missing_ok=True)
+    StatsRepository(tmp_path).save_table(TableStats("/t", "default.t", "f2", 20, 200, 1, 1))
+    assert reader.table("/t").rows == 20
+
+
 def test_stage_outputs_are_known_by_their_subplan(fresh):
     hive = ("--broadcast-threshold", "0", "--staging", "hive", "--ip", "off")  # every stage written, unpruned
     assert fresh("run", "tpch:3", "--quiet", *hive).exit_code == 0

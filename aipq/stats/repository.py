@@ -123,6 +123,15 @@ def _file_state(path: Path) -> tuple | None:
     return tuple(states)
 
 
+def _file_identity(path: Path) -> tuple[int, int] | None:
+    """Which file ``path`` names now (device and inode; None when there is none)."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return None
+    return (st.st_dev, st.st_ino)
+
+
 class RepositoryProblem(Exception):
     """The file is not an aipq statistics database."""
 
@@ -134,6 +143,7 @@ class StatsRepository:
         self.path = Path(home) / "stats.db"
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.notice = notice or (lambda message: print(message, file=sys.stderr))
+        self._readers = threading.local()  # each thread's reading connection (``_reading``)
         try:
             self._initialize()
         except (sqlite3.DatabaseError, RepositoryProblem) as problem:
@@ -187,11 +197,13 @@ class StatsRepository:
 
     @contextmanager
     def _connect(self, write: bool = False) -> Iterator[sqlite3.Connection]:
-        con = sqlite3.connect(self.path, timeout=60, isolation_level=None)
+        if not write:
+            with self._reading() as con:
+                yield con
+            return
+        con = self._open()
         try:
-            con.execute("PRAGMA busy_timeout = 60000")
-            con.execute("PRAGMA journal_mode = WAL")
-            con.execute("BEGIN IMMEDIATE" if write else "BEGIN")
+            con.execute("BEGIN IMMEDIATE")
             try:
                 yield con
             except BaseException:
@@ -200,6 +212,36 @@ class StatsRepository:
             con.execute("COMMIT")
         finally:
             con.close()
+
+    def _open(self) -> sqlite3.Connection:
+        con = sqlite3.connect(self.path, timeout=60, isolation_level=None)
+        try:
+            con.execute("PRAGMA busy_timeout = 60000")
+            con.execute("PRAGMA journal_mode = WAL")
+        except BaseException:
+            con.close()
+            raise
+        return con
+
+    @contextmanager
+    def _reading(self) -> Iterator[sqlite3.Connection]:
+        """A read transaction on this thread's reading connection: opened once per thread and kept, since a
+        query's planning reads the repository tens of times (a connection each cost more than the read); opened
+        again when the database file is no longer the one it opened (moved aside, replaced by another process)."""
+        identity = _file_identity(self.path)
+        held = getattr(self._readers, "held", None)
+        if held is None or held[1] != identity:
+            if held is not None:
+                held[0].close()
+            held = self._readers.held = (self._open(), identity)
+        con = held[0]
+        con.execute("BEGIN")
+        try:
+            yield con
+        except BaseException:
+            con.execute("ROLLBACK")
+            raise
+        con.execute("COMMIT")
 
     # tables ------------------------------------------------------------------------------------------------
 
