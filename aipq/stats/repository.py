@@ -132,6 +132,18 @@ def _file_identity(path: Path) -> tuple[int, int] | None:
     return (st.st_dev, st.st_ino)
 
 
+@contextmanager
+def _transaction(con: sqlite3.Connection, begin: str) -> Iterator[None]:
+    """One transaction on ``con``: committed when the block completes, rolled back when it raises."""
+    con.execute(begin)
+    try:
+        yield
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise
+    con.execute("COMMIT")
+
+
 class RepositoryProblem(Exception):
     """The file is not an aipq statistics database."""
 
@@ -203,13 +215,8 @@ class StatsRepository:
             return
         con = self._open()
         try:
-            con.execute("BEGIN IMMEDIATE")
-            try:
+            with _transaction(con, "BEGIN IMMEDIATE"):
                 yield con
-            except BaseException:
-                con.execute("ROLLBACK")
-                raise
-            con.execute("COMMIT")
         finally:
             con.close()
 
@@ -234,14 +241,8 @@ class StatsRepository:
             if held is not None:
                 held[0].close()
             held = self._readers.held = (self._open(), identity)
-        con = held[0]
-        con.execute("BEGIN")
-        try:
-            yield con
-        except BaseException:
-            con.execute("ROLLBACK")
-            raise
-        con.execute("COMMIT")
+        with _transaction(held[0], "BEGIN"):
+            yield held[0]
 
     # tables ------------------------------------------------------------------------------------------------
 
