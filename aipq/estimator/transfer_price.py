@@ -20,9 +20,9 @@ from dataclasses import dataclass
 from aipq.estimator.benefit import prepass_cost_of
 from aipq.estimator.edge_inputs import EdgeEstimator
 from aipq.estimator.parameters import Calibration
-from aipq.ip.bloom_sizing import AUTO_BLOOM_CAP_BYTES, TRANSFER_KEY_MARGIN, bloom_bits
-from aipq.ip.candidates import Candidate, Target
+from aipq.ip.bloom_sizing import transfer_filter_bits
 from aipq.ip.decisions import BuiltInfo, Pruning, StageDecisions
+from aipq.ip.transfer import transfer_candidate
 from aipq.planner.stages import StageDag, Transfer
 
 
@@ -49,10 +49,10 @@ def transfer_price(dag: StageDag, estimator: EdgeEstimator, calibration: Calibra
         if keys is None:
             return None
         place = (transfer.stage, transfer.node_id)
-        built = BuiltInfo("bloom", _filter_bytes(keys, fpp, alpha), math.ceil(keys))
+        built = BuiltInfo("bloom", transfer_filter_bits(keys, fpp, alpha) // 8, math.ceil(keys))
         earlier = shares.get(place, 1.0)
         pruning = Pruning(after=lambda stage_id: 1.0, at=lambda target, share=earlier: share)
-        estimate = estimator(_candidate(transfer), built, pruning)
+        estimate = estimator(transfer_candidate(transfer), built, pruning)
         if estimate is None:
             continue
         probes += 1
@@ -69,17 +69,6 @@ def planned_benefit(decisions: list[StageDecisions]) -> float:
 
 def _reading_probes(dag: StageDag) -> list[Transfer]:
     return [t for t in dag.transfers if t.stage not in dag.transfer_passes]
-
-
-def _candidate(transfer: Transfer) -> Candidate:
-    return Candidate(transfer.producer, transfer.column,
-                     Target(transfer.stage, "input", transfer.target_column, transfer.node_id, transfer.label),
-                     "transfer", transfer.join_stage, transfer.join_keys)
-
-
-def _filter_bytes(keys: float, fpp: float, alpha: int) -> int:
-    """The size ``ip/strategies.PredicateTransfer`` gives a pass's filter of ``keys`` keys."""
-    return bloom_bits(math.ceil(keys * TRANSFER_KEY_MARGIN), fpp, min(alpha, AUTO_BLOOM_CAP_BYTES)) // 8
 
 
 def _pass_cost(dag: StageDag, stage_id: int, estimator: EdgeEstimator, calibration: Calibration,

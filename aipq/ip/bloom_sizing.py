@@ -62,3 +62,9 @@ def bloom_items(bits: int, fpp: float) -> int:
     passes ~10 % of absent keys instead of 1 %."""
     return max(int(bits * (math.log(2) ** 2) / -math.log(fpp)), 1)
 
+
+
+def transfer_filter_bits(keys: float, fpp: float, alpha: int) -> int:
+    """A predicate-transfer pass's filter for the ``keys`` it is estimated to hold, with room for
+    ``TRANSFER_KEY_MARGIN`` times as many, at most α and the auto-sizing cap."""
+    return bloom_bits(math.ceil(keys * TRANSFER_KEY_MARGIN), fpp, min(alpha, AUTO_BLOOM_CAP_BYTES))

@@ -21,16 +21,10 @@ read through ``PlannerView``):
 
 from __future__ import annotations
 
-import math
 from typing import Protocol
 
 from aipq.config import Settings
-from aipq.ip.bloom_sizing import (
-    AUTO_BLOOM_CAP_BYTES,
-    MIN_BLOOM_BITS,
-    TRANSFER_KEY_MARGIN,
-    bloom_bits,
-)
+from aipq.ip.bloom_sizing import MIN_BLOOM_BITS, transfer_filter_bits
 from aipq.ip.candidates import Candidate
 from aipq.ip.decisions import BuiltInfo, Estimate, SummaryKind
 from aipq.planner.stages import Stage, StageDag
@@ -203,8 +197,7 @@ class PredicateTransfer(Always):
         keys = planner.dag.transfer_keys.get((stage.id, column))
         if planner.settings.bloom_size > 0 or keys is None:
             return None
-        cap = min(planner.settings.alpha, AUTO_BLOOM_CAP_BYTES)
-        return bloom_bits(math.ceil(keys * TRANSFER_KEY_MARGIN), planner.settings.bloom_fpp, cap)
+        return transfer_filter_bits(keys, planner.settings.bloom_fpp, planner.settings.alpha)
 
     def creation(self, planner, stage):
         columns = sorted({c.column for c in planner.candidates if c.producer == stage.id})

@@ -292,5 +292,11 @@ class _Schedule:
 
 def transfer_candidates(dag: StageDag) -> list[Candidate]:
     """The schedule's probes as the IP planner's candidates (relation ``transfer``)."""
-    return [Candidate(t.producer, t.column, Target(t.stage, "input", t.target_column, t.node_id, t.label),
-                      "transfer", t.join_stage, t.join_keys) for t in dag.transfers]
+    return [transfer_candidate(t) for t in dag.transfers]
+
+
+def transfer_candidate(transfer: Transfer) -> Candidate:
+    """One probe of the schedule as an IP candidate (relation ``transfer``)."""
+    return Candidate(transfer.producer, transfer.column,
+                     Target(transfer.stage, "input", transfer.target_column, transfer.node_id, transfer.label),
+                     "transfer", transfer.join_stage, transfer.join_keys)
