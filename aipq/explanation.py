@@ -12,7 +12,6 @@ from typing import Any
 from rich.tree import Tree
 
 from aipq.engine.context import RunContext
-from aipq.engine.handoff import Handoff
 from aipq.engine.report import run_dict
 from aipq.estimator.join_estimates import KnownTables, stage_estimate_figures
 from aipq.files import format_size
@@ -45,8 +44,7 @@ def planned_explain(query: PlannedQuery, context: RunContext) -> dict:
         stage.update(figures.get(stage["id"], {}))
         stage["known_output"] = known.get(stage["id"])
     info["statistics"] = statistics_plan(dag, context)
-    handoff = (Handoff(False, "predicate transfer, chosen by the estimator") if chosen
-               else query_handoff(query, context, adaptive=made))
+    handoff = query_handoff(query, context, adaptive=made, choice=choice)
     info["handoff"] = {"chosen": handoff.chosen, "why": handoff.why}
     info["transfer_choice"] = choice.as_dict() if choice is not None else None
     return info

@@ -22,7 +22,7 @@ from aipq.planner.stages import StageDag
 from aipq.reoptimizer import Reoptimizer
 from aipq.stats.planner import plan_statistics
 from aipq.workflow.planning_estimates import PlanTimeDecisions
-from aipq.workflow.transfer_choice import with_transfer_if_it_pays
+from aipq.workflow.transfer_choice import TransferChoice, with_transfer_if_it_pays
 
 # A result of aipq's own plan with at most this many rows (by its LIMIT or its estimate) is sent to the driver by
 # its last job when the caller keeps the result as a DataFrame (the Python API), not written and read back.
@@ -70,13 +70,13 @@ def execute(planned: PlannedQuery, context: RunContext, listener: StageListener 
     choice, adaptive = None, PlanTimeDecisions(planned.dag, context)
     if ip_strategy is None and not (shared or shared_scans):
         planned, context, choice = with_transfer_if_it_pays(planned, context, adaptive)
-    handoff = (Handoff(False, "aipq's plan: predicate transfer, chosen by the estimator") if choice and choice.chosen
-               else query_handoff(planned, context, ip_strategy, bool(shared or shared_scans), adaptive))
+    handoff = query_handoff(planned, context, ip_strategy, bool(shared or shared_scans), adaptive, choice)
+    choice_figures = choice.as_dict() if choice is not None else None
     if handoff.chosen:
         try:
             record, frame = run_handed_off(context, planned.statement, planned.dag, handoff.why,
                                            result_format or "parquet", keep_frame)
-            record.transfer_choice = choice.as_dict() if choice is not None else None
+            record.transfer_choice = choice_figures
             return QueryRun(context.spark, planned, record, context.storage, frame)
         except HandoffRefused:
             pass  # aipq's own plan runs: its planning or stages report the mistake as without the handoff
@@ -94,7 +94,7 @@ def execute(planned: PlannedQuery, context: RunContext, listener: StageListener 
             error.position = find_word(planned.sql, name.split(".")[-1])
             error.source_name = planned.source_name
         raise
-    record.transfer_choice = choice.as_dict() if choice is not None else None
+    record.transfer_choice = choice_figures
     if choice is not None and choice.chosen and record.dag is None:  # the stages as they ran, not as planned
         record.dag = planned.dag
     if record.dag is not None:  # re-planned while it ran: the stages as they ran
@@ -120,14 +120,18 @@ def finish_stage_cache(context: RunContext) -> None:
 
 
 def query_handoff(planned: PlannedQuery, context: RunContext, ip_strategy: Strategy | None = None,
-                  batch_shared: bool = False, adaptive: PlanTimeDecisions | None = None) -> Handoff:
+                  batch_shared: bool = False, adaptive: PlanTimeDecisions | None = None,
+                  choice: TransferChoice | None = None) -> Handoff:
     """Whether ``planned`` is handed to Spark whole (``engine/handoff.py``), from what aipq knows before running
     it: the decisions strategy ``adaptive``'s estimator makes now (those explain shows; ``adaptive`` when they
     were made already), the plan's own rewrites, and whether the run would collect statistics. A query whose work
-    a batch shares with others runs aipq's plan."""
+    a batch shares with others, or that runs the transfer schedule the estimator chose (``choice``), runs aipq's
+    plan."""
     settings, dag = context.settings, planned.dag
     if batch_shared:
         return Handoff(False, "a batch shares part of its work with other queries")
+    if choice is not None and choice.chosen:
+        return Handoff(False, "aipq's plan: predicate transfer, chosen by the estimator")
 
     def decide(decisions=(), statistics_missing=False, broadcast_does_it=lambda use: False) -> Handoff:
         return handoff_decision(settings, dag, planned.statement, decisions, ip_strategy is not None,
